@@ -1,0 +1,36 @@
+# counters: PGXS build for a C++17 PostgreSQL extension.
+EXTENSION = counters
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" counters.control)
+
+MODULE_big = counters
+SRCS = $(sort $(wildcard src/*.cpp))
+OBJS = $(SRCS:.cpp=.o)
+
+# sql/ holds both the extension scripts (counters--*.sql) and pg_regress inputs.
+DATA = $(wildcard sql/counters--*.sql)
+REGRESS = $(sort $(filter-out counters--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+REGRESS_OPTS = --inputdir=. --load-extension=counters
+ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=test --load-extension=counters
+
+EXTRA_CLEAN = results regression.diffs regression.out output_iso test/results log tmp_check
+
+PG_CONFIG ?= pg_config
+PG_CXXFLAGS += -std=gnu++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+	-Wno-register -Wno-sign-compare
+ifeq ($(WERROR),1)
+PG_CXXFLAGS += -Werror
+endif
+SHLIB_LINK += -lstdc++
+
+# JIT inlining of our objects buys nothing; skip the LLVM bitcode build.
+override with_llvm = no
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+$(OBJS): $(wildcard src/*.hpp)
+
+.PHONY: format
+format:
+	clang-format -i src/*.cpp src/*.hpp

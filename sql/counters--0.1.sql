@@ -1,0 +1,350 @@
+/* counters--0.1.sql: install script */
+
+\echo Use "CREATE EXTENSION counters" to load this file. \quit
+
+-- The extension owns its schema: creating it here (rather than with "schema =" in the control file) fails loudly
+-- if a schema of that name already belongs to someone else.
+CREATE SCHEMA counters;
+GRANT USAGE ON SCHEMA counters TO PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- catalog
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- One row per counter. Dumped by pg_dump (see pg_extension_config_dump below); the relations are stored as regclass,
+-- which pg_dump writes as names and pg_upgrade keeps, never as OIDs or node strings. The definition itself lives in
+-- the view named by "query": PostgreSQL records its dependencies on the source columns and functions, keeps it
+-- correct across renames, and pg_dump dumps it as SQL text.
+CREATE TABLE counters.counter (
+	name        text PRIMARY KEY,
+	source      regclass NOT NULL,
+	target      regclass NOT NULL,
+	query       regclass NOT NULL UNIQUE,
+	owns_target boolean NOT NULL,
+	options     jsonb NOT NULL DEFAULT '{}',
+	created_at  timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+CREATE INDEX counter_source_idx ON counters.counter (source);
+SELECT pg_catalog.pg_extension_config_dump('counters.counter', '');
+-- Anyone may read counter definitions; rows are written only by counters.create_counter/drop_counter, whose C
+-- helpers check that the caller owns the tables involved and then write as the extension's owner.
+GRANT SELECT ON counters.counter TO PUBLIC;
+
+CREATE VIEW counters.counters AS
+SELECT c.name,
+       c.source,
+       c.target,
+       c.owns_target AS created_target,
+       pg_catalog.pg_get_viewdef(c.query, true) AS definition,
+       c.query AS definition_view,
+       c.options,
+       c.created_at
+  FROM counters.counter c;
+GRANT SELECT ON counters.counters TO PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- C functions
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- The generic trigger: statement-level, reads the transition tables, applies summed deltas per key.
+CREATE FUNCTION counters.capture() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'counters_capture'
+	LANGUAGE C;
+
+-- Parse and analyse a definition (with the caller's search_path) and describe the counter table it needs.
+CREATE FUNCTION counters._describe(name text, definition text,
+	OUT source regclass, OUT column_name name, OUT is_key boolean, OUT column_type text, OUT not_null boolean)
+	RETURNS SETOF record
+	AS 'MODULE_PATHNAME', 'counters_describe'
+	LANGUAGE C STRICT VOLATILE;
+
+-- Record a counter in the catalog (ownership checked), compile it once to validate, invalidate caches.
+CREATE FUNCTION counters._register(name text, query regclass, target regclass, owns_target boolean)
+	RETURNS regclass
+	AS 'MODULE_PATHNAME', 'counters_register'
+	LANGUAGE C STRICT VOLATILE;
+
+-- Remove a counter from the catalog (ownership checked), invalidate caches. Returns the removed row's fields.
+CREATE FUNCTION counters._unregister(name text,
+	OUT source regclass, OUT target regclass, OUT query regclass, OUT owns_target boolean)
+	RETURNS record
+	AS 'MODULE_PATHNAME', 'counters_unregister'
+	LANGUAGE C STRICT VOLATILE;
+
+-- Add the rows a relation holds now to the counters of its source (sign 1) or take them away (sign -1).
+CREATE FUNCTION counters._count_rows(rel regclass, sign integer) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_count_rows'
+	LANGUAGE C STRICT VOLATILE;
+
+REVOKE ALL ON FUNCTION counters._register(text, regclass, regclass, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION counters._unregister(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION counters._count_rows(regclass, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION counters._register(text, regclass, regclass, boolean) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION counters._unregister(text) TO PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- attaching the trigger
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- Attach the capture triggers to a source table: INSERT, UPDATE and DELETE statement triggers with transition tables
+-- on the table and (for a partitioned table) on every partition, since statement triggers of a parent do not fire for
+-- statements that name a partition; TRUNCATE handling on the table or on each leaf partition. Idempotent.
+CREATE FUNCTION counters.attach(source regclass) RETURNS void
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	rel regclass;
+	leaf boolean;
+	kind "char";
+BEGIN
+	-- pg_partition_tree() lists nothing for a table that is not partitioned.
+	FOR rel, leaf IN
+		SELECT source, true WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_partition_tree(source))
+		UNION ALL
+		SELECT t.relid, t.isleaf FROM pg_catalog.pg_partition_tree(source) t
+	LOOP
+		SELECT c.relkind INTO kind FROM pg_catalog.pg_class c WHERE c.oid = rel;
+		IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t WHERE t.tgrelid = rel AND t.tgname = 'counters_insert') THEN
+			EXECUTE pg_catalog.format('CREATE TRIGGER counters_insert AFTER INSERT ON %s '
+				'REFERENCING NEW TABLE AS counters_new FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()', rel);
+		END IF;
+		IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t WHERE t.tgrelid = rel AND t.tgname = 'counters_update') THEN
+			EXECUTE pg_catalog.format('CREATE TRIGGER counters_update AFTER UPDATE ON %s '
+				'REFERENCING OLD TABLE AS counters_old NEW TABLE AS counters_new '
+				'FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()', rel);
+		END IF;
+		IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t WHERE t.tgrelid = rel AND t.tgname = 'counters_delete') THEN
+			EXECUTE pg_catalog.format('CREATE TRIGGER counters_delete AFTER DELETE ON %s '
+				'REFERENCING OLD TABLE AS counters_old FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()', rel);
+		END IF;
+		-- TRUNCATE: the whole source is emptied in one go (counters are zeroed); a leaf partition's rows are
+		-- subtracted before it is emptied. A partitioned table has no rows of its own: its leaves' triggers fire.
+		IF kind = 'r' AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
+		                              WHERE t.tgrelid = rel AND t.tgname = 'counters_truncate') THEN
+			IF rel = source THEN
+				EXECUTE pg_catalog.format('CREATE TRIGGER counters_truncate AFTER TRUNCATE ON %s '
+					'FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()', rel);
+			ELSE
+				EXECUTE pg_catalog.format('CREATE TRIGGER counters_truncate BEFORE TRUNCATE ON %s '
+					'FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()', rel);
+			END IF;
+		END IF;
+	END LOOP;
+END
+$$;
+
+-- Remove the capture triggers from a source table and its partitions.
+CREATE FUNCTION counters.detach(source regclass) RETURNS void
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	rel regclass;
+	trg name;
+BEGIN
+	FOR rel, trg IN
+		SELECT t.tgrelid::regclass, t.tgname
+		  FROM (SELECT source AS relid UNION SELECT p.relid FROM pg_catalog.pg_partition_tree(source) p) p
+		  JOIN pg_catalog.pg_trigger t ON t.tgrelid = p.relid
+		 WHERE t.tgname IN ('counters_insert', 'counters_update', 'counters_delete', 'counters_truncate')
+		   AND t.tgfoid = 'counters.capture()'::pg_catalog.regprocedure
+	LOOP
+		EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trg, rel);
+	END LOOP;
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- declaring counters
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- One column of a counter as counters._describe reports it.
+CREATE TYPE counters._describe_row AS (
+	source regclass, column_name name, is_key boolean, column_type text, not_null boolean);
+
+CREATE FUNCTION counters._create_counter(name text, definition text, target text, caller_search_path text)
+	RETURNS regclass
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	src regclass;
+	tgt regclass;
+	owns boolean;
+	tgt_schema text;
+	tgt_name text;
+	parts text[];
+	view_name text;
+	q regclass;
+	cols record;
+	col_defs text;
+	key_list text;
+	value_list text;
+	all_keys_not_null boolean;
+	nonzero text;
+	join_cond text;
+	missing text;
+	descr counters._describe_row[];
+BEGIN
+	IF name IS NULL OR pg_catalog.length(name) = 0 OR pg_catalog.length(name) > 52 THEN
+		RAISE EXCEPTION 'invalid counter name %', pg_catalog.quote_literal(name)
+			USING ERRCODE = 'invalid_name', DETAIL = 'A counter name has 1 to 52 characters.';
+	END IF;
+	IF EXISTS (SELECT FROM counters.counter c WHERE c.name = _create_counter.name) THEN
+		RAISE EXCEPTION 'counter "%" already exists', name USING ERRCODE = 'duplicate_object';
+	END IF;
+
+	-- Names in the definition and the target resolve with the caller's search_path, like any SQL they type.
+	PERFORM pg_catalog.set_config('search_path', caller_search_path, true);
+	descr := ARRAY(SELECT ROW(d.*)::counters._describe_row FROM counters._describe(name, definition) d);
+	src := descr[1].source;
+	IF target IS NOT NULL THEN
+		tgt := pg_catalog.to_regclass(target);
+		IF tgt IS NULL THEN
+			parts := pg_catalog.parse_ident(target);
+			IF pg_catalog.array_length(parts, 1) = 1 THEN
+				tgt_schema := pg_catalog.current_schema();
+				tgt_name := parts[1];
+			ELSIF pg_catalog.array_length(parts, 1) = 2 THEN
+				tgt_schema := parts[1];
+				tgt_name := parts[2];
+			ELSE
+				RAISE EXCEPTION 'counter "%": invalid target name %', name, pg_catalog.quote_literal(target)
+					USING ERRCODE = 'invalid_name';
+			END IF;
+			IF tgt_schema IS NULL THEN
+				RAISE EXCEPTION 'counter "%": no schema has been selected to create target %', name, target
+					USING ERRCODE = 'invalid_schema_name';
+			END IF;
+		END IF;
+	END IF;
+	PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+
+	-- No write may slip between the initial fill and the trigger: block writers of the source until commit.
+	EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', src);
+
+	owns := tgt IS NULL;
+	IF tgt IS NULL AND tgt_name IS NULL THEN
+		SELECT n.nspname, name INTO tgt_schema, tgt_name
+		  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		 WHERE c.oid = src;
+	END IF;
+	IF tgt IS NOT NULL THEN
+		SELECT n.nspname INTO tgt_schema
+		  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		 WHERE c.oid = tgt;
+	END IF;
+
+	SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.column_name), ', ' ORDER BY d.ord) FILTER (WHERE d.is_key),
+	       pg_catalog.string_agg(pg_catalog.quote_ident(d.column_name), ', ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
+	       pg_catalog.string_agg(pg_catalog.format('COALESCE(q.%I, 0) OPERATOR(pg_catalog.<>) 0', d.column_name),
+	                             ' OR ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
+	       pg_catalog.bool_and(d.not_null) FILTER (WHERE d.is_key)
+	  INTO key_list, value_list, nonzero, all_keys_not_null
+	  FROM pg_catalog.unnest(descr) WITH ORDINALITY AS d(source, column_name, is_key, column_type, not_null, ord);
+
+	-- The definition becomes a view next to the counter table: PostgreSQL tracks what it depends on, renames follow
+	-- it, pg_dump dumps it as SQL, and selecting from it recomputes the counter from scratch.
+	view_name := name || '_definition';
+	PERFORM pg_catalog.set_config('search_path', caller_search_path, true);
+	EXECUTE pg_catalog.format('CREATE VIEW %I.%I AS %s', tgt_schema, view_name, definition);
+	PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+	q := pg_catalog.format('%I.%I', tgt_schema, view_name)::regclass;
+
+	IF owns THEN
+		SELECT pg_catalog.string_agg(pg_catalog.format('%I %s%s', d.column_name, d.column_type,
+		                             CASE WHEN d.is_key THEN '' ELSE ' NOT NULL DEFAULT 0' END), ', ')
+		  INTO col_defs FROM pg_catalog.unnest(descr) d;
+		IF all_keys_not_null THEN
+			col_defs := col_defs || pg_catalog.format(', PRIMARY KEY (%s)', key_list);
+		ELSE
+			col_defs := col_defs || pg_catalog.format(', UNIQUE NULLS NOT DISTINCT (%s)', key_list);
+		END IF;
+		EXECUTE pg_catalog.format('CREATE TABLE %I.%I (%s)', tgt_schema, tgt_name, col_defs);
+		tgt := pg_catalog.format('%I.%I', tgt_schema, tgt_name)::regclass;
+		-- Rows whose values are all zero are not stored (the trigger deletes them too).
+		EXECUTE pg_catalog.format('INSERT INTO %s (%s, %s) SELECT %s, %s FROM %s q WHERE %s',
+			tgt, key_list, value_list, key_list,
+			(SELECT pg_catalog.string_agg(pg_catalog.format('COALESCE(q.%I, 0)', d.column_name), ', ')
+			   FROM pg_catalog.unnest(descr) d WHERE NOT d.is_key),
+			q, nonzero);
+	ELSE
+		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.column_name), ', ')
+		  INTO missing
+		  FROM pg_catalog.unnest(descr) d
+		 WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+		                    WHERE a.attrelid = tgt AND a.attname = d.column_name AND a.attnum > 0
+		                      AND NOT a.attisdropped);
+		IF missing IS NOT NULL THEN
+			RAISE EXCEPTION 'counter "%": target table % has no column %', name, tgt, missing
+				USING ERRCODE = 'undefined_column',
+				      HINT = 'The key and value aliases of the definition must name columns of the target table.';
+		END IF;
+		SELECT pg_catalog.string_agg(pg_catalog.format('%I (%s)', d.column_name,
+		                             pg_catalog.format_type(a.atttypid, a.atttypmod)), ', ')
+		  INTO missing
+		  FROM pg_catalog.unnest(descr) d
+		  JOIN pg_catalog.pg_attribute a ON a.attrelid = tgt AND a.attname = d.column_name
+		 WHERE NOT d.is_key
+		   AND a.atttypid NOT IN ('pg_catalog.int2'::regtype, 'pg_catalog.int4'::regtype,
+		                          'pg_catalog.int8'::regtype, 'pg_catalog.numeric'::regtype);
+		IF missing IS NOT NULL THEN
+			RAISE EXCEPTION 'counter "%": target column % is not of an integer or numeric type', name, missing
+				USING ERRCODE = 'datatype_mismatch';
+		END IF;
+		IF NOT EXISTS (
+			SELECT FROM pg_catalog.pg_index i
+			 WHERE i.indrelid = tgt AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL
+			   AND i.indisvalid
+			   AND (SELECT pg_catalog.array_agg(a.attname ORDER BY a.attname)
+			          FROM pg_catalog.pg_attribute a
+			         WHERE a.attrelid = tgt AND a.attnum = ANY (i.indkey::int2[]))
+			     = (SELECT pg_catalog.array_agg(d.column_name ORDER BY d.column_name)
+			          FROM pg_catalog.unnest(descr) d WHERE d.is_key)) THEN
+			RAISE EXCEPTION 'counter "%": key columns (%) are not a unique key of target table %', name, key_list, tgt
+				USING ERRCODE = 'invalid_object_definition',
+				      HINT = 'Create a unique index or primary key on exactly the key columns.';
+		END IF;
+		SELECT pg_catalog.string_agg(pg_catalog.format('t.%I OPERATOR(pg_catalog.=) q.%I', d.column_name,
+		                             d.column_name), ' AND ')
+		  INTO join_cond FROM pg_catalog.unnest(descr) d WHERE d.is_key;
+		EXECUTE pg_catalog.format('UPDATE %s SET %s', tgt,
+			(SELECT pg_catalog.string_agg(pg_catalog.format('%I = 0', d.column_name), ', ')
+			   FROM pg_catalog.unnest(descr) d WHERE NOT d.is_key));
+		EXECUTE pg_catalog.format('UPDATE %s t SET %s FROM %s q WHERE %s', tgt,
+			(SELECT pg_catalog.string_agg(pg_catalog.format('%I = COALESCE(q.%I, 0)', d.column_name, d.column_name),
+			                              ', ')
+			   FROM pg_catalog.unnest(descr) d WHERE NOT d.is_key),
+			q, join_cond);
+	END IF;
+
+	PERFORM counters._register(name, q, tgt, owns);
+	PERFORM counters.attach(src);
+	RETURN tgt;
+END
+$$;
+
+-- Declare a counter. The wrapper passes the caller's search_path on, so that the definition resolves names like a
+-- query the caller types; everything the extension runs itself uses a pinned search_path.
+CREATE FUNCTION counters.create_counter(name text, definition text, target text DEFAULT NULL)
+	RETURNS regclass
+	LANGUAGE sql
+AS $$ SELECT counters._create_counter($1, $2, $3, pg_catalog.current_setting('search_path')) $$;
+
+CREATE FUNCTION counters.drop_counter(name text) RETURNS void
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+BEGIN
+	IF NOT EXISTS (SELECT FROM counters.counter k WHERE k.name = drop_counter.name) THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	SELECT * INTO c FROM counters._unregister(name);
+	IF NOT EXISTS (SELECT FROM counters.counter k WHERE k.source = c.source) THEN
+		PERFORM counters.detach(c.source);
+	END IF;
+	EXECUTE pg_catalog.format('DROP VIEW %s', c.query);
+	IF c.owns_target THEN
+		EXECUTE pg_catalog.format('DROP TABLE %s', c.target);
+	END IF;
+END
+$$;

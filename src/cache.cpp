@@ -1,0 +1,415 @@
+/*
+ * cache.cpp: per-backend cache of compiled counters, keyed by the relation whose trigger fires.
+ *
+ * The catalog (counters.counter) and the definition views hold the truth; this cache holds what the trigger needs
+ * to run fast: planned key/value expressions, comparison and hash support for the keys, and prepared statements
+ * that apply deltas. An entry is dropped when PostgreSQL invalidates the relcache entry of the source, of the
+ * counter table, of the definition view, or of the catalog (counters.create_counter/drop_counter send one for the
+ * source), so renames, ALTERs and new counters are picked up by the next statement.
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "utils/syscache.h"
+#include "lib/stringinfo.h"
+#include "rewrite/rewriteHandler.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/typcache.h"
+}
+
+namespace counters {
+
+namespace {
+
+HTAB *source_cache = nullptr;
+/* Bumped by every relcache invalidation: an entry built while one arrived is rebuilt at its next use. */
+uint64 invalidation_count = 0;
+
+/* Oids that, when invalidated, invalidate an entry: the source, targets and definition views. */
+bool
+EntryDependsOn(SourceCounters *entry, Oid relid)
+{
+	if (entry->relid == relid || entry->source == relid)
+		return true;
+	for (int i = 0; i < entry->ncounters; i++)
+		if (entry->counters[i].target == relid || entry->counters[i].query == relid)
+			return true;
+	return false;
+}
+
+void
+InvalidateCallback(Datum arg, Oid relid)
+{
+	invalidation_count++;
+	if (source_cache == nullptr)
+		return;
+	HASH_SEQ_STATUS status;
+	hash_seq_init(&status, source_cache);
+	SourceCounters *entry;
+	while ((entry = (SourceCounters *)hash_seq_search(&status)) != nullptr) {
+		if (relid == InvalidOid || EntryDependsOn(entry, relid))
+			entry->valid = false;
+	}
+}
+
+void
+FreePlans(CompiledCounter *counters, int n)
+{
+	for (int i = 0; i < n; i++) {
+		CompiledCounter *c = &counters[i];
+		if (c->apply_plan)
+			SPI_freeplan(c->apply_plan);
+		if (c->delete_plan)
+			SPI_freeplan(c->delete_plan);
+		if (c->truncate_plan)
+			SPI_freeplan(c->truncate_plan);
+		c->apply_plan = c->delete_plan = c->truncate_plan = nullptr;
+	}
+}
+
+/*
+ * Compiled counters replaced during a transaction may still be in use further up the stack (a counter table that
+ * is itself a source, a statement running while an invalidation arrives), so they are freed at transaction end.
+ */
+struct Retired {
+	Retired *next;
+	MemoryContext cxt;
+	CompiledCounter *counters;
+	int ncounters;
+};
+Retired *retired = nullptr;
+
+void
+RetireEntry(SourceCounters *entry)
+{
+	if (entry->cxt != nullptr) {
+		Retired *r = (Retired *)MemoryContextAlloc(TopMemoryContext, sizeof(Retired));
+		r->cxt = entry->cxt;
+		r->counters = entry->counters;
+		r->ncounters = entry->ncounters;
+		r->next = retired;
+		retired = r;
+	}
+	entry->cxt = nullptr;
+	entry->ncounters = 0;
+	entry->counters = nullptr;
+	entry->used_attrs = nullptr;
+}
+
+void
+FreeRetired(XactEvent event, void *arg)
+{
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_COMMIT &&
+	    event != XACT_EVENT_PARALLEL_ABORT && event != XACT_EVENT_PREPARE)
+		return;
+	while (retired != nullptr) {
+		Retired *r = retired;
+		retired = r->next;
+		FreePlans(r->counters, r->ncounters);
+		MemoryContextDelete(r->cxt);
+		pfree(r);
+	}
+}
+
+bool
+IsFastKeyType(Oid type)
+{
+	switch (type) {
+	case INT2OID:
+	case INT4OID:
+	case INT8OID:
+	case BOOLOID:
+	case DATEOID:
+	case TIMESTAMPOID:
+	case TIMESTAMPTZOID:
+	case OIDOID:
+	case CHAROID:
+		return true;
+	default:
+		return false;
+	}
+}
+
+const char *
+OperatorSchema(Oid opno)
+{
+	HeapTuple tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", opno);
+	Oid nsp = ((Form_pg_operator)GETSTRUCT(tup))->oprnamespace;
+	ReleaseSysCache(tup);
+	return quote_identifier(get_namespace_name(nsp));
+}
+
+const char *
+QualifiedTypeName(Oid type, int32 typmod)
+{
+	return format_type_extended(type, typmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
+}
+
+SPIPlanPtr
+PrepareKept(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr plan = SPI_prepare(sql, nargs, argtypes);
+	if (plan == nullptr)
+		elog(ERROR, "counters: SPI_prepare failed for \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "counters: SPI_keepplan failed");
+	return plan;
+}
+
+/* Build the statements that apply deltas to counter `c`. Column names are read from the target itself. */
+void
+PreparePlans(CompiledCounter *c)
+{
+	CounterDef *def = c->def;
+	char *target = quote_qualified_identifier(get_namespace_name(get_rel_namespace(c->target)),
+	                                          get_rel_name(c->target));
+	int nparams = def->nkeys + def->nvalues;
+	Oid *argtypes = (Oid *)palloc(sizeof(Oid) * nparams);
+	for (int i = 0; i < def->nkeys; i++)
+		argtypes[i] = def->keys[i].type;
+	for (int i = 0; i < def->nvalues; i++)
+		argtypes[def->nkeys + i] = def->values[i].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
+
+	StringInfoData sql;
+	initStringInfo(&sql);
+	if (c->owns_target) {
+		/*
+		 * INSERT ... ON CONFLICT DO UPDATE adds the delta to an existing row or creates it; RETURNING tells whether
+		 * every value came back to zero, in which case the row is deleted by ctid (we hold its lock).
+		 */
+		appendStringInfo(&sql, "INSERT INTO %s AS c (", target);
+		for (int i = 0; i < def->nkeys; i++)
+			appendStringInfo(&sql, "%s%s", i ? ", " : "", quote_identifier(def->keys[i].column_name));
+		for (int i = 0; i < def->nvalues; i++)
+			appendStringInfo(&sql, ", %s", quote_identifier(def->values[i].column_name));
+		appendStringInfoString(&sql, ") VALUES (");
+		for (int i = 0; i < nparams; i++)
+			appendStringInfo(&sql, "%s$%d", i ? ", " : "", i + 1);
+		appendStringInfoString(&sql, ") ON CONFLICT (");
+		for (int i = 0; i < def->nkeys; i++)
+			appendStringInfo(&sql, "%s%s", i ? ", " : "", quote_identifier(def->keys[i].column_name));
+		appendStringInfoString(&sql, ") DO UPDATE SET ");
+		for (int i = 0; i < def->nvalues; i++) {
+			const char *col = quote_identifier(def->values[i].column_name);
+			appendStringInfo(&sql, "%s%s = c.%s OPERATOR(pg_catalog.+) EXCLUDED.%s", i ? ", " : "", col, col, col);
+		}
+		appendStringInfoString(&sql, " RETURNING c.ctid, ");
+		for (int i = 0; i < def->nvalues; i++)
+			appendStringInfo(&sql, "%sc.%s OPERATOR(pg_catalog.=) 0", i ? " AND " : "",
+			                 quote_identifier(def->values[i].column_name));
+		c->apply_plan = PrepareKept(sql.data, nparams, argtypes);
+
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) $1", target);
+		Oid tid_type = TIDOID;
+		c->delete_plan = PrepareKept(sql.data, 1, &tid_type);
+
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "DELETE FROM %s", target);
+		c->truncate_plan = PrepareKept(sql.data, 0, nullptr);
+	} else {
+		/* Counter-cache columns of an existing table: rows that do not exist are not created (documented). */
+		Relation rel = table_open(c->target, AccessShareLock);
+		TupleDesc desc = RelationGetDescr(rel);
+		appendStringInfo(&sql, "UPDATE %s AS t SET ", target);
+		for (int i = 0; i < def->nvalues; i++) {
+			const char *col = quote_identifier(def->values[i].column_name);
+			appendStringInfo(&sql, "%s%s = COALESCE(t.%s, 0) OPERATOR(pg_catalog.+) $%d", i ? ", " : "", col, col,
+			                 def->nkeys + i + 1);
+		}
+		appendStringInfoString(&sql, " WHERE ");
+		for (int i = 0; i < def->nkeys; i++) {
+			const char *col = quote_identifier(def->keys[i].column_name);
+			AttrNumber attno = InvalidAttrNumber;
+			for (int a = 0; a < desc->natts; a++)
+				if (!TupleDescAttr(desc, a)->attisdropped &&
+				    strcmp(NameStr(TupleDescAttr(desc, a)->attname), def->keys[i].column_name) == 0)
+					attno = a + 1;
+			if (attno == InvalidAttrNumber)
+				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+				                errmsg("counter \"%s\": target table %s has no column %s", def->name, target, col)));
+			Form_pg_attribute att = TupleDescAttr(desc, attno - 1);
+			TypeCacheEntry *tc = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR);
+			if (!OidIsValid(tc->eq_opr))
+				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
+				                errmsg("counter \"%s\": key column %s of %s has no equality operator", def->name,
+				                       col, target)));
+			appendStringInfo(&sql, "%st.%s OPERATOR(%s.=) CAST($%d AS %s)", i ? " AND " : "", col,
+			                 OperatorSchema(tc->eq_opr), i + 1,
+			                 QualifiedTypeName(att->atttypid, att->atttypmod));
+		}
+		table_close(rel, AccessShareLock);
+		c->apply_plan = PrepareKept(sql.data, nparams, argtypes);
+
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "UPDATE %s SET ", target);
+		for (int i = 0; i < def->nvalues; i++)
+			appendStringInfo(&sql, "%s%s = 0", i ? ", " : "", quote_identifier(def->values[i].column_name));
+		appendStringInfoString(&sql, " WHERE ");
+		for (int i = 0; i < def->nvalues; i++)
+			appendStringInfo(&sql, "%s%s IS DISTINCT FROM 0", i ? " OR " : "",
+			                 quote_identifier(def->values[i].column_name));
+		c->truncate_plan = PrepareKept(sql.data, 0, nullptr);
+	}
+	pfree(sql.data);
+}
+
+void
+CompileKeys(CompiledCounter *c)
+{
+	CounterDef *def = c->def;
+	int n = def->nkeys;
+	c->key_cmp = (FmgrInfo *)palloc0(sizeof(FmgrInfo) * n);
+	c->key_hash = (FmgrInfo *)palloc0(sizeof(FmgrInfo) * n);
+	c->key_eq = (FmgrInfo *)palloc0(sizeof(FmgrInfo) * n);
+	c->key_fast = (bool *)palloc0(sizeof(bool) * n);
+	c->key_typlen = (int16 *)palloc0(sizeof(int16) * n);
+	c->key_byval = (bool *)palloc0(sizeof(bool) * n);
+	for (int i = 0; i < n; i++) {
+		TypeCacheEntry *tc = lookup_type_cache(def->keys[i].type, TYPECACHE_CMP_PROC_FINFO |
+		                                                              TYPECACHE_HASH_PROC_FINFO |
+		                                                              TYPECACHE_EQ_OPR_FINFO);
+		fmgr_info_copy(&c->key_cmp[i], &tc->cmp_proc_finfo, CurrentMemoryContext);
+		fmgr_info_copy(&c->key_hash[i], &tc->hash_proc_finfo, CurrentMemoryContext);
+		fmgr_info_copy(&c->key_eq[i], &tc->eq_opr_finfo, CurrentMemoryContext);
+		c->key_fast[i] = IsFastKeyType(def->keys[i].type);
+		get_typlenbyval(def->keys[i].type, &c->key_typlen[i], &c->key_byval[i]);
+	}
+}
+
+/* Build the entry's counters; on error the half-built context (child of the caller's) goes away with it. */
+void
+BuildEntry(SourceCounters *entry)
+{
+	const Oid source =
+	    get_rel_relispartition(entry->relid) ? llast_oid(get_partition_ancestors(entry->relid)) : entry->relid;
+
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "counters source cache", ALLOCSET_SMALL_SIZES);
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[1] = {OIDOID};
+	Datum args[1] = {ObjectIdGetDatum(source)};
+	int ret = SPI_execute_with_args("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target "
+	                                "FROM counters.counter c WHERE c.source OPERATOR(pg_catalog.=) $1 "
+	                                "ORDER BY c.name COLLATE \"C\"",
+	                                1, argtypes, args, nullptr, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
+
+	int n = (int)SPI_processed;
+	MemoryContextSwitchTo(cxt);
+	CompiledCounter *compiled = (CompiledCounter *)palloc0(sizeof(CompiledCounter) * (n > 0 ? n : 1));
+	Bitmapset *used = nullptr;
+	/* Plans are kept under CacheMemoryContext by SPI_keepplan: release them if anything below fails. */
+	volatile int nbuilt = 0;
+	PG_TRY();
+	{
+		for (int i = 0; i < n; i++) {
+			MemoryContextSwitchTo(cxt);
+			HeapTuple tup = SPI_tuptable->vals[i];
+			TupleDesc tupdesc = SPI_tuptable->tupdesc;
+			bool isnull;
+			char *name = TextDatumGetCString(SPI_getbinval(tup, tupdesc, 1, &isnull));
+			Oid target = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 2, &isnull));
+			Oid query_oid = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 3, &isnull));
+			bool owns = DatumGetBool(SPI_getbinval(tup, tupdesc, 4, &isnull));
+
+			Relation view = relation_open(query_oid, AccessShareLock);
+			if (view->rd_rel->relkind != RELKIND_VIEW)
+				ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				                errmsg("counter \"%s\": definition \"%s\" is not a view", name,
+				                       RelationGetRelationName(view))));
+			Query *query = (Query *)copyObject(get_view_query(view));
+			CompiledCounter *c = &compiled[i];
+			c->def = AnalyzeDefinition(name, query, RelationGetDescr(view));
+			relation_close(view, AccessShareLock);
+			c->target = target;
+			c->query = query_oid;
+			c->owns_target = owns;
+			Relation trel = table_open(target, AccessShareLock);
+			c->owner = trel->rd_rel->relowner;
+			table_close(trel, AccessShareLock);
+			CompileKeys(c);
+			PreparePlans(c);
+			/* SPI calls leave CurrentMemoryContext at SPI's procedure context: come back to ours. */
+			MemoryContextSwitchTo(cxt);
+			nbuilt = i + 1;
+			used = bms_union(used, c->def->used_attrs);
+		}
+	}
+	PG_CATCH();
+	{
+		FreePlans(compiled, Min(nbuilt + 1, n));
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	SPI_finish();
+
+	MemoryContextSetParent(cxt, CacheMemoryContext);
+	entry->source = source;
+	entry->cxt = cxt;
+	entry->ncounters = n;
+	entry->counters = compiled;
+	entry->used_attrs = used;
+	entry->valid = true;
+}
+
+} // namespace
+
+void
+InitCache()
+{
+	CacheRegisterRelcacheCallback(InvalidateCallback, (Datum)0);
+	RegisterXactCallback(FreeRetired, nullptr);
+}
+
+SourceCounters *
+GetSourceCounters(Oid relid)
+{
+	if (source_cache == nullptr) {
+		HASHCTL ctl;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(SourceCounters);
+		ctl.hcxt = CacheMemoryContext;
+		source_cache = hash_create("counters source cache", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	bool found;
+	SourceCounters *entry = (SourceCounters *)hash_search(source_cache, &relid, HASH_ENTER, &found);
+	if (!found) {
+		entry->relid = relid;
+		entry->source = InvalidOid;
+		entry->valid = false;
+		entry->cxt = nullptr;
+		entry->ncounters = 0;
+		entry->counters = nullptr;
+		entry->used_attrs = nullptr;
+	}
+	if (!entry->valid) {
+		RetireEntry(entry);
+		uint64 before = invalidation_count;
+		BuildEntry(entry);
+		if (invalidation_count != before)
+			entry->valid = false;
+	}
+	return entry;
+}
+
+} // namespace counters

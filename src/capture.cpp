@@ -1,0 +1,589 @@
+/*
+ * capture.cpp: the universal formula, applied per statement.
+ *
+ *     delta[key(old)] -= value(old)   for every old row
+ *     delta[key(new)] += value(new)   for every new row
+ *     apply every nonzero delta, keys in sorted order
+ *
+ * Rows come from the statement's transition tables (or from a scan of a partition about to be truncated). Every
+ * counter of the source is evaluated in one pass; deltas are summed in a hash table per counter; the nonzero ones
+ * are sorted by key (the keys' btree order, so that two statements touching the same keys lock them in the same
+ * order and cannot deadlock) and applied with prepared statements, as the counter table's owner, with a pinned
+ * search_path.
+ *
+ * Everything here calls PostgreSQL functions that may raise errors, so no object with a destructor lives on these
+ * stacks; all memory is palloc'd in a per-statement context that is freed with the trigger call (or the aborted
+ * transaction).
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "access/heapam.h"
+#include "access/relscan.h"
+#include "access/sysattr.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/tupconvert.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "common/hashfn.h"
+#include "common/int.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
+}
+
+namespace counters {
+
+namespace {
+
+/* The summed delta of one key of one counter. */
+struct DeltaEntry {
+	DeltaEntry *next; /* hash chain */
+	uint32 hash;
+	Datum *keys;
+	bool *key_nulls;
+	int64 *ints;   /* Int64 accumulators, per value column */
+	Datum *numerics; /* Numeric accumulators (NULL datum = zero), per value column */
+};
+
+/* Per-counter state of one statement. */
+struct CounterRun {
+	CompiledCounter *c;
+	bool active; /* false: this UPDATE changes no column the counter reads */
+	ExprState *quals;
+	ExprState **key_exprs;
+	ExprState **arg_exprs;
+	ExprState **filter_exprs;
+	/* scratch for one row */
+	Datum *row_keys;
+	bool *row_key_nulls;
+	/* hash table */
+	DeltaEntry **buckets;
+	uint32 nbuckets;
+	uint32 nentries;
+};
+
+struct Run {
+	MemoryContext cxt; /* deltas and compiled expressions of this statement */
+	ExprContext *econtext;
+	int ncounters;
+	CounterRun *runs;
+	int64 *row_ints;     /* scratch contributions of one row */
+	Datum *row_numerics;
+	bool *row_present;
+};
+
+/* A 64-bit mixer (the splitmix64 finalizer) for pass-by-value keys hashed as they are. */
+inline uint32
+MixDatum(Datum d)
+{
+	uint64 x = (uint64)d;
+	x ^= x >> 30;
+	x *= UINT64CONST(0xbf58476d1ce4e5b9);
+	x ^= x >> 27;
+	x *= UINT64CONST(0x94d049bb133111eb);
+	x ^= x >> 31;
+	return (uint32)x;
+}
+
+inline uint32
+HashKeys(CounterRun *r, Datum *keys, bool *nulls)
+{
+	CounterDef *def = r->c->def;
+	uint32 h = 0;
+	for (int i = 0; i < def->nkeys; i++) {
+		uint32 k;
+		if (nulls[i])
+			k = 0x9e3779b9U;
+		else if (r->c->key_fast[i])
+			k = MixDatum(keys[i]);
+		else
+			k = DatumGetUInt32(FunctionCall1Coll(&r->c->key_hash[i], def->keys[i].collation, keys[i]));
+		h = hash_combine(h, k);
+	}
+	return h;
+}
+
+inline bool
+KeysEqual(CounterRun *r, Datum *a, bool *anull, Datum *b, bool *bnull)
+{
+	CounterDef *def = r->c->def;
+	for (int i = 0; i < def->nkeys; i++) {
+		if (anull[i] || bnull[i]) {
+			if (anull[i] != bnull[i])
+				return false;
+			continue;
+		}
+		if (r->c->key_fast[i]) {
+			if (a[i] != b[i])
+				return false;
+		} else if (!DatumGetBool(FunctionCall2Coll(&r->c->key_eq[i], def->keys[i].collation, a[i], b[i])))
+			return false;
+	}
+	return true;
+}
+
+void
+Grow(CounterRun *r)
+{
+	uint32 nbuckets = r->nbuckets * 2;
+	DeltaEntry **buckets = (DeltaEntry **)palloc0(sizeof(DeltaEntry *) * nbuckets);
+	for (uint32 b = 0; b < r->nbuckets; b++) {
+		DeltaEntry *e = r->buckets[b];
+		while (e) {
+			DeltaEntry *next = e->next;
+			e->next = buckets[e->hash & (nbuckets - 1)];
+			buckets[e->hash & (nbuckets - 1)] = e;
+			e = next;
+		}
+	}
+	pfree(r->buckets);
+	r->buckets = buckets;
+	r->nbuckets = nbuckets;
+}
+
+DeltaEntry *
+FindOrAddEntry(Run *run, CounterRun *r)
+{
+	CounterDef *def = r->c->def;
+	uint32 hash = HashKeys(r, r->row_keys, r->row_key_nulls);
+	for (DeltaEntry *e = r->buckets[hash & (r->nbuckets - 1)]; e; e = e->next)
+		if (e->hash == hash && KeysEqual(r, e->keys, e->key_nulls, r->row_keys, r->row_key_nulls))
+			return e;
+
+	MemoryContext old = MemoryContextSwitchTo(run->cxt);
+	DeltaEntry *e = (DeltaEntry *)palloc(sizeof(DeltaEntry));
+	e->hash = hash;
+	e->keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
+	e->key_nulls = (bool *)palloc(sizeof(bool) * def->nkeys);
+	for (int i = 0; i < def->nkeys; i++) {
+		e->key_nulls[i] = r->row_key_nulls[i];
+		e->keys[i] = r->row_key_nulls[i] ? (Datum)0
+		                                 : datumCopy(r->row_keys[i], r->c->key_byval[i], r->c->key_typlen[i]);
+	}
+	e->ints = (int64 *)palloc0(sizeof(int64) * def->nvalues);
+	e->numerics = (Datum *)palloc0(sizeof(Datum) * def->nvalues);
+	MemoryContextSwitchTo(old);
+
+	e->next = r->buckets[hash & (r->nbuckets - 1)];
+	r->buckets[hash & (r->nbuckets - 1)] = e;
+	if (++r->nentries > r->nbuckets)
+		Grow(r);
+	return e;
+}
+
+[[noreturn]] void
+Overflow(CounterRun *r, int value)
+{
+	ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+	                errmsg("counter \"%s\": value of column \"%s\" is out of range for type bigint", r->c->def->name,
+	                       r->c->def->values[value].column_name)));
+	pg_unreachable();
+}
+
+int64
+IntegerDatum(Oid type, Datum d)
+{
+	switch (type) {
+	case INT2OID:
+		return DatumGetInt16(d);
+	case INT4OID:
+		return DatumGetInt32(d);
+	default:
+		return DatumGetInt64(d);
+	}
+}
+
+/* Evaluate every counter on one row (in econtext's scan slot) and add sign * contribution to its key's delta. */
+void
+CountRow(Run *run, int sign)
+{
+	ExprContext *econtext = run->econtext;
+	for (int ci = 0; ci < run->ncounters; ci++) {
+		CounterRun *r = &run->runs[ci];
+		if (!r->active)
+			continue;
+		CounterDef *def = r->c->def;
+		if (r->quals && !ExecQual(r->quals, econtext))
+			continue;
+
+		bool any = false;
+		for (int v = 0; v < def->nvalues; v++) {
+			ValueDef *vd = &def->values[v];
+			run->row_present[v] = false;
+			if (r->filter_exprs[v] && !ExecQual(r->filter_exprs[v], econtext))
+				continue;
+			bool isnull = false;
+			Datum d = (Datum)0;
+			if (vd->kind != ValueKind::CountStar) {
+				d = ExecEvalExprSwitchContext(r->arg_exprs[v], econtext, &isnull);
+				if (isnull)
+					continue;
+			}
+			if (vd->kind == ValueKind::Sum) {
+				if (vd->accum == AccumKind::Int64) {
+					run->row_ints[v] = IntegerDatum(vd->arg_type, d);
+					if (run->row_ints[v] == 0)
+						continue;
+				} else {
+					run->row_numerics[v] = d;
+				}
+			} else {
+				run->row_ints[v] = 1;
+			}
+			run->row_present[v] = true;
+			any = true;
+		}
+		if (!any)
+			continue;
+
+		for (int k = 0; k < def->nkeys; k++)
+			r->row_keys[k] = ExecEvalExprSwitchContext(r->key_exprs[k], econtext, &r->row_key_nulls[k]);
+		DeltaEntry *e = FindOrAddEntry(run, r);
+		for (int v = 0; v < def->nvalues; v++) {
+			if (!run->row_present[v])
+				continue;
+			if (def->values[v].accum == AccumKind::Int64) {
+				int64 add = run->row_ints[v];
+				if (sign < 0 && unlikely(pg_sub_s64_overflow(0, add, &add)))
+					Overflow(r, v);
+				if (unlikely(pg_add_s64_overflow(e->ints[v], add, &e->ints[v])))
+					Overflow(r, v);
+			} else {
+				MemoryContext old = MemoryContextSwitchTo(run->cxt);
+				Datum add = run->row_numerics[v];
+				Datum sum;
+				if (e->numerics[v] == (Datum)0)
+					sum = sign < 0 ? DirectFunctionCall1(numeric_uminus, add) : datumCopy(add, false, -1);
+				else {
+					sum = DirectFunctionCall2(sign < 0 ? numeric_sub : numeric_add, e->numerics[v], add);
+					pfree(DatumGetPointer(e->numerics[v]));
+				}
+				e->numerics[v] = sum;
+				MemoryContextSwitchTo(old);
+			}
+		}
+	}
+	ResetExprContext(econtext);
+}
+
+ExprState *
+InitExpr(Expr *expr)
+{
+	return expr ? ExecInitExpr(expr, nullptr) : nullptr;
+}
+
+Run *
+StartRun(SourceCounters *sc, const Bitmapset *updated_cols)
+{
+	Run *run = (Run *)palloc0(sizeof(Run));
+	run->cxt = AllocSetContextCreate(CurrentMemoryContext, "counters statement", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(run->cxt);
+	run->econtext = CreateStandaloneExprContext();
+	run->ncounters = sc->ncounters;
+	run->runs = (CounterRun *)palloc0(sizeof(CounterRun) * sc->ncounters);
+	int maxvalues = 1;
+	for (int i = 0; i < sc->ncounters; i++) {
+		CompiledCounter *c = &sc->counters[i];
+		CounterDef *def = c->def;
+		CounterRun *r = &run->runs[i];
+		r->c = c;
+		r->active = updated_cols == nullptr || bms_overlap(def->used_attrs, updated_cols);
+		if (!r->active)
+			continue;
+		r->quals = def->quals ? ExecInitQual(def->quals, nullptr) : nullptr;
+		r->key_exprs = (ExprState **)palloc(sizeof(ExprState *) * def->nkeys);
+		for (int k = 0; k < def->nkeys; k++)
+			r->key_exprs[k] = InitExpr(def->keys[k].expr);
+		r->arg_exprs = (ExprState **)palloc0(sizeof(ExprState *) * def->nvalues);
+		r->filter_exprs = (ExprState **)palloc0(sizeof(ExprState *) * def->nvalues);
+		for (int v = 0; v < def->nvalues; v++) {
+			r->arg_exprs[v] = InitExpr(def->values[v].arg);
+			r->filter_exprs[v] = def->values[v].filter
+			                         ? ExecInitQual(make_ands_implicit(def->values[v].filter), nullptr)
+			                         : nullptr;
+		}
+		r->row_keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
+		r->row_key_nulls = (bool *)palloc(sizeof(bool) * def->nkeys);
+		r->nbuckets = 64;
+		r->buckets = (DeltaEntry **)palloc0(sizeof(DeltaEntry *) * r->nbuckets);
+		maxvalues = Max(maxvalues, def->nvalues);
+	}
+	run->row_ints = (int64 *)palloc(sizeof(int64) * maxvalues);
+	run->row_numerics = (Datum *)palloc(sizeof(Datum) * maxvalues);
+	run->row_present = (bool *)palloc(sizeof(bool) * maxvalues);
+	MemoryContextSwitchTo(old);
+	return run;
+}
+
+/* Slots to read rows of `rel` and, for a partition, to convert them to the source's row type. */
+struct RowReader {
+	TupleTableSlot *slot;      /* rows as stored in rel */
+	TupleTableSlot *root_slot; /* rows as the source sees them (== slot unless converting) */
+	AttrMap *map;
+};
+
+void
+InitReader(RowReader *rd, Relation rel, SourceCounters *sc, const TupleTableSlotOps *ops)
+{
+	rd->slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), ops);
+	rd->root_slot = rd->slot;
+	rd->map = nullptr;
+	if (sc->source != RelationGetRelid(rel)) {
+		Relation root = table_open(sc->source, AccessShareLock);
+		TupleDesc root_desc = CreateTupleDescCopy(RelationGetDescr(root));
+		table_close(root, AccessShareLock);
+		rd->map = build_attrmap_by_name_if_req(RelationGetDescr(rel), root_desc);
+		if (rd->map)
+			rd->root_slot = MakeSingleTupleTableSlot(root_desc, &TTSOpsVirtual);
+	}
+}
+
+void
+DropReader(RowReader *rd)
+{
+	if (rd->root_slot != rd->slot)
+		ExecDropSingleTupleTableSlot(rd->root_slot);
+	ExecDropSingleTupleTableSlot(rd->slot);
+}
+
+inline void
+CountSlot(Run *run, RowReader *rd, int sign)
+{
+	TupleTableSlot *slot = rd->map ? execute_attr_map_slot(rd->map, rd->slot, rd->root_slot) : rd->slot;
+	run->econtext->ecxt_scantuple = slot;
+	CountRow(run, sign);
+}
+
+void
+CountTuplestore(Run *run, RowReader *rd, Tuplestorestate *ts, int sign)
+{
+	if (ts == nullptr)
+		return;
+	tuplestore_rescan(ts);
+	while (tuplestore_gettupleslot(ts, true, false, rd->slot)) {
+		CHECK_FOR_INTERRUPTS();
+		CountSlot(run, rd, sign);
+	}
+}
+
+/* Sort support for the entries of one counter. */
+int
+CompareEntries(const void *pa, const void *pb, void *arg)
+{
+	CounterRun *r = (CounterRun *)arg;
+	const DeltaEntry *a = *(DeltaEntry *const *)pa;
+	const DeltaEntry *b = *(DeltaEntry *const *)pb;
+	CounterDef *def = r->c->def;
+	for (int i = 0; i < def->nkeys; i++) {
+		if (a->key_nulls[i] || b->key_nulls[i]) {
+			if (a->key_nulls[i] == b->key_nulls[i])
+				continue;
+			return a->key_nulls[i] ? 1 : -1; /* NULLS LAST, as ORDER BY */
+		}
+		int cmp = DatumGetInt32(FunctionCall2Coll(&r->c->key_cmp[i], def->keys[i].collation, a->keys[i], b->keys[i]));
+		if (cmp != 0)
+			return cmp;
+	}
+	return 0;
+}
+
+bool
+EntryIsZero(CounterDef *def, DeltaEntry *e)
+{
+	for (int v = 0; v < def->nvalues; v++) {
+		if (def->values[v].accum == AccumKind::Int64) {
+			if (e->ints[v] != 0)
+				return false;
+		} else if (e->numerics[v] != (Datum)0 &&
+		           !DatumGetBool(DirectFunctionCall2(numeric_eq, e->numerics[v],
+		                                             DirectFunctionCall1(int8_numeric, Int64GetDatum(0)))))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Deltas are applied with the privileges of the counter table's owner, so that a role that may write the source but
+ * not the counter table still keeps the counter exact. (The trigger entry point has pinned search_path already.)
+ */
+struct Identity {
+	Oid saved_user;
+	int saved_sec;
+};
+
+void
+Enter(Identity *id, Oid owner)
+{
+	GetUserIdAndSecContext(&id->saved_user, &id->saved_sec);
+	SetUserIdAndSecContext(owner, id->saved_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+}
+
+void
+Leave(Identity *id)
+{
+	SetUserIdAndSecContext(id->saved_user, id->saved_sec);
+}
+
+void
+ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
+{
+	CounterDef *def = r->c->def;
+	if (r->nentries == 0)
+		return;
+	DeltaEntry **sorted = (DeltaEntry **)palloc(sizeof(DeltaEntry *) * r->nentries);
+	uint32 n = 0;
+	for (uint32 b = 0; b < r->nbuckets; b++)
+		for (DeltaEntry *e = r->buckets[b]; e; e = e->next)
+			if (!EntryIsZero(def, e))
+				sorted[n++] = e;
+	if (n == 0)
+		return;
+	if (n > 1)
+		qsort_arg(sorted, n, sizeof(DeltaEntry *), CompareEntries, r);
+
+	Identity id;
+	Enter(&id, r->c->owner);
+	Datum zero_numeric = DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
+	for (uint32 i = 0; i < n; i++) {
+		DeltaEntry *e = sorted[i];
+		for (int k = 0; k < def->nkeys; k++) {
+			params[k] = e->keys[k];
+			nulls[k] = e->key_nulls[k] ? 'n' : ' ';
+		}
+		for (int v = 0; v < def->nvalues; v++) {
+			int p = def->nkeys + v;
+			nulls[p] = ' ';
+			if (def->values[v].accum == AccumKind::Int64)
+				params[p] = Int64GetDatum(e->ints[v]);
+			else
+				params[p] = e->numerics[v] != (Datum)0 ? e->numerics[v] : zero_numeric;
+		}
+		int ret = SPI_execute_plan(r->c->apply_plan, params, nulls, false, 0);
+		if (r->c->owns_target) {
+			if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+				elog(ERROR, "counters: applying a delta to counter \"%s\" failed: %s", def->name,
+				     SPI_result_code_string(ret));
+			bool isnull;
+			bool all_zero = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+			if (all_zero) {
+				Datum ctid = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+				ret = SPI_execute_plan(r->c->delete_plan, &ctid, nullptr, false, 0);
+				if (ret != SPI_OK_DELETE)
+					elog(ERROR, "counters: deleting a zero row of counter \"%s\" failed: %s", def->name,
+					     SPI_result_code_string(ret));
+			}
+			SPI_freetuptable(SPI_tuptable);
+		} else if (ret != SPI_OK_UPDATE) {
+			elog(ERROR, "counters: applying a delta to counter \"%s\" failed: %s", def->name,
+			     SPI_result_code_string(ret));
+		}
+	}
+	Leave(&id);
+	pfree(sorted);
+}
+
+void
+FinishRun(Run *run)
+{
+	int maxparams = 1;
+	for (int i = 0; i < run->ncounters; i++)
+		if (run->runs[i].active)
+			maxparams = Max(maxparams, run->runs[i].c->def->nkeys + run->runs[i].c->def->nvalues);
+	bool any = false;
+	for (int i = 0; i < run->ncounters; i++)
+		any |= run->runs[i].active && run->runs[i].nentries > 0;
+	if (any) {
+		Datum *params = (Datum *)palloc(sizeof(Datum) * maxparams);
+		char *nulls = (char *)palloc(sizeof(char) * maxparams);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		for (int i = 0; i < run->ncounters; i++)
+			if (run->runs[i].active)
+				ApplyCounter(run, &run->runs[i], params, nulls);
+		SPI_finish();
+	}
+	FreeExprContext(run->econtext, true);
+	MemoryContextDelete(run->cxt);
+}
+
+} // namespace
+
+void
+CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows,
+                           const Bitmapset *updated_cols)
+{
+	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
+	if (sc->ncounters == 0)
+		return;
+	/*
+	 * An UPDATE that sets no column a counter reads changes no counter. Only trusted on a plain source without
+	 * BEFORE UPDATE row triggers: such a trigger (or a partition's own) may change columns the SET list does not name.
+	 */
+	if (rel->rd_rel->relkind != RELKIND_RELATION || sc->source != RelationGetRelid(rel) ||
+	    (rel->trigdesc && rel->trigdesc->trig_update_before_row))
+		updated_cols = nullptr;
+	if (updated_cols != nullptr && !bms_overlap(sc->used_attrs, updated_cols))
+		return;
+	Run *run = StartRun(sc, updated_cols);
+	RowReader rd;
+	InitReader(&rd, rel, sc, &TTSOpsMinimalTuple);
+	CountTuplestore(run, &rd, old_rows, -1);
+	CountTuplestore(run, &rd, new_rows, 1);
+	DropReader(&rd);
+	FinishRun(run);
+}
+
+void
+CountRelationRows(Relation rel, int sign)
+{
+	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
+	if (sc->ncounters == 0)
+		return;
+	Run *run = StartRun(sc, nullptr);
+	RowReader rd;
+	InitReader(&rd, rel, sc, table_slot_callbacks(rel));
+	/* The latest snapshot: rows committed by anyone before our lock on rel are in the table and must count. */
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, rd.slot)) {
+		CHECK_FOR_INTERRUPTS();
+		CountSlot(run, &rd, sign);
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	DropReader(&rd);
+	FinishRun(run);
+}
+
+void
+ZeroCounters(Relation rel)
+{
+	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
+	if (sc->ncounters == 0)
+		return;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	for (int i = 0; i < sc->ncounters; i++) {
+		CompiledCounter *c = &sc->counters[i];
+		Identity id;
+		Enter(&id, c->owner);
+		int ret = SPI_execute_plan(c->truncate_plan, nullptr, nullptr, false, 0);
+		if (ret != SPI_OK_DELETE && ret != SPI_OK_UPDATE)
+			elog(ERROR, "counters: emptying counter \"%s\" failed: %s", c->def->name, SPI_result_code_string(ret));
+		Leave(&id);
+	}
+	SPI_finish();
+}
+
+} // namespace counters

@@ -1,0 +1,124 @@
+/*
+ * counters.hpp: shared declarations of the counters extension.
+ *
+ * Rules of this code base (see README "Hacking"):
+ * - Every SQL-callable symbol is defined with COUNTERS_FUNCTION (boundary.hpp): a C-linkage shim that calls a C++
+ *   body and turns any escaping C++ exception into ereport(ERROR).
+ * - Code that calls PostgreSQL functions that can raise an error keeps no objects with destructors on its stack:
+ *   PostgreSQL errors are longjmps. Memory comes from palloc and memory contexts, never from new/malloc.
+ */
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/attmap.h"
+#include "access/tupdesc.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "nodes/bitmapset.h"
+#include "nodes/parsenodes.h"
+#include "nodes/pg_list.h"
+#include "utils/relcache.h"
+}
+
+namespace counters {
+
+/* How a row contributes to one value column. */
+enum class ValueKind { CountStar, CountArg, Sum };
+
+/* How contributions are summed: exactly in int64 (overflow is an error) or as numeric. */
+enum class AccumKind { Int64, Numeric };
+
+struct KeyDef {
+	const char *column_name;
+	Expr *expr; /* planned, Vars of the source at varno 1 */
+	Oid type;
+	int32 typmod;
+	Oid collation;
+	bool not_null; /* a plain NOT NULL column of the source */
+};
+
+struct ValueDef {
+	const char *column_name;
+	ValueKind kind;
+	AccumKind accum;
+	Oid arg_type; /* base type of the summed expression */
+	Expr *arg;    /* planned; NULL for count(*) */
+	Expr *filter; /* planned FILTER (WHERE ...) condition, or NULL */
+};
+
+/* One column of the counter, in definition order. */
+struct ColumnDef {
+	bool is_key;
+	int index; /* into keys or values */
+};
+
+/* A counter definition decomposed into the universal formula. */
+struct CounterDef {
+	const char *name;
+	Oid source;
+	int nkeys;
+	KeyDef *keys;
+	int nvalues;
+	ValueDef *values;
+	int ncolumns;
+	ColumnDef *columns;
+	List *quals;            /* planned WHERE clause, implicit AND, Vars at varno 1 */
+	Bitmapset *used_attrs;  /* source attnos read, offset by FirstLowInvalidHeapAttributeNumber */
+};
+
+/*
+ * Analyse a single-table aggregate query (as parse analysis or a view's rule produced it) for counter `name`.
+ * Raises a clear error naming the counter and the offending part for anything the universal formula cannot
+ * maintain exactly. `column_names` (may be NULL) overrides the target list names, e.g. with a view's attributes.
+ * Allocates in CurrentMemoryContext.
+ */
+CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names);
+
+/* The compiled, per-backend form of one counter. */
+struct CompiledCounter {
+	CounterDef *def;
+	Oid target;
+	Oid query; /* the definition view */
+	Oid owner; /* owner of the target: deltas are applied with its privileges */
+	bool owns_target;
+	/* per key: comparison, hashing and equality support */
+	FmgrInfo *key_cmp;
+	FmgrInfo *key_hash;
+	FmgrInfo *key_eq;
+	bool *key_fast; /* integer-like pass-by-value type: hash and compare the Datum itself */
+	int16 *key_typlen;
+	bool *key_byval;
+	SPIPlanPtr apply_plan;    /* upsert (owned table) or UPDATE (existing target) */
+	SPIPlanPtr delete_plan;   /* delete an all-zero row by ctid (owned table only) */
+	SPIPlanPtr truncate_plan; /* empty the counter (owned) or zero its columns (target) */
+};
+
+/* All counters fed by one relation (a source table or one of its partitions), in name order. */
+struct SourceCounters {
+	Oid relid;  /* the relation the trigger fired on */
+	Oid source; /* the declared source (the partitioned root when relid is a partition) */
+	bool valid;
+	MemoryContext cxt;
+	int ncounters;
+	CompiledCounter *counters;
+	Bitmapset *used_attrs; /* union over counters */
+};
+
+/* Look up (building when needed) the counters fed by relation `relid`. Never returns NULL. */
+SourceCounters *GetSourceCounters(Oid relid);
+
+/* Register the relcache invalidation callback (from _PG_init). */
+void InitCache();
+
+/* Apply the counters of `rel` to the rows of tuplestores (either may be NULL) or of the relation itself. */
+void CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows,
+                           const Bitmapset *updated_cols);
+void CountRelationRows(Relation rel, int sign);
+void ZeroCounters(Relation rel);
+
+/* Deparse an expression over the source (Vars at `varno`) for error messages. */
+char *DeparseSourceExpr(Node *expr, Oid source, Index varno);
+
+} // namespace counters

@@ -1,0 +1,345 @@
+/*
+ * definition.cpp: decompose a counter definition (a single-table aggregate query) into the universal formula.
+ *
+ * keys   = the GROUP BY expressions, named by their select-list alias;
+ * values = count(*) -> 1, count(x) -> 1 when x is not null, sum(x) -> x (null -> 0);
+ *          FILTER (WHERE ...) and the query's WHERE make a row contribute nothing.
+ * Everything else is rejected here, at declaration, with the counter's name and the offending part.
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
+#include "rewrite/rewriteManip.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/regproc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+}
+
+namespace counters {
+
+char *
+DeparseSourceExpr(Node *expr, Oid source, Index varno)
+{
+	Node *copy = (Node *)copyObject(expr);
+	if (varno != 1)
+		ChangeVarNodes(copy, varno, 1, 0);
+	List *context = deparse_context_for(get_rel_name(source), source);
+	return deparse_expression(copy, context, false, false);
+}
+
+namespace {
+
+[[noreturn]] void
+Reject(const char *counter, int sqlstate, const char *what, const char *detail)
+{
+	ereport(ERROR, (errcode(sqlstate), errmsg("counter \"%s\": %s", counter, what),
+	                detail ? errdetail("%s", detail) : 0,
+	                errhint("A counter is defined as SELECT keys..., count(*)/count(x)/sum(x) [FILTER (WHERE ...)] "
+	                        "FROM one_table [WHERE ...] GROUP BY keys.")));
+	pg_unreachable();
+}
+
+void
+RequireImmutable(const char *counter, const char *part, Node *expr, Oid source, Index varno)
+{
+	if (expr && contain_mutable_functions(expr))
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+		         errmsg("counter \"%s\": %s uses a function that is not immutable", counter, part),
+		         errdetail("Offending expression: %s", DeparseSourceExpr(expr, source, varno)),
+		         errhint("Counters subtract what a row contributed when it changes, so every expression must give "
+		                 "the same result for the same row forever; now(), random() or a timestamptz date_trunc() "
+		                 "cannot be used.")));
+}
+
+/* Prepare an expression of the analysed query for evaluation against source rows. */
+Expr *
+PlanSourceExpr(Node *expr, Index varno)
+{
+	if (expr == nullptr)
+		return nullptr;
+	Node *copy = (Node *)copyObject(expr);
+	if (varno != 1)
+		ChangeVarNodes(copy, varno, 1, 0);
+	return expression_planner((Expr *)copy);
+}
+
+void
+CollectAttrs(Node *expr, Bitmapset **attrs)
+{
+	if (expr)
+		pull_varattnos(expr, 1, attrs);
+}
+
+bool
+IsGroupKey(Query *query, TargetEntry *tle)
+{
+	if (tle->ressortgroupref == 0)
+		return false;
+	ListCell *lc;
+	foreach (lc, query->groupClause) {
+		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+		if (sgc->tleSortGroupRef == tle->ressortgroupref)
+			return true;
+	}
+	return false;
+}
+
+/* A key expression that is a plain column declared NOT NULL. */
+bool
+IsNotNullColumn(Node *expr, Oid source)
+{
+	if (!IsA(expr, Var))
+		return false;
+	Var *var = (Var *)expr;
+	if (var->varattno <= 0)
+		return var->varattno != 0;
+	HeapTuple tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(source), Int16GetDatum(var->varattno));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	bool not_null = ((Form_pg_attribute)GETSTRUCT(tup))->attnotnull;
+	ReleaseSysCache(tup);
+	return not_null;
+}
+
+void
+CheckSource(const char *counter, RangeTblEntry *rte)
+{
+	if (rte->rtekind != RTE_RELATION)
+		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, "FROM must name exactly one table",
+		       "Subqueries, functions, VALUES and joins are not supported in FROM.");
+	char relkind = get_rel_relkind(rte->relid);
+	char *relname = get_rel_name(rte->relid);
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+		                errmsg("counter \"%s\": \"%s\" is not a table", counter, relname),
+		                errdetail("Counters are fed by ordinary or partitioned tables, whose writes fire triggers.")));
+	if (rte->tablesample)
+		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, "TABLESAMPLE is not supported", nullptr);
+	if (get_rel_relispartition(rte->relid))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": \"%s\" is a partition", counter, relname),
+		                errhint("Declare the counter on the partitioned table; it counts the rows of every "
+		                        "partition, including rows written through a partition directly.")));
+	if (relkind == RELKIND_RELATION && has_subclass(rte->relid))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": table \"%s\" has inheritance children", counter, relname),
+		                errdetail("Rows written to a child table do not fire the parent's triggers.")));
+	if (relkind == RELKIND_PARTITIONED_TABLE && !rte->inh)
+		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, "FROM ONLY on a partitioned table counts nothing", nullptr);
+}
+
+/* count/sum aggregates we can maintain, and what a row contributes to them. */
+void
+DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid source, Index varno, ValueDef *out)
+{
+	char what[NAMEDATALEN + 128];
+	if (agg->aggdistinct != NIL) {
+		snprintf(what, sizeof(what), "DISTINCT aggregate in column \"%s\" is not supported", column);
+		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what,
+		       "A distinct count cannot be maintained from one row's old and new version.");
+	}
+	if (agg->aggorder != NIL) {
+		snprintf(what, sizeof(what), "ORDER BY inside aggregate of column \"%s\" is not supported", column);
+		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what, nullptr);
+	}
+	if (agg->aggkind != AGGKIND_NORMAL || agg->agglevelsup != 0) {
+		snprintf(what, sizeof(what), "aggregate of column \"%s\" is not supported", column);
+		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what, nullptr);
+	}
+
+	Node *arg = agg->args != NIL ? (Node *)linitial_node(TargetEntry, agg->args)->expr : nullptr;
+	out->column_name = column;
+	out->arg = nullptr;
+	out->arg_type = InvalidOid;
+	switch (agg->aggfnoid) {
+	case F_COUNT_:
+		out->kind = ValueKind::CountStar;
+		out->accum = AccumKind::Int64;
+		break;
+	case F_COUNT_ANY:
+		out->kind = ValueKind::CountArg;
+		out->accum = AccumKind::Int64;
+		break;
+	case F_SUM_INT2:
+	case F_SUM_INT4:
+	case F_SUM_INT8:
+		out->kind = ValueKind::Sum;
+		out->accum = AccumKind::Int64;
+		break;
+	case F_SUM_NUMERIC:
+		out->kind = ValueKind::Sum;
+		out->accum = AccumKind::Numeric;
+		break;
+	case F_SUM_FLOAT4:
+	case F_SUM_FLOAT8:
+		snprintf(what, sizeof(what), "sum of a floating-point value in column \"%s\" is not supported", column);
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("counter \"%s\": %s", counter, what),
+		                errdetail("Offending expression: %s",
+		                          DeparseSourceExpr((Node *)agg, source, varno)),
+		                errhint("Floating-point addition is not exact, so adding and subtracting deltas would "
+		                        "drift; sum a numeric value instead, e.g. sum(x::numeric).")));
+		break;
+	default:
+		snprintf(what, sizeof(what), "aggregate %s in column \"%s\" is not supported", format_procedure(agg->aggfnoid),
+		         column);
+		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what,
+		       "Only count(*), count(expression) and sum() of integer or numeric expressions can be maintained "
+		       "exactly from each row's old and new version.");
+	}
+	if (out->kind != ValueKind::CountStar) {
+		out->arg_type = getBaseType(exprType(arg));
+		snprintf(what, sizeof(what), "the argument of column \"%s\"", column);
+		RequireImmutable(counter, what, arg, source, varno);
+		out->arg = PlanSourceExpr(arg, varno);
+	}
+	out->filter = nullptr;
+	if (agg->aggfilter) {
+		snprintf(what, sizeof(what), "the FILTER of column \"%s\"", column);
+		RequireImmutable(counter, what, (Node *)agg->aggfilter, source, varno);
+		out->filter = PlanSourceExpr((Node *)agg->aggfilter, varno);
+	}
+}
+
+} // namespace
+
+CounterDef *
+AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
+{
+	if (query->commandType != CMD_SELECT || query->utilityStmt != nullptr)
+		Reject(name, ERRCODE_WRONG_OBJECT_TYPE, "the definition must be a SELECT query", nullptr);
+	if (query->cteList != NIL)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "WITH is not supported", nullptr);
+	if (query->setOperations != nullptr)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "UNION, INTERSECT and EXCEPT are not supported", nullptr);
+	if (query->hasSubLinks)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "subqueries are not supported",
+		       "A counter may read only the row being written; a subquery reads other rows or tables.");
+	if (query->hasWindowFuncs)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "window functions are not supported", nullptr);
+	if (query->hasTargetSRFs)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "set-returning functions are not supported", nullptr);
+	if (query->distinctClause != NIL)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "DISTINCT is not supported", nullptr);
+	if (query->havingQual != nullptr)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "HAVING is not supported",
+		       "Filter rows with WHERE or an aggregate FILTER clause instead; the counter table keeps every group.");
+	if (query->groupingSets != NIL)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "GROUPING SETS, ROLLUP and CUBE are not supported", nullptr);
+	if (query->sortClause != NIL)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "ORDER BY is not supported", "Order when reading the counter.");
+	if (query->limitCount != nullptr || query->limitOffset != nullptr)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "LIMIT and OFFSET are not supported", nullptr);
+	if (query->rowMarks != NIL)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "FOR UPDATE/SHARE is not supported", nullptr);
+
+	FromExpr *from = query->jointree;
+	if (from == nullptr || list_length(from->fromlist) != 1)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "FROM must name exactly one table",
+		       "Joins and references to other tables are not supported.");
+	Node *item = (Node *)linitial(from->fromlist);
+	if (!IsA(item, RangeTblRef))
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "joins are not supported",
+		       "A counter is fed by the rows of one table.");
+	Index varno = (Index)((RangeTblRef *)item)->rtindex;
+	RangeTblEntry *rte = rt_fetch(varno, query->rtable);
+	CheckSource(name, rte);
+	if (!query->hasAggs)
+		Reject(name, ERRCODE_INVALID_OBJECT_DEFINITION, "the definition has no count() or sum() aggregate", nullptr);
+	if (query->groupClause == NIL)
+		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "the definition has no GROUP BY",
+		       "A counter table has one row per key; group by at least one expression.");
+
+	CounterDef *def = (CounterDef *)palloc0(sizeof(CounterDef));
+	def->name = pstrdup(name);
+	def->source = rte->relid;
+	int ntle = list_length(query->targetList);
+	def->keys = (KeyDef *)palloc0(sizeof(KeyDef) * ntle);
+	def->values = (ValueDef *)palloc0(sizeof(ValueDef) * ntle);
+	def->columns = (ColumnDef *)palloc0(sizeof(ColumnDef) * ntle);
+
+	int resno = 0;
+	int ngroup_keys = 0;
+	ListCell *lc;
+	foreach (lc, query->targetList) {
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		Node *expr = (Node *)tle->expr;
+		if (tle->resjunk) {
+			if (IsGroupKey(query, tle))
+				ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				                errmsg("counter \"%s\": GROUP BY expression %s is not in the select list", name,
+				                       DeparseSourceExpr(expr, def->source, varno)),
+				                errhint("Every key must be a column of the counter table; select it with an alias.")));
+			continue;
+		}
+		resno++;
+		const char *column = tle->resname ? tle->resname : "?column?";
+		if (column_names != nullptr && resno <= column_names->natts)
+			column = pstrdup(NameStr(TupleDescAttr(column_names, resno - 1)->attname));
+		char what[NAMEDATALEN + 64];
+		if (IsGroupKey(query, tle)) {
+			ngroup_keys++;
+			KeyDef *key = &def->keys[def->nkeys];
+			snprintf(what, sizeof(what), "key \"%s\"", column);
+			RequireImmutable(name, what, expr, def->source, varno);
+			key->column_name = column;
+			key->type = exprType(expr);
+			key->typmod = exprTypmod(expr);
+			key->collation = exprCollation(expr);
+			key->not_null = IsNotNullColumn(expr, def->source);
+			TypeCacheEntry *tc = lookup_type_cache(key->type, TYPECACHE_CMP_PROC | TYPECACHE_HASH_PROC);
+			if (!OidIsValid(tc->cmp_proc) || !OidIsValid(tc->hash_proc))
+				ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				                errmsg("counter \"%s\": key \"%s\" has type %s, which cannot be a counter key", name,
+				                       column, format_type_be(key->type)),
+				                errdetail("A key type needs a default btree and hash operator class.")));
+			key->expr = PlanSourceExpr(expr, varno);
+			def->columns[def->ncolumns++] = ColumnDef{true, def->nkeys};
+			def->nkeys++;
+		} else if (IsA(expr, Aggref)) {
+			DecomposeAggregate(name, column, (Aggref *)expr, def->source, varno, &def->values[def->nvalues]);
+			def->columns[def->ncolumns++] = ColumnDef{false, def->nvalues};
+			def->nvalues++;
+		} else {
+			snprintf(what, sizeof(what), "column \"%s\" is neither a GROUP BY key nor a count() or sum()", column);
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("counter \"%s\": %s", name, what),
+			                errdetail("Offending expression: %s", DeparseSourceExpr(expr, def->source, varno)),
+			                errhint("Compute ratios and other expressions over counters when reading them, "
+			                        "e.g. in a view over the counter table.")));
+		}
+	}
+	if (def->nvalues == 0)
+		Reject(name, ERRCODE_INVALID_OBJECT_DEFINITION, "the definition selects no count() or sum() column", nullptr);
+
+	if (from->quals) {
+		RequireImmutable(name, "the WHERE clause", from->quals, def->source, varno);
+		def->quals = make_ands_implicit((Expr *)PlanSourceExpr(from->quals, varno));
+	}
+
+	for (int i = 0; i < def->nkeys; i++)
+		CollectAttrs((Node *)def->keys[i].expr, &def->used_attrs);
+	for (int i = 0; i < def->nvalues; i++) {
+		CollectAttrs((Node *)def->values[i].arg, &def->used_attrs);
+		CollectAttrs((Node *)def->values[i].filter, &def->used_attrs);
+	}
+	CollectAttrs((Node *)def->quals, &def->used_attrs);
+	(void)ngroup_keys;
+	return def;
+}
+
+} // namespace counters

@@ -1,0 +1,325 @@
+/*
+ * functions.cpp: the C boundary. Every SQL-callable function of the extension is defined here with
+ * COUNTERS_FUNCTION, which gives it C linkage and runs its body inside a guard that turns any C++ exception into a
+ * PostgreSQL ERROR (after the exception has been fully handled, so no longjmp starts inside a catch block).
+ */
+#include <exception>
+
+#include "counters.hpp"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "commands/trigger.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/syscache.h"
+#include "parser/analyze.h"
+#include "parser/parser.h"
+#include "rewrite/rewriteHandler.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+PG_MODULE_MAGIC;
+PGDLLEXPORT void _PG_init(void);
+}
+
+namespace counters {
+namespace {
+
+using Body = Datum (*)(FunctionCallInfo);
+
+Datum
+CallGuarded(Body body, FunctionCallInfo fcinfo)
+{
+	static char message[256];
+	try {
+		return body(fcinfo);
+	} catch (const std::exception &e) {
+		strlcpy(message, e.what(), sizeof(message));
+	} catch (...) {
+		strlcpy(message, "unknown C++ exception", sizeof(message));
+	}
+	ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("counters: %s", message)));
+	pg_unreachable();
+}
+
+} // namespace
+} // namespace counters
+
+#define COUNTERS_FUNCTION(name)                                                                                      \
+	extern "C" {                                                                                                     \
+	PGDLLEXPORT PG_FUNCTION_INFO_V1(name);                                                                           \
+	}                                                                                                                \
+	static Datum name##_body(FunctionCallInfo fcinfo);                                                               \
+	extern "C" Datum name(PG_FUNCTION_ARGS) { return counters::CallGuarded(name##_body, fcinfo); }                   \
+	static Datum name##_body(FunctionCallInfo fcinfo)
+
+namespace {
+
+bool
+OwnsRelation(Oid relid)
+{
+#if PG_VERSION_NUM >= 160000
+	return object_ownercheck(RelationRelationId, relid, GetUserId());
+#else
+	return pg_class_ownercheck(relid, GetUserId());
+#endif
+}
+
+void
+RequireOwner(const char *counter, Oid relid)
+{
+	if (!OwnsRelation(relid))
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("counter \"%s\": must be owner of table %s", counter, get_rel_name(relid)),
+		                errdetail("Declaring or dropping a counter requires owning the tables it reads and writes.")));
+}
+
+Oid
+RelationOwner(Oid relid)
+{
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	Oid owner = ((Form_pg_class)GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+Oid
+CatalogOid()
+{
+	return RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
+}
+
+counters::CounterDef *
+AnalyzeView(const char *name, Oid view_oid)
+{
+	Relation view = relation_open(view_oid, AccessShareLock);
+	if (view->rd_rel->relkind != RELKIND_VIEW)
+		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("\"%s\" is not a view",
+		                                                              RelationGetRelationName(view))));
+	Query *query = (Query *)copyObject(get_view_query(view));
+	counters::CounterDef *def = counters::AnalyzeDefinition(name, query, RelationGetDescr(view));
+	relation_close(view, AccessShareLock);
+	return def;
+}
+
+/* Run a catalog write as the catalog's owner (the extension owner). */
+void
+ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, int expected)
+{
+	Oid catalog = CatalogOid();
+	Oid saved_user;
+	int saved_sec;
+	GetUserIdAndSecContext(&saved_user, &saved_sec);
+	SetUserIdAndSecContext(RelationOwner(catalog), saved_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	int ret = SPI_execute_with_args(sql, nargs, argtypes, values, nullptr, false, 0);
+	if (ret != expected)
+		elog(ERROR, "counters: catalog update failed: %s", SPI_result_code_string(ret));
+	SPI_finish();
+	SetUserIdAndSecContext(saved_user, saved_sec);
+}
+
+} // namespace
+
+extern "C" void
+_PG_init(void)
+{
+	counters::InitCache();
+}
+
+/* counters.capture(): the generic statement-level trigger. */
+COUNTERS_FUNCTION(counters_capture)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("counters.capture() must be called as a trigger")));
+	TriggerData *td = (TriggerData *)fcinfo->context;
+	TriggerEvent ev = td->tg_event;
+	if (!TRIGGER_FIRED_FOR_STATEMENT(ev))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("counters.capture() must be fired FOR EACH STATEMENT"),
+		                errhint("Re-create the triggers with counters.attach().")));
+
+	/* Nothing the extension runs may depend on the caller's search_path. */
+	int guc_level = NewGUCNestLevel();
+	(void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+	                        0, false);
+
+	Relation rel = td->tg_relation;
+	if (TRIGGER_FIRED_BY_TRUNCATE(ev)) {
+		if (TRIGGER_FIRED_BEFORE(ev))
+			counters::CountRelationRows(rel, -1); /* a partition: take its rows away before they vanish */
+		else
+			counters::ZeroCounters(rel); /* the whole source is empty */
+	} else {
+		if (!TRIGGER_FIRED_AFTER(ev))
+			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			                errmsg("counters.capture() must be fired AFTER INSERT, UPDATE or DELETE")));
+		Tuplestorestate *old_rows = nullptr;
+		Tuplestorestate *new_rows = nullptr;
+		const Bitmapset *updated = nullptr;
+		if (TRIGGER_FIRED_BY_INSERT(ev))
+			new_rows = td->tg_newtable;
+		else if (TRIGGER_FIRED_BY_UPDATE(ev)) {
+			old_rows = td->tg_oldtable;
+			new_rows = td->tg_newtable;
+			updated = td->tg_updatedcols;
+		} else
+			old_rows = td->tg_oldtable;
+		if ((TRIGGER_FIRED_BY_INSERT(ev) || TRIGGER_FIRED_BY_UPDATE(ev)) && new_rows == nullptr)
+			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			                errmsg("counters.capture() on \"%s\" needs REFERENCING NEW TABLE",
+			                       RelationGetRelationName(rel)),
+			                errhint("Re-create the triggers with counters.attach().")));
+		if ((TRIGGER_FIRED_BY_DELETE(ev) || TRIGGER_FIRED_BY_UPDATE(ev)) && old_rows == nullptr)
+			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			                errmsg("counters.capture() on \"%s\" needs REFERENCING OLD TABLE",
+			                       RelationGetRelationName(rel)),
+			                errhint("Re-create the triggers with counters.attach().")));
+		counters::CountTransitionTables(rel, old_rows, new_rows, updated);
+	}
+	AtEOXact_GUC(true, guc_level);
+	return PointerGetDatum(nullptr);
+}
+
+/* counters._describe(name, definition): parse and analyse a definition, describe the counter table's columns. */
+COUNTERS_FUNCTION(counters_describe)
+{
+	char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char *definition = text_to_cstring(PG_GETARG_TEXT_PP(1));
+
+	List *raw = raw_parser(definition, RAW_PARSE_DEFAULT);
+	if (list_length(raw) != 1)
+		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR),
+		                errmsg("counter \"%s\": the definition must be exactly one SELECT statement", name)));
+	RawStmt *stmt = linitial_node(RawStmt, raw);
+	if (!IsA(stmt->stmt, SelectStmt) || ((SelectStmt *)stmt->stmt)->intoClause != nullptr)
+		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+		                errmsg("counter \"%s\": the definition must be a SELECT statement", name)));
+#if PG_VERSION_NUM >= 150000
+	Query *query = parse_analyze_fixedparams(stmt, definition, nullptr, 0, nullptr);
+#else
+	Query *query = parse_analyze(stmt, definition, nullptr, 0, nullptr);
+#endif
+	counters::CounterDef *def = counters::AnalyzeDefinition(name, query, nullptr);
+
+	InitMaterializedSRF(fcinfo, 0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+	for (int i = 0; i < def->ncolumns; i++) {
+		counters::ColumnDef *col = &def->columns[i];
+		Datum values[5];
+		bool nulls[5] = {false, false, false, false, false};
+		values[0] = ObjectIdGetDatum(def->source);
+		if (col->is_key) {
+			counters::KeyDef *key = &def->keys[col->index];
+			values[1] = CStringGetDatum(key->column_name);
+			values[3] = CStringGetTextDatum(format_type_extended(
+			    key->type, key->typmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+			values[4] = BoolGetDatum(key->not_null);
+		} else {
+			counters::ValueDef *value = &def->values[col->index];
+			values[1] = CStringGetDatum(value->column_name);
+			values[3] = CStringGetTextDatum(value->accum == counters::AccumKind::Int64 ? "bigint" : "numeric");
+			values[4] = BoolGetDatum(true);
+		}
+		values[1] = DirectFunctionCall1(namein, values[1]);
+		values[2] = BoolGetDatum(col->is_key);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum)0;
+}
+
+/* counters._register(name, query, target, owns_target): record a counter, compile it once, invalidate caches. */
+COUNTERS_FUNCTION(counters_register)
+{
+	text *name = PG_GETARG_TEXT_PP(0);
+	Oid query = PG_GETARG_OID(1);
+	Oid target = PG_GETARG_OID(2);
+	bool owns = PG_GETARG_BOOL(3);
+	char *cname = text_to_cstring(name);
+
+	counters::CounterDef *def = AnalyzeView(cname, query);
+	RequireOwner(cname, def->source);
+	RequireOwner(cname, target);
+	RequireOwner(cname, query);
+
+	Oid argtypes[5] = {TEXTOID, OIDOID, OIDOID, OIDOID, BOOLOID};
+	Datum values[5] = {PointerGetDatum(name), ObjectIdGetDatum(def->source), ObjectIdGetDatum(target),
+	                   ObjectIdGetDatum(query), BoolGetDatum(owns)};
+	ExecuteAsCatalogOwner("INSERT INTO counters.counter (name, source, target, query, owns_target) "
+	                      "VALUES ($1, $2::pg_catalog.regclass, $3::pg_catalog.regclass, $4::pg_catalog.regclass, $5)",
+	                      5, argtypes, values, SPI_OK_INSERT);
+	CacheInvalidateRelcacheByRelid(def->source);
+	CommandCounterIncrement();
+	/* Compile now: anything the trigger could not run fails the declaration, not a later write. */
+	(void)counters::GetSourceCounters(def->source);
+	PG_RETURN_OID(target);
+}
+
+/* counters._unregister(name): remove a counter's catalog row; returns what it named. */
+COUNTERS_FUNCTION(counters_unregister)
+{
+	text *name = PG_GETARG_TEXT_PP(0);
+	char *cname = text_to_cstring(name);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {PointerGetDatum(name)};
+	int ret = SPI_execute_with_args("SELECT c.source::pg_catalog.oid, c.target::pg_catalog.oid, "
+	                                "c.query::pg_catalog.oid, c.owns_target FROM counters.counter c "
+	                                "WHERE c.name OPERATOR(pg_catalog.=) $1",
+	                                1, argtypes, args, nullptr, true, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed != 1)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist", cname)));
+	bool isnull;
+	HeapTuple row = SPI_tuptable->vals[0];
+	TupleDesc rowdesc = SPI_tuptable->tupdesc;
+	Oid source = DatumGetObjectId(SPI_getbinval(row, rowdesc, 1, &isnull));
+	Oid target = DatumGetObjectId(SPI_getbinval(row, rowdesc, 2, &isnull));
+	Oid query = DatumGetObjectId(SPI_getbinval(row, rowdesc, 3, &isnull));
+	bool owns = DatumGetBool(SPI_getbinval(row, rowdesc, 4, &isnull));
+	SPI_finish();
+
+	RequireOwner(cname, source);
+	ExecuteAsCatalogOwner("DELETE FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes, args,
+	                      SPI_OK_DELETE);
+	CacheInvalidateRelcacheByRelid(source);
+
+	TupleDesc desc;
+	if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "counters: _unregister must return a record");
+	desc = BlessTupleDesc(desc);
+	Datum values[4] = {ObjectIdGetDatum(source), ObjectIdGetDatum(target), ObjectIdGetDatum(query),
+	                   BoolGetDatum(owns)};
+	bool nulls[4] = {false, false, false, false};
+	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+}
+
+/* counters._count_rows(rel, sign): add (1) or subtract (-1) the rows rel holds now to its source's counters. */
+COUNTERS_FUNCTION(counters_count_rows)
+{
+	Oid relid = PG_GETARG_OID(0);
+	int32 sign = PG_GETARG_INT32(1);
+	if (sign != 1 && sign != -1)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("sign must be 1 or -1")));
+	Relation rel = table_open(relid, ShareRowExclusiveLock);
+	counters::CountRelationRows(rel, sign);
+	table_close(rel, NoLock);
+	PG_RETURN_VOID();
+}
