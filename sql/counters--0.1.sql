@@ -71,14 +71,8 @@ CREATE FUNCTION counters._unregister(name text,
 	AS 'MODULE_PATHNAME', 'counters_unregister'
 	LANGUAGE C STRICT VOLATILE;
 
--- Add the rows a relation holds now to the counters of its source (sign 1) or take them away (sign -1).
-CREATE FUNCTION counters._count_rows(rel regclass, sign integer) RETURNS void
-	AS 'MODULE_PATHNAME', 'counters_count_rows'
-	LANGUAGE C STRICT VOLATILE;
-
 REVOKE ALL ON FUNCTION counters._register(text, regclass, regclass, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION counters._unregister(text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION counters._count_rows(regclass, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION counters._register(text, regclass, regclass, boolean) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION counters._unregister(text) TO PUBLIC;
 
@@ -348,3 +342,90 @@ BEGIN
 	END IF;
 END
 $$;
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- keeping up with DDL
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- Before DROP TABLE of a partition and ALTER TABLE ... ATTACH/DETACH PARTITION: count the rows that join or leave a
+-- counted partitioned table (no row trigger sees them).
+CREATE FUNCTION counters._on_ddl_start() RETURNS event_trigger
+	AS 'MODULE_PATHNAME', 'counters_on_ddl_start'
+	LANGUAGE C;
+CREATE EVENT TRIGGER counters_ddl_start ON ddl_command_start
+	WHEN TAG IN ('DROP TABLE', 'ALTER TABLE')
+	EXECUTE FUNCTION counters._on_ddl_start();
+
+-- After CREATE TABLE ... PARTITION OF / ATTACH PARTITION: give new partitions of a counted table their triggers.
+-- After DETACH PARTITION: take the triggers off the table that left.
+CREATE FUNCTION counters._on_ddl_end() RETURNS event_trigger
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	src regclass;
+	rel regclass;
+	trg name;
+BEGIN
+	FOR src IN
+		SELECT DISTINCT k.source
+		  FROM pg_catalog.pg_event_trigger_ddl_commands() d
+		  JOIN pg_catalog.pg_class c ON c.oid = d.objid AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+		  CROSS JOIN LATERAL (SELECT a.relid FROM pg_catalog.pg_partition_ancestors(c.oid) a) a
+		  JOIN counters.counter k ON k.source = a.relid
+	LOOP
+		PERFORM counters.attach(src);
+	END LOOP;
+	-- A table that carries capture triggers but feeds no counter any more was detached from a counted table.
+	FOR rel, trg IN
+		SELECT t.tgrelid::regclass, t.tgname
+		  FROM pg_catalog.pg_trigger t
+		  JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+		 WHERE t.tgfoid = 'counters.capture()'::pg_catalog.regprocedure
+		   AND NOT c.relispartition
+		   AND pg_catalog.pg_has_role(c.relowner, 'USAGE')
+		   AND NOT EXISTS (SELECT FROM counters.counter k WHERE k.source = t.tgrelid)
+	LOOP
+		EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trg, rel);
+	END LOOP;
+END
+$$;
+CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
+	WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE')
+	EXECUTE FUNCTION counters._on_ddl_end();
+
+-- When a source, counter table or definition view is dropped (DROP TABLE ... CASCADE, ALTER TABLE ... DROP COLUMN
+-- ... CASCADE, DROP TABLE of the counter table), the counter goes with it: catalog row, what remains of its view
+-- and of the table it created, and the triggers once no counter of the source is left. Runs as the extension owner
+-- because it edits the catalog.
+CREATE FUNCTION counters._on_sql_drop() RETURNS event_trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	dropped oid[];
+BEGIN
+	dropped := ARRAY(SELECT d.objid FROM pg_catalog.pg_event_trigger_dropped_objects() d
+	                  WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid = 0);
+	FOR c IN
+		SELECT k.name, k.source::oid AS source, k.target::oid AS target, k.query::oid AS query, k.owns_target
+		  FROM counters.counter k
+		 WHERE k.source::oid = ANY (dropped) OR k.target::oid = ANY (dropped) OR k.query::oid = ANY (dropped)
+	LOOP
+		DELETE FROM counters.counter k WHERE k.name = c.name;
+		IF NOT c.query = ANY (dropped) THEN
+			EXECUTE pg_catalog.format('DROP VIEW IF EXISTS %s', c.query::regclass);
+		END IF;
+		IF c.owns_target AND NOT c.target = ANY (dropped) THEN
+			EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %s', c.target::regclass);
+		END IF;
+		IF NOT c.source = ANY (dropped) THEN
+			IF NOT EXISTS (SELECT FROM counters.counter k WHERE k.source::oid = c.source) THEN
+				PERFORM counters.detach(c.source::regclass);
+			END IF;
+		END IF;
+		RAISE NOTICE 'counter "%" was dropped with the objects it depends on', c.name;
+	END LOOP;
+END
+$$;
+CREATE EVENT TRIGGER counters_sql_drop ON sql_drop
+	EXECUTE FUNCTION counters._on_sql_drop();

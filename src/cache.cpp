@@ -295,8 +295,7 @@ CompileKeys(CompiledCounter *c)
 void
 BuildEntry(SourceCounters *entry)
 {
-	const Oid source =
-	    get_rel_relispartition(entry->relid) ? llast_oid(get_partition_ancestors(entry->relid)) : entry->relid;
+	const Oid source = SourceOf(entry->relid);
 
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "counters source cache", ALLOCSET_SMALL_SIZES);
 	MemoryContext oldcxt = CurrentMemoryContext;
@@ -372,6 +371,12 @@ BuildEntry(SourceCounters *entry)
 }
 
 } // namespace
+
+Oid
+SourceOf(Oid relid)
+{
+	return get_rel_relispartition(relid) ? llast_oid(get_partition_ancestors(relid)) : relid;
+}
 
 void
 InitCache()

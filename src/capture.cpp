@@ -545,9 +545,9 @@ CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *
 }
 
 void
-CountRelationRows(Relation rel, int sign)
+CountRelationRows(Relation rel, Oid source, int sign)
 {
-	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
+	SourceCounters *sc = GetSourceCounters(source);
 	if (sc->ncounters == 0)
 		return;
 	Run *run = StartRun(sc, nullptr);

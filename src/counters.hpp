@@ -112,10 +112,13 @@ SourceCounters *GetSourceCounters(Oid relid);
 /* Register the relcache invalidation callback (from _PG_init). */
 void InitCache();
 
-/* Apply the counters of `rel` to the rows of tuplestores (either may be NULL) or of the relation itself. */
+/* Apply the counters of `rel` to the rows of its transition tables (either may be NULL). */
 void CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows,
                            const Bitmapset *updated_cols);
-void CountRelationRows(Relation rel, int sign);
+/* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
+void CountRelationRows(Relation rel, Oid source, int sign);
+/* The declared source a relation feeds: its partitioned root, or itself. */
+Oid SourceOf(Oid relid);
 void ZeroCounters(Relation rel);
 
 /* Deparse an expression over the source (Vars at `varno`) for error messages. */

@@ -13,6 +13,9 @@ extern "C" {
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/partition.h"
+#include "catalog/pg_inherits.h"
+#include "commands/event_trigger.h"
 #include "commands/trigger.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -161,7 +164,8 @@ COUNTERS_FUNCTION(counters_capture)
 	Relation rel = td->tg_relation;
 	if (TRIGGER_FIRED_BY_TRUNCATE(ev)) {
 		if (TRIGGER_FIRED_BEFORE(ev))
-			counters::CountRelationRows(rel, -1); /* a partition: take its rows away before they vanish */
+			/* a partition: take its rows away before they vanish */
+			counters::CountRelationRows(rel, counters::SourceOf(RelationGetRelid(rel)), -1);
 		else
 			counters::ZeroCounters(rel); /* the whole source is empty */
 	} else {
@@ -311,15 +315,84 @@ COUNTERS_FUNCTION(counters_unregister)
 	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
 }
 
-/* counters._count_rows(rel, sign): add (1) or subtract (-1) the rows rel holds now to its source's counters. */
-COUNTERS_FUNCTION(counters_count_rows)
+/*
+ * Partitions that join or leave a counted table bring or take rows without firing any trigger. Before DROP TABLE of
+ * a partition, ALTER TABLE ... DETACH PARTITION and ALTER TABLE ... ATTACH PARTITION, count the rows that leave
+ * (or join) the source. Runs in the command's transaction: if the command fails, so does the count.
+ */
+namespace {
+
+void
+CountPartitionRows(Oid partition, Oid source, int sign)
 {
-	Oid relid = PG_GETARG_OID(0);
-	int32 sign = PG_GETARG_INT32(1);
-	if (sign != 1 && sign != -1)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("sign must be 1 or -1")));
-	Relation rel = table_open(relid, ShareRowExclusiveLock);
-	counters::CountRelationRows(rel, sign);
-	table_close(rel, NoLock);
+	if (counters::GetSourceCounters(source)->ncounters == 0)
+		return;
+	List *rels = find_all_inheritors(partition, AccessExclusiveLock, nullptr);
+	ListCell *lc;
+	foreach (lc, rels) {
+		Oid relid = lfirst_oid(lc);
+		if (get_rel_relkind(relid) != RELKIND_RELATION)
+			continue;
+		Relation rel = table_open(relid, NoLock);
+		counters::CountRelationRows(rel, source, sign);
+		table_close(rel, NoLock);
+	}
+}
+
+Oid
+LookupTable(RangeVar *rv)
+{
+	return rv ? RangeVarGetRelid(rv, NoLock, true) : InvalidOid;
+}
+
+} // namespace
+
+COUNTERS_FUNCTION(counters_on_ddl_start)
+{
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("counters._on_ddl_start() must be called as an event trigger")));
+	Node *tree = ((EventTriggerData *)fcinfo->context)->parsetree;
+	/* Resolve the command's names with the caller's search_path, as the command itself will; then pin it. */
+	List *leaving = NIL;
+	List *joining = NIL;
+	Oid parent = InvalidOid;
+	if (IsA(tree, DropStmt) && ((DropStmt *)tree)->removeType == OBJECT_TABLE) {
+		ListCell *lc;
+		foreach (lc, ((DropStmt *)tree)->objects) {
+			Oid relid = LookupTable(makeRangeVarFromNameList((List *)lfirst(lc)));
+			if (OidIsValid(relid) && get_rel_relispartition(relid))
+				leaving = lappend_oid(leaving, relid);
+		}
+	} else if (IsA(tree, AlterTableStmt)) {
+		AlterTableStmt *stmt = (AlterTableStmt *)tree;
+		parent = LookupTable(stmt->relation);
+		ListCell *lc;
+		foreach (lc, stmt->cmds) {
+			AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+			if (!OidIsValid(parent) || get_rel_relkind(parent) != RELKIND_PARTITIONED_TABLE ||
+			    (cmd->subtype != AT_AttachPartition && cmd->subtype != AT_DetachPartition))
+				continue;
+			Oid partition = LookupTable(((PartitionCmd *)cmd->def)->name);
+			if (!OidIsValid(partition))
+				continue;
+			if (cmd->subtype == AT_DetachPartition && get_rel_relispartition(partition))
+				leaving = lappend_oid(leaving, partition);
+			else if (cmd->subtype == AT_AttachPartition && !get_rel_relispartition(partition))
+				joining = lappend_oid(joining, partition);
+		}
+	}
+	if (leaving == NIL && joining == NIL)
+		PG_RETURN_VOID();
+
+	int guc_level = NewGUCNestLevel();
+	(void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+	                        0, false);
+	ListCell *lc;
+	foreach (lc, leaving)
+		CountPartitionRows(lfirst_oid(lc), counters::SourceOf(lfirst_oid(lc)), -1);
+	foreach (lc, joining)
+		CountPartitionRows(lfirst_oid(lc), counters::SourceOf(parent), 1);
+	AtEOXact_GUC(true, guc_level);
 	PG_RETURN_VOID();
 }

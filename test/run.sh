@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Run every test suite of counters: build (warnings are errors), install, start a throwaway PostgreSQL cluster
+# (pg_virtualenv), then pg_regress, the isolation tests, the pgTAP suites and the scripted tests in test/scripts.
+# Installs its Debian packages first. Safe to re-run; works as root.
+#
+#   bash test/run.sh                 # everything
+#   REGRESS=core bash test/run.sh    # one pg_regress file (isolation and pgTAP still run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PGVER=${PGVER:-15}
+bash test/setup.sh
+export PATH=/usr/lib/postgresql/$PGVER/bin:$PATH
+make -s WERROR=1
+make -s install >/dev/null
+# pg_regress writes results/ into the tree; the cluster itself runs as postgres.
+exec pg_virtualenv -v "$PGVER" -o max_connections=200 -o max_prepared_transactions=10 bash test/suites.sh

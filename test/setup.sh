@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install what building and testing counters needs on Debian 12 (PostgreSQL 15). Safe to re-run: installs only
+# what is missing. Must run as root (or with sudo available).
+set -euo pipefail
+PGVER=${PGVER:-15}
+packages=(build-essential postgresql-$PGVER postgresql-server-dev-$PGVER postgresql-$PGVER-pgtap
+          libtap-parser-sourcehandler-pgtap-perl postgresql-common postgresql-client-$PGVER)
+packages+=("$@")
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	SUDO=""
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	echo "installing: ${missing[*]}"
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
