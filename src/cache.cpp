@@ -39,8 +39,7 @@ uint64 invalidation_count = 0;
 
 /* Oids that, when invalidated, invalidate an entry: the source, targets and definition views. */
 bool
-EntryDependsOn(SourceCounters *entry, Oid relid)
-{
+EntryDependsOn(SourceCounters *entry, Oid relid) {
 	if (entry->relid == relid || entry->source == relid)
 		return true;
 	for (int i = 0; i < entry->ncounters; i++)
@@ -50,8 +49,7 @@ EntryDependsOn(SourceCounters *entry, Oid relid)
 }
 
 void
-InvalidateCallback(Datum arg, Oid relid)
-{
+InvalidateCallback(Datum arg, Oid relid) {
 	invalidation_count++;
 	if (source_cache == nullptr)
 		return;
@@ -65,8 +63,7 @@ InvalidateCallback(Datum arg, Oid relid)
 }
 
 void
-FreePlans(CompiledCounter *counters, int n)
-{
+FreePlans(CompiledCounter *counters, int n) {
 	for (int i = 0; i < n; i++) {
 		CompiledCounter *c = &counters[i];
 		if (c->apply_plan)
@@ -92,8 +89,7 @@ struct Retired {
 Retired *retired = nullptr;
 
 void
-RetireEntry(SourceCounters *entry)
-{
+RetireEntry(SourceCounters *entry) {
 	if (entry->cxt != nullptr) {
 		Retired *r = (Retired *)MemoryContextAlloc(TopMemoryContext, sizeof(Retired));
 		r->cxt = entry->cxt;
@@ -109,8 +105,7 @@ RetireEntry(SourceCounters *entry)
 }
 
 void
-FreeRetired(XactEvent event, void *arg)
-{
+FreeRetired(XactEvent event, void *arg) {
 	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_COMMIT &&
 	    event != XACT_EVENT_PARALLEL_ABORT && event != XACT_EVENT_PREPARE)
 		return;
@@ -124,8 +119,7 @@ FreeRetired(XactEvent event, void *arg)
 }
 
 bool
-IsFastKeyType(Oid type)
-{
+IsFastKeyType(Oid type) {
 	switch (type) {
 	case INT2OID:
 	case INT4OID:
@@ -143,8 +137,7 @@ IsFastKeyType(Oid type)
 }
 
 const char *
-OperatorSchema(Oid opno)
-{
+OperatorSchema(Oid opno) {
 	HeapTuple tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for operator %u", opno);
@@ -154,14 +147,12 @@ OperatorSchema(Oid opno)
 }
 
 const char *
-QualifiedTypeName(Oid type, int32 typmod)
-{
+QualifiedTypeName(Oid type, int32 typmod) {
 	return format_type_extended(type, typmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
 }
 
 SPIPlanPtr
-PrepareKept(const char *sql, int nargs, Oid *argtypes)
-{
+PrepareKept(const char *sql, int nargs, Oid *argtypes) {
 	SPIPlanPtr plan = SPI_prepare(sql, nargs, argtypes);
 	if (plan == nullptr)
 		elog(ERROR, "counters: SPI_prepare failed for \"%s\": %s", sql, SPI_result_code_string(SPI_result));
@@ -172,11 +163,10 @@ PrepareKept(const char *sql, int nargs, Oid *argtypes)
 
 /* Build the statements that apply deltas to counter `c`. Column names are read from the target itself. */
 void
-PreparePlans(CompiledCounter *c)
-{
+PreparePlans(CompiledCounter *c) {
 	CounterDef *def = c->def;
-	char *target = quote_qualified_identifier(get_namespace_name(get_rel_namespace(c->target)),
-	                                          get_rel_name(c->target));
+	char *target =
+	    quote_qualified_identifier(get_namespace_name(get_rel_namespace(c->target)), get_rel_name(c->target));
 	int nparams = def->nkeys + def->nvalues;
 	Oid *argtypes = (Oid *)palloc(sizeof(Oid) * nparams);
 	for (int i = 0; i < def->nkeys; i++)
@@ -246,11 +236,10 @@ PreparePlans(CompiledCounter *c)
 			TypeCacheEntry *tc = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR);
 			if (!OidIsValid(tc->eq_opr))
 				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
-				                errmsg("counter \"%s\": key column %s of %s has no equality operator", def->name,
-				                       col, target)));
+				                errmsg("counter \"%s\": key column %s of %s has no equality operator", def->name, col,
+				                       target)));
 			appendStringInfo(&sql, "%st.%s OPERATOR(%s.=) CAST($%d AS %s)", i ? " AND " : "", col,
-			                 OperatorSchema(tc->eq_opr), i + 1,
-			                 QualifiedTypeName(att->atttypid, att->atttypmod));
+			                 OperatorSchema(tc->eq_opr), i + 1, QualifiedTypeName(att->atttypid, att->atttypmod));
 		}
 		table_close(rel, AccessShareLock);
 		c->apply_plan = PrepareKept(sql.data, nparams, argtypes);
@@ -269,8 +258,7 @@ PreparePlans(CompiledCounter *c)
 }
 
 void
-CompileKeys(CompiledCounter *c)
-{
+CompileKeys(CompiledCounter *c) {
 	CounterDef *def = c->def;
 	int n = def->nkeys;
 	c->key_cmp = (FmgrInfo *)palloc0(sizeof(FmgrInfo) * n);
@@ -280,8 +268,7 @@ CompileKeys(CompiledCounter *c)
 	c->key_typlen = (int16 *)palloc0(sizeof(int16) * n);
 	c->key_byval = (bool *)palloc0(sizeof(bool) * n);
 	for (int i = 0; i < n; i++) {
-		TypeCacheEntry *tc = lookup_type_cache(def->keys[i].type, TYPECACHE_CMP_PROC_FINFO |
-		                                                              TYPECACHE_HASH_PROC_FINFO |
+		TypeCacheEntry *tc = lookup_type_cache(def->keys[i].type, TYPECACHE_CMP_PROC_FINFO | TYPECACHE_HASH_PROC_FINFO |
 		                                                              TYPECACHE_EQ_OPR_FINFO);
 		fmgr_info_copy(&c->key_cmp[i], &tc->cmp_proc_finfo, CurrentMemoryContext);
 		fmgr_info_copy(&c->key_hash[i], &tc->hash_proc_finfo, CurrentMemoryContext);
@@ -293,8 +280,7 @@ CompileKeys(CompiledCounter *c)
 
 /* Build the entry's counters; on error the half-built context (child of the caller's) goes away with it. */
 void
-BuildEntry(SourceCounters *entry)
-{
+BuildEntry(SourceCounters *entry) {
 	const Oid source = SourceOf(entry->relid);
 
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "counters source cache", ALLOCSET_SMALL_SIZES);
@@ -331,9 +317,9 @@ BuildEntry(SourceCounters *entry)
 
 			Relation view = relation_open(query_oid, AccessShareLock);
 			if (view->rd_rel->relkind != RELKIND_VIEW)
-				ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				                errmsg("counter \"%s\": definition \"%s\" is not a view", name,
-				                       RelationGetRelationName(view))));
+				ereport(ERROR,
+				        (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("counter \"%s\": definition \"%s\" is not a view",
+				                                                    name, RelationGetRelationName(view))));
 			Query *query = (Query *)copyObject(get_view_query(view));
 			CompiledCounter *c = &compiled[i];
 			c->def = AnalyzeDefinition(name, query, RelationGetDescr(view));
@@ -373,21 +359,18 @@ BuildEntry(SourceCounters *entry)
 } // namespace
 
 Oid
-SourceOf(Oid relid)
-{
+SourceOf(Oid relid) {
 	return get_rel_relispartition(relid) ? llast_oid(get_partition_ancestors(relid)) : relid;
 }
 
 void
-InitCache()
-{
+InitCache() {
 	CacheRegisterRelcacheCallback(InvalidateCallback, (Datum)0);
 	RegisterXactCallback(FreeRetired, nullptr);
 }
 
 SourceCounters *
-GetSourceCounters(Oid relid)
-{
+GetSourceCounters(Oid relid) {
 	if (source_cache == nullptr) {
 		HASHCTL ctl;
 		memset(&ctl, 0, sizeof(ctl));

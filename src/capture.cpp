@@ -52,7 +52,7 @@ struct DeltaEntry {
 	uint32 hash;
 	Datum *keys;
 	bool *key_nulls;
-	int64 *ints;   /* Int64 accumulators, per value column */
+	int64 *ints;     /* Int64 accumulators, per value column */
 	Datum *numerics; /* Numeric accumulators (NULL datum = zero), per value column */
 };
 
@@ -78,15 +78,14 @@ struct Run {
 	ExprContext *econtext;
 	int ncounters;
 	CounterRun *runs;
-	int64 *row_ints;     /* scratch contributions of one row */
+	int64 *row_ints; /* scratch contributions of one row */
 	Datum *row_numerics;
 	bool *row_present;
 };
 
 /* A 64-bit mixer (the splitmix64 finalizer) for pass-by-value keys hashed as they are. */
 inline uint32
-MixDatum(Datum d)
-{
+MixDatum(Datum d) {
 	uint64 x = (uint64)d;
 	x ^= x >> 30;
 	x *= UINT64CONST(0xbf58476d1ce4e5b9);
@@ -97,8 +96,7 @@ MixDatum(Datum d)
 }
 
 inline uint32
-HashKeys(CounterRun *r, Datum *keys, bool *nulls)
-{
+HashKeys(CounterRun *r, Datum *keys, bool *nulls) {
 	CounterDef *def = r->c->def;
 	uint32 h = 0;
 	for (int i = 0; i < def->nkeys; i++) {
@@ -115,8 +113,7 @@ HashKeys(CounterRun *r, Datum *keys, bool *nulls)
 }
 
 inline bool
-KeysEqual(CounterRun *r, Datum *a, bool *anull, Datum *b, bool *bnull)
-{
+KeysEqual(CounterRun *r, Datum *a, bool *anull, Datum *b, bool *bnull) {
 	CounterDef *def = r->c->def;
 	for (int i = 0; i < def->nkeys; i++) {
 		if (anull[i] || bnull[i]) {
@@ -134,8 +131,7 @@ KeysEqual(CounterRun *r, Datum *a, bool *anull, Datum *b, bool *bnull)
 }
 
 void
-Grow(CounterRun *r)
-{
+Grow(CounterRun *r) {
 	uint32 nbuckets = r->nbuckets * 2;
 	DeltaEntry **buckets = (DeltaEntry **)palloc0(sizeof(DeltaEntry *) * nbuckets);
 	for (uint32 b = 0; b < r->nbuckets; b++) {
@@ -153,8 +149,7 @@ Grow(CounterRun *r)
 }
 
 DeltaEntry *
-FindOrAddEntry(Run *run, CounterRun *r)
-{
+FindOrAddEntry(Run *run, CounterRun *r) {
 	CounterDef *def = r->c->def;
 	uint32 hash = HashKeys(r, r->row_keys, r->row_key_nulls);
 	for (DeltaEntry *e = r->buckets[hash & (r->nbuckets - 1)]; e; e = e->next)
@@ -168,8 +163,8 @@ FindOrAddEntry(Run *run, CounterRun *r)
 	e->key_nulls = (bool *)palloc(sizeof(bool) * def->nkeys);
 	for (int i = 0; i < def->nkeys; i++) {
 		e->key_nulls[i] = r->row_key_nulls[i];
-		e->keys[i] = r->row_key_nulls[i] ? (Datum)0
-		                                 : datumCopy(r->row_keys[i], r->c->key_byval[i], r->c->key_typlen[i]);
+		e->keys[i] =
+		    r->row_key_nulls[i] ? (Datum)0 : datumCopy(r->row_keys[i], r->c->key_byval[i], r->c->key_typlen[i]);
 	}
 	e->ints = (int64 *)palloc0(sizeof(int64) * def->nvalues);
 	e->numerics = (Datum *)palloc0(sizeof(Datum) * def->nvalues);
@@ -183,8 +178,7 @@ FindOrAddEntry(Run *run, CounterRun *r)
 }
 
 [[noreturn]] void
-Overflow(CounterRun *r, int value)
-{
+Overflow(CounterRun *r, int value) {
 	ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 	                errmsg("counter \"%s\": value of column \"%s\" is out of range for type bigint", r->c->def->name,
 	                       r->c->def->values[value].column_name)));
@@ -192,8 +186,7 @@ Overflow(CounterRun *r, int value)
 }
 
 int64
-IntegerDatum(Oid type, Datum d)
-{
+IntegerDatum(Oid type, Datum d) {
 	switch (type) {
 	case INT2OID:
 		return DatumGetInt16(d);
@@ -206,8 +199,7 @@ IntegerDatum(Oid type, Datum d)
 
 /* Evaluate every counter on one row (in econtext's scan slot) and add sign * contribution to its key's delta. */
 void
-CountRow(Run *run, int sign)
-{
+CountRow(Run *run, int sign) {
 	ExprContext *econtext = run->econtext;
 	for (int ci = 0; ci < run->ncounters; ci++) {
 		CounterRun *r = &run->runs[ci];
@@ -278,14 +270,12 @@ CountRow(Run *run, int sign)
 }
 
 ExprState *
-InitExpr(Expr *expr)
-{
+InitExpr(Expr *expr) {
 	return expr ? ExecInitExpr(expr, nullptr) : nullptr;
 }
 
 Run *
-StartRun(SourceCounters *sc, const Bitmapset *updated_cols)
-{
+StartRun(SourceCounters *sc, const Bitmapset *updated_cols) {
 	Run *run = (Run *)palloc0(sizeof(Run));
 	run->cxt = AllocSetContextCreate(CurrentMemoryContext, "counters statement", ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(run->cxt);
@@ -309,9 +299,8 @@ StartRun(SourceCounters *sc, const Bitmapset *updated_cols)
 		r->filter_exprs = (ExprState **)palloc0(sizeof(ExprState *) * def->nvalues);
 		for (int v = 0; v < def->nvalues; v++) {
 			r->arg_exprs[v] = InitExpr(def->values[v].arg);
-			r->filter_exprs[v] = def->values[v].filter
-			                         ? ExecInitQual(make_ands_implicit(def->values[v].filter), nullptr)
-			                         : nullptr;
+			r->filter_exprs[v] =
+			    def->values[v].filter ? ExecInitQual(make_ands_implicit(def->values[v].filter), nullptr) : nullptr;
 		}
 		r->row_keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
 		r->row_key_nulls = (bool *)palloc(sizeof(bool) * def->nkeys);
@@ -334,8 +323,7 @@ struct RowReader {
 };
 
 void
-InitReader(RowReader *rd, Relation rel, SourceCounters *sc, const TupleTableSlotOps *ops)
-{
+InitReader(RowReader *rd, Relation rel, SourceCounters *sc, const TupleTableSlotOps *ops) {
 	rd->slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), ops);
 	rd->root_slot = rd->slot;
 	rd->map = nullptr;
@@ -350,24 +338,21 @@ InitReader(RowReader *rd, Relation rel, SourceCounters *sc, const TupleTableSlot
 }
 
 void
-DropReader(RowReader *rd)
-{
+DropReader(RowReader *rd) {
 	if (rd->root_slot != rd->slot)
 		ExecDropSingleTupleTableSlot(rd->root_slot);
 	ExecDropSingleTupleTableSlot(rd->slot);
 }
 
 inline void
-CountSlot(Run *run, RowReader *rd, int sign)
-{
+CountSlot(Run *run, RowReader *rd, int sign) {
 	TupleTableSlot *slot = rd->map ? execute_attr_map_slot(rd->map, rd->slot, rd->root_slot) : rd->slot;
 	run->econtext->ecxt_scantuple = slot;
 	CountRow(run, sign);
 }
 
 void
-CountTuplestore(Run *run, RowReader *rd, Tuplestorestate *ts, int sign)
-{
+CountTuplestore(Run *run, RowReader *rd, Tuplestorestate *ts, int sign) {
 	if (ts == nullptr)
 		return;
 	tuplestore_rescan(ts);
@@ -379,8 +364,7 @@ CountTuplestore(Run *run, RowReader *rd, Tuplestorestate *ts, int sign)
 
 /* Sort support for the entries of one counter. */
 int
-CompareEntries(const void *pa, const void *pb, void *arg)
-{
+CompareEntries(const void *pa, const void *pb, void *arg) {
 	CounterRun *r = (CounterRun *)arg;
 	const DeltaEntry *a = *(DeltaEntry *const *)pa;
 	const DeltaEntry *b = *(DeltaEntry *const *)pb;
@@ -399,8 +383,7 @@ CompareEntries(const void *pa, const void *pb, void *arg)
 }
 
 bool
-EntryIsZero(CounterDef *def, DeltaEntry *e)
-{
+EntryIsZero(CounterDef *def, DeltaEntry *e) {
 	for (int v = 0; v < def->nvalues; v++) {
 		if (def->values[v].accum == AccumKind::Int64) {
 			if (e->ints[v] != 0)
@@ -423,21 +406,18 @@ struct Identity {
 };
 
 void
-Enter(Identity *id, Oid owner)
-{
+Enter(Identity *id, Oid owner) {
 	GetUserIdAndSecContext(&id->saved_user, &id->saved_sec);
 	SetUserIdAndSecContext(owner, id->saved_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 }
 
 void
-Leave(Identity *id)
-{
+Leave(Identity *id) {
 	SetUserIdAndSecContext(id->saved_user, id->saved_sec);
 }
 
 void
-ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
-{
+ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls) {
 	CounterDef *def = r->c->def;
 	if (r->nentries == 0)
 		return;
@@ -494,8 +474,7 @@ ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
 }
 
 void
-FinishRun(Run *run)
-{
+FinishRun(Run *run) {
 	int maxparams = 1;
 	for (int i = 0; i < run->ncounters; i++)
 		if (run->runs[i].active)
@@ -521,8 +500,7 @@ FinishRun(Run *run)
 
 void
 CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows,
-                           const Bitmapset *updated_cols)
-{
+                      const Bitmapset *updated_cols) {
 	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
 	if (sc->ncounters == 0)
 		return;
@@ -545,8 +523,7 @@ CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *
 }
 
 void
-CountRelationRows(Relation rel, Oid source, int sign)
-{
+CountRelationRows(Relation rel, Oid source, int sign) {
 	SourceCounters *sc = GetSourceCounters(source);
 	if (sc->ncounters == 0)
 		return;
@@ -567,8 +544,7 @@ CountRelationRows(Relation rel, Oid source, int sign)
 }
 
 void
-ZeroCounters(Relation rel)
-{
+ZeroCounters(Relation rel) {
 	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
 	if (sc->ncounters == 0)
 		return;

@@ -64,8 +64,8 @@ struct CounterDef {
 	ValueDef *values;
 	int ncolumns;
 	ColumnDef *columns;
-	List *quals;            /* planned WHERE clause, implicit AND, Vars at varno 1 */
-	Bitmapset *used_attrs;  /* source attnos read, offset by FirstLowInvalidHeapAttributeNumber */
+	List *quals;           /* planned WHERE clause, implicit AND, Vars at varno 1 */
+	Bitmapset *used_attrs; /* source attnos read, offset by FirstLowInvalidHeapAttributeNumber */
 };
 
 /*

@@ -33,8 +33,7 @@ extern "C" {
 namespace counters {
 
 char *
-DeparseSourceExpr(Node *expr, Oid source, Index varno)
-{
+DeparseSourceExpr(Node *expr, Oid source, Index varno) {
 	Node *copy = (Node *)copyObject(expr);
 	if (varno != 1)
 		ChangeVarNodes(copy, varno, 1, 0);
@@ -45,18 +44,16 @@ DeparseSourceExpr(Node *expr, Oid source, Index varno)
 namespace {
 
 [[noreturn]] void
-Reject(const char *counter, int sqlstate, const char *what, const char *detail)
-{
-	ereport(ERROR, (errcode(sqlstate), errmsg("counter \"%s\": %s", counter, what),
-	                detail ? errdetail("%s", detail) : 0,
-	                errhint("A counter is defined as SELECT keys..., count(*)/count(x)/sum(x) [FILTER (WHERE ...)] "
-	                        "FROM one_table [WHERE ...] GROUP BY keys.")));
+Reject(const char *counter, int sqlstate, const char *what, const char *detail) {
+	ereport(ERROR,
+	        (errcode(sqlstate), errmsg("counter \"%s\": %s", counter, what), detail ? errdetail("%s", detail) : 0,
+	         errhint("A counter is defined as SELECT keys..., count(*)/count(x)/sum(x) [FILTER (WHERE ...)] "
+	                 "FROM one_table [WHERE ...] GROUP BY keys.")));
 	pg_unreachable();
 }
 
 void
-RequireImmutable(const char *counter, const char *part, Node *expr, Oid source, Index varno)
-{
+RequireImmutable(const char *counter, const char *part, Node *expr, Oid source, Index varno) {
 	if (expr && contain_mutable_functions(expr))
 		ereport(ERROR,
 		        (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
@@ -69,8 +66,7 @@ RequireImmutable(const char *counter, const char *part, Node *expr, Oid source, 
 
 /* Prepare an expression of the analysed query for evaluation against source rows. */
 Expr *
-PlanSourceExpr(Node *expr, Index varno)
-{
+PlanSourceExpr(Node *expr, Index varno) {
 	if (expr == nullptr)
 		return nullptr;
 	Node *copy = (Node *)copyObject(expr);
@@ -80,15 +76,13 @@ PlanSourceExpr(Node *expr, Index varno)
 }
 
 void
-CollectAttrs(Node *expr, Bitmapset **attrs)
-{
+CollectAttrs(Node *expr, Bitmapset **attrs) {
 	if (expr)
 		pull_varattnos(expr, 1, attrs);
 }
 
 bool
-IsGroupKey(Query *query, TargetEntry *tle)
-{
+IsGroupKey(Query *query, TargetEntry *tle) {
 	if (tle->ressortgroupref == 0)
 		return false;
 	ListCell *lc;
@@ -102,8 +96,7 @@ IsGroupKey(Query *query, TargetEntry *tle)
 
 /* A key expression that is a plain column declared NOT NULL. */
 bool
-IsNotNullColumn(Node *expr, Oid source)
-{
+IsNotNullColumn(Node *expr, Oid source) {
 	if (!IsA(expr, Var))
 		return false;
 	Var *var = (Var *)expr;
@@ -118,17 +111,16 @@ IsNotNullColumn(Node *expr, Oid source)
 }
 
 void
-CheckSource(const char *counter, RangeTblEntry *rte)
-{
+CheckSource(const char *counter, RangeTblEntry *rte) {
 	if (rte->rtekind != RTE_RELATION)
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, "FROM must name exactly one table",
 		       "Subqueries, functions, VALUES and joins are not supported in FROM.");
 	char relkind = get_rel_relkind(rte->relid);
 	char *relname = get_rel_name(rte->relid);
 	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
-		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
-		                errmsg("counter \"%s\": \"%s\" is not a table", counter, relname),
-		                errdetail("Counters are fed by ordinary or partitioned tables, whose writes fire triggers.")));
+		ereport(ERROR,
+		        (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("counter \"%s\": \"%s\" is not a table", counter, relname),
+		         errdetail("Counters are fed by ordinary or partitioned tables, whose writes fire triggers.")));
 	if (rte->tablesample)
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, "TABLESAMPLE is not supported", nullptr);
 	if (get_rel_relispartition(rte->relid))
@@ -146,8 +138,7 @@ CheckSource(const char *counter, RangeTblEntry *rte)
 
 /* count/sum aggregates we can maintain, and what a row contributes to them. */
 void
-DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid source, Index varno, ValueDef *out)
-{
+DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid source, Index varno, ValueDef *out) {
 	char what[NAMEDATALEN + 128];
 	if (agg->aggdistinct != NIL) {
 		snprintf(what, sizeof(what), "DISTINCT aggregate in column \"%s\" is not supported", column);
@@ -190,8 +181,7 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 	case F_SUM_FLOAT8:
 		snprintf(what, sizeof(what), "sum of a floating-point value in column \"%s\" is not supported", column);
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("counter \"%s\": %s", counter, what),
-		                errdetail("Offending expression: %s",
-		                          DeparseSourceExpr((Node *)agg, source, varno)),
+		                errdetail("Offending expression: %s", DeparseSourceExpr((Node *)agg, source, varno)),
 		                errhint("Floating-point addition is not exact, so adding and subtracting deltas would "
 		                        "drift; sum a numeric value instead, e.g. sum(x::numeric).")));
 		break;
@@ -219,8 +209,7 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 } // namespace
 
 CounterDef *
-AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
-{
+AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names) {
 	if (query->commandType != CMD_SELECT || query->utilityStmt != nullptr)
 		Reject(name, ERRCODE_WRONG_OBJECT_TYPE, "the definition must be a SELECT query", nullptr);
 	if (query->cteList != NIL)

@@ -41,8 +41,7 @@ namespace {
 using Body = Datum (*)(FunctionCallInfo);
 
 Datum
-CallGuarded(Body body, FunctionCallInfo fcinfo)
-{
+CallGuarded(Body body, FunctionCallInfo fcinfo) {
 	static char message[256];
 	try {
 		return body(fcinfo);
@@ -58,19 +57,20 @@ CallGuarded(Body body, FunctionCallInfo fcinfo)
 } // namespace
 } // namespace counters
 
-#define COUNTERS_FUNCTION(name)                                                                                      \
-	extern "C" {                                                                                                     \
-	PGDLLEXPORT PG_FUNCTION_INFO_V1(name);                                                                           \
-	}                                                                                                                \
-	static Datum name##_body(FunctionCallInfo fcinfo);                                                               \
-	extern "C" Datum name(PG_FUNCTION_ARGS) { return counters::CallGuarded(name##_body, fcinfo); }                   \
+#define COUNTERS_FUNCTION(name)                                                                                        \
+	extern "C" {                                                                                                       \
+	PGDLLEXPORT PG_FUNCTION_INFO_V1(name);                                                                             \
+	}                                                                                                                  \
+	static Datum name##_body(FunctionCallInfo fcinfo);                                                                 \
+	extern "C" Datum name(PG_FUNCTION_ARGS) {                                                                          \
+		return counters::CallGuarded(name##_body, fcinfo);                                                             \
+	}                                                                                                                  \
 	static Datum name##_body(FunctionCallInfo fcinfo)
 
 namespace {
 
 bool
-OwnsRelation(Oid relid)
-{
+OwnsRelation(Oid relid) {
 #if PG_VERSION_NUM >= 160000
 	return object_ownercheck(RelationRelationId, relid, GetUserId());
 #else
@@ -79,8 +79,7 @@ OwnsRelation(Oid relid)
 }
 
 void
-RequireOwner(const char *counter, Oid relid)
-{
+RequireOwner(const char *counter, Oid relid) {
 	if (!OwnsRelation(relid))
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 		                errmsg("counter \"%s\": must be owner of table %s", counter, get_rel_name(relid)),
@@ -88,8 +87,7 @@ RequireOwner(const char *counter, Oid relid)
 }
 
 Oid
-RelationOwner(Oid relid)
-{
+RelationOwner(Oid relid) {
 	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for relation %u", relid);
@@ -99,18 +97,16 @@ RelationOwner(Oid relid)
 }
 
 Oid
-CatalogOid()
-{
+CatalogOid() {
 	return RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
 }
 
 counters::CounterDef *
-AnalyzeView(const char *name, Oid view_oid)
-{
+AnalyzeView(const char *name, Oid view_oid) {
 	Relation view = relation_open(view_oid, AccessShareLock);
 	if (view->rd_rel->relkind != RELKIND_VIEW)
-		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("\"%s\" is not a view",
-		                                                              RelationGetRelationName(view))));
+		ereport(ERROR,
+		        (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("\"%s\" is not a view", RelationGetRelationName(view))));
 	Query *query = (Query *)copyObject(get_view_query(view));
 	counters::CounterDef *def = counters::AnalyzeDefinition(name, query, RelationGetDescr(view));
 	relation_close(view, AccessShareLock);
@@ -119,8 +115,7 @@ AnalyzeView(const char *name, Oid view_oid)
 
 /* Run a catalog write as the catalog's owner (the extension owner). */
 void
-ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, int expected)
-{
+ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, int expected) {
 	Oid catalog = CatalogOid();
 	Oid saved_user;
 	int saved_sec;
@@ -138,14 +133,12 @@ ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, 
 } // namespace
 
 extern "C" void
-_PG_init(void)
-{
+_PG_init(void) {
 	counters::InitCache();
 }
 
 /* counters.capture(): the generic statement-level trigger. */
-COUNTERS_FUNCTION(counters_capture)
-{
+COUNTERS_FUNCTION(counters_capture) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("counters.capture() must be called as a trigger")));
@@ -158,8 +151,8 @@ COUNTERS_FUNCTION(counters_capture)
 
 	/* Nothing the extension runs may depend on the caller's search_path. */
 	int guc_level = NewGUCNestLevel();
-	(void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-	                        0, false);
+	(void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+	                        false);
 
 	Relation rel = td->tg_relation;
 	if (TRIGGER_FIRED_BY_TRUNCATE(ev)) {
@@ -184,15 +177,15 @@ COUNTERS_FUNCTION(counters_capture)
 		} else
 			old_rows = td->tg_oldtable;
 		if ((TRIGGER_FIRED_BY_INSERT(ev) || TRIGGER_FIRED_BY_UPDATE(ev)) && new_rows == nullptr)
-			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-			                errmsg("counters.capture() on \"%s\" needs REFERENCING NEW TABLE",
-			                       RelationGetRelationName(rel)),
-			                errhint("Re-create the triggers with counters.attach().")));
+			ereport(ERROR,
+			        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			         errmsg("counters.capture() on \"%s\" needs REFERENCING NEW TABLE", RelationGetRelationName(rel)),
+			         errhint("Re-create the triggers with counters.attach().")));
 		if ((TRIGGER_FIRED_BY_DELETE(ev) || TRIGGER_FIRED_BY_UPDATE(ev)) && old_rows == nullptr)
-			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-			                errmsg("counters.capture() on \"%s\" needs REFERENCING OLD TABLE",
-			                       RelationGetRelationName(rel)),
-			                errhint("Re-create the triggers with counters.attach().")));
+			ereport(ERROR,
+			        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			         errmsg("counters.capture() on \"%s\" needs REFERENCING OLD TABLE", RelationGetRelationName(rel)),
+			         errhint("Re-create the triggers with counters.attach().")));
 		counters::CountTransitionTables(rel, old_rows, new_rows, updated);
 	}
 	AtEOXact_GUC(true, guc_level);
@@ -200,8 +193,7 @@ COUNTERS_FUNCTION(counters_capture)
 }
 
 /* counters._describe(name, definition): parse and analyse a definition, describe the counter table's columns. */
-COUNTERS_FUNCTION(counters_describe)
-{
+COUNTERS_FUNCTION(counters_describe) {
 	char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char *definition = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
@@ -230,8 +222,8 @@ COUNTERS_FUNCTION(counters_describe)
 		if (col->is_key) {
 			counters::KeyDef *key = &def->keys[col->index];
 			values[1] = CStringGetDatum(key->column_name);
-			values[3] = CStringGetTextDatum(format_type_extended(
-			    key->type, key->typmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+			values[3] = CStringGetTextDatum(
+			    format_type_extended(key->type, key->typmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
 			values[4] = BoolGetDatum(key->not_null);
 		} else {
 			counters::ValueDef *value = &def->values[col->index];
@@ -247,8 +239,7 @@ COUNTERS_FUNCTION(counters_describe)
 }
 
 /* counters._register(name, query, target, owns_target): record a counter, compile it once, invalidate caches. */
-COUNTERS_FUNCTION(counters_register)
-{
+COUNTERS_FUNCTION(counters_register) {
 	text *name = PG_GETARG_TEXT_PP(0);
 	Oid query = PG_GETARG_OID(1);
 	Oid target = PG_GETARG_OID(2);
@@ -274,8 +265,7 @@ COUNTERS_FUNCTION(counters_register)
 }
 
 /* counters._unregister(name): remove a counter's catalog row; returns what it named. */
-COUNTERS_FUNCTION(counters_unregister)
-{
+COUNTERS_FUNCTION(counters_unregister) {
 	text *name = PG_GETARG_TEXT_PP(0);
 	char *cname = text_to_cstring(name);
 
@@ -309,8 +299,7 @@ COUNTERS_FUNCTION(counters_unregister)
 	if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "counters: _unregister must return a record");
 	desc = BlessTupleDesc(desc);
-	Datum values[4] = {ObjectIdGetDatum(source), ObjectIdGetDatum(target), ObjectIdGetDatum(query),
-	                   BoolGetDatum(owns)};
+	Datum values[4] = {ObjectIdGetDatum(source), ObjectIdGetDatum(target), ObjectIdGetDatum(query), BoolGetDatum(owns)};
 	bool nulls[4] = {false, false, false, false};
 	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
 }
@@ -323,8 +312,7 @@ COUNTERS_FUNCTION(counters_unregister)
 namespace {
 
 void
-CountPartitionRows(Oid partition, Oid source, int sign)
-{
+CountPartitionRows(Oid partition, Oid source, int sign) {
 	if (counters::GetSourceCounters(source)->ncounters == 0)
 		return;
 	List *rels = find_all_inheritors(partition, AccessExclusiveLock, nullptr);
@@ -340,15 +328,13 @@ CountPartitionRows(Oid partition, Oid source, int sign)
 }
 
 Oid
-LookupTable(RangeVar *rv)
-{
+LookupTable(RangeVar *rv) {
 	return rv ? RangeVarGetRelid(rv, NoLock, true) : InvalidOid;
 }
 
 } // namespace
 
-COUNTERS_FUNCTION(counters_on_ddl_start)
-{
+COUNTERS_FUNCTION(counters_on_ddl_start) {
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("counters._on_ddl_start() must be called as an event trigger")));
@@ -386,8 +372,8 @@ COUNTERS_FUNCTION(counters_on_ddl_start)
 		PG_RETURN_VOID();
 
 	int guc_level = NewGUCNestLevel();
-	(void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-	                        0, false);
+	(void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+	                        false);
 	ListCell *lc;
 	foreach (lc, leaving)
 		CountPartitionRows(lfirst_oid(lc), counters::SourceOf(lfirst_oid(lc)), -1);
