@@ -72,7 +72,11 @@ FreePlans(CompiledCounter *counters, int n) {
 			SPI_freeplan(c->delete_plan);
 		if (c->truncate_plan)
 			SPI_freeplan(c->truncate_plan);
-		c->apply_plan = c->delete_plan = c->truncate_plan = nullptr;
+		if (c->bulk_plan)
+			SPI_freeplan(c->bulk_plan);
+		if (c->bulk_delete_plan)
+			SPI_freeplan(c->bulk_delete_plan);
+		c->apply_plan = c->delete_plan = c->truncate_plan = c->bulk_plan = c->bulk_delete_plan = nullptr;
 	}
 }
 
@@ -161,6 +165,31 @@ PrepareKept(const char *sql, int nargs, Oid *argtypes) {
 	return plan;
 }
 
+void
+AppendColumnList(StringInfo sql, CounterDef *def, bool keys, bool values) {
+	bool first = true;
+	for (int i = 0; keys && i < def->nkeys; i++, first = false)
+		appendStringInfo(sql, "%s%s", first ? "" : ", ", quote_identifier(def->keys[i].column_name));
+	for (int i = 0; values && i < def->nvalues; i++, first = false)
+		appendStringInfo(sql, "%s%s", first ? "" : ", ", quote_identifier(def->values[i].column_name));
+}
+
+/* ON CONFLICT (keys) DO UPDATE adding the deltas; RETURNING the row's ctid and whether every value is now zero. */
+void
+AppendUpsertTail(StringInfo sql, CounterDef *def) {
+	appendStringInfoString(sql, " ON CONFLICT (");
+	AppendColumnList(sql, def, true, false);
+	appendStringInfoString(sql, ") DO UPDATE SET ");
+	for (int i = 0; i < def->nvalues; i++) {
+		const char *col = quote_identifier(def->values[i].column_name);
+		appendStringInfo(sql, "%s%s = c.%s OPERATOR(pg_catalog.+) EXCLUDED.%s", i ? ", " : "", col, col, col);
+	}
+	appendStringInfoString(sql, " RETURNING c.ctid, ");
+	for (int i = 0; i < def->nvalues; i++)
+		appendStringInfo(sql, "%sc.%s OPERATOR(pg_catalog.=) 0", i ? " AND " : "",
+		                 quote_identifier(def->values[i].column_name));
+}
+
 /* Build the statements that apply deltas to counter `c`. Column names are read from the target itself. */
 void
 PreparePlans(CompiledCounter *c) {
@@ -182,26 +211,40 @@ PreparePlans(CompiledCounter *c) {
 		 * every value came back to zero, in which case the row is deleted by ctid (we hold its lock).
 		 */
 		appendStringInfo(&sql, "INSERT INTO %s AS c (", target);
-		for (int i = 0; i < def->nkeys; i++)
-			appendStringInfo(&sql, "%s%s", i ? ", " : "", quote_identifier(def->keys[i].column_name));
-		for (int i = 0; i < def->nvalues; i++)
-			appendStringInfo(&sql, ", %s", quote_identifier(def->values[i].column_name));
+		AppendColumnList(&sql, def, true, true);
 		appendStringInfoString(&sql, ") VALUES (");
 		for (int i = 0; i < nparams; i++)
 			appendStringInfo(&sql, "%s$%d", i ? ", " : "", i + 1);
-		appendStringInfoString(&sql, ") ON CONFLICT (");
-		for (int i = 0; i < def->nkeys; i++)
-			appendStringInfo(&sql, "%s%s", i ? ", " : "", quote_identifier(def->keys[i].column_name));
-		appendStringInfoString(&sql, ") DO UPDATE SET ");
-		for (int i = 0; i < def->nvalues; i++) {
-			const char *col = quote_identifier(def->values[i].column_name);
-			appendStringInfo(&sql, "%s%s = c.%s OPERATOR(pg_catalog.+) EXCLUDED.%s", i ? ", " : "", col, col, col);
-		}
-		appendStringInfoString(&sql, " RETURNING c.ctid, ");
-		for (int i = 0; i < def->nvalues; i++)
-			appendStringInfo(&sql, "%sc.%s OPERATOR(pg_catalog.=) 0", i ? " AND " : "",
-			                 quote_identifier(def->values[i].column_name));
+		appendStringInfoString(&sql, ")");
+		AppendUpsertTail(&sql, def);
 		c->apply_plan = PrepareKept(sql.data, nparams, argtypes);
+
+		/*
+		 * Many keys at once: the same upsert fed by unnest() of one array per column. A function scan returns the
+		 * rows in array order, so rows are still locked in sorted key order.
+		 */
+		bool arrays = true;
+		Oid *array_types = (Oid *)palloc(sizeof(Oid) * nparams);
+		for (int i = 0; i < nparams; i++) {
+			array_types[i] = get_array_type(argtypes[i]);
+			arrays &= OidIsValid(array_types[i]);
+		}
+		if (arrays) {
+			resetStringInfo(&sql);
+			appendStringInfo(&sql, "INSERT INTO %s AS c (", target);
+			AppendColumnList(&sql, def, true, true);
+			appendStringInfoString(&sql, ") SELECT * FROM ROWS FROM (");
+			for (int i = 0; i < nparams; i++)
+				appendStringInfo(&sql, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
+			appendStringInfoString(&sql, ")");
+			AppendUpsertTail(&sql, def);
+			c->bulk_plan = PrepareKept(sql.data, nparams, array_types);
+
+			resetStringInfo(&sql);
+			appendStringInfo(&sql, "DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)", target);
+			Oid tid_array_type = TIDARRAYOID;
+			c->bulk_delete_plan = PrepareKept(sql.data, 1, &tid_array_type);
+		}
 
 		resetStringInfo(&sql);
 		appendStringInfo(&sql, "DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) $1", target);
@@ -267,6 +310,7 @@ CompileKeys(CompiledCounter *c) {
 	c->key_fast = (bool *)palloc0(sizeof(bool) * n);
 	c->key_typlen = (int16 *)palloc0(sizeof(int16) * n);
 	c->key_byval = (bool *)palloc0(sizeof(bool) * n);
+	c->key_typalign = (char *)palloc0(sizeof(char) * n);
 	for (int i = 0; i < n; i++) {
 		TypeCacheEntry *tc = lookup_type_cache(def->keys[i].type, TYPECACHE_CMP_PROC_FINFO | TYPECACHE_HASH_PROC_FINFO |
 		                                                              TYPECACHE_EQ_OPR_FINFO);
@@ -274,7 +318,7 @@ CompileKeys(CompiledCounter *c) {
 		fmgr_info_copy(&c->key_hash[i], &tc->hash_proc_finfo, CurrentMemoryContext);
 		fmgr_info_copy(&c->key_eq[i], &tc->eq_opr_finfo, CurrentMemoryContext);
 		c->key_fast[i] = IsFastKeyType(def->keys[i].type);
-		get_typlenbyval(def->keys[i].type, &c->key_typlen[i], &c->key_byval[i]);
+		get_typlenbyvalalign(def->keys[i].type, &c->key_typlen[i], &c->key_byval[i], &c->key_typalign[i]);
 	}
 }
 

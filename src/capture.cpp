@@ -31,6 +31,7 @@ extern "C" {
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
@@ -416,25 +417,16 @@ Leave(Identity *id) {
 	SetUserIdAndSecContext(id->saved_user, id->saved_sec);
 }
 
-void
-ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls) {
-	CounterDef *def = r->c->def;
-	if (r->nentries == 0)
-		return;
-	DeltaEntry **sorted = (DeltaEntry **)palloc(sizeof(DeltaEntry *) * r->nentries);
-	uint32 n = 0;
-	for (uint32 b = 0; b < r->nbuckets; b++)
-		for (DeltaEntry *e = r->buckets[b]; e; e = e->next)
-			if (!EntryIsZero(def, e))
-				sorted[n++] = e;
-	if (n == 0)
-		return;
-	if (n > 1)
-		qsort_arg(sorted, n, sizeof(DeltaEntry *), CompareEntries, r);
+Datum
+ZeroNumeric() {
+	return DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
+}
 
-	Identity id;
-	Enter(&id, r->c->owner);
-	Datum zero_numeric = DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
+/* One prepared statement per key: the cheapest path for the one or few keys of an OLTP statement. */
+void
+ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nulls) {
+	CounterDef *def = r->c->def;
+	Datum zero_numeric = ZeroNumeric();
 	for (uint32 i = 0; i < n; i++) {
 		DeltaEntry *e = sorted[i];
 		for (int k = 0; k < def->nkeys; k++) {
@@ -469,6 +461,80 @@ ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls) {
 			     SPI_result_code_string(ret));
 		}
 	}
+}
+
+/* All keys in one upsert fed by arrays (sorted), then one delete of the rows that came back to zero. */
+void
+ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params) {
+	CompiledCounter *c = r->c;
+	CounterDef *def = c->def;
+	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
+	bool *elem_nulls = (bool *)palloc(sizeof(bool) * n);
+	int dims[1] = {(int)n};
+	int lbs[1] = {1};
+	for (int k = 0; k < def->nkeys; k++) {
+		for (uint32 i = 0; i < n; i++) {
+			elems[i] = sorted[i]->keys[k];
+			elem_nulls[i] = sorted[i]->key_nulls[k];
+		}
+		params[k] = PointerGetDatum(construct_md_array(elems, elem_nulls, 1, dims, lbs, def->keys[k].type,
+		                                               c->key_typlen[k], c->key_byval[k], c->key_typalign[k]));
+	}
+	Datum zero_numeric = ZeroNumeric();
+	for (int v = 0; v < def->nvalues; v++) {
+		bool ints = def->values[v].accum == AccumKind::Int64;
+		for (uint32 i = 0; i < n; i++)
+			elems[i] = ints ? Int64GetDatum(sorted[i]->ints[v])
+			                : (sorted[i]->numerics[v] != (Datum)0 ? sorted[i]->numerics[v] : zero_numeric);
+		params[def->nkeys + v] = PointerGetDatum(ints ? construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE)
+		                                              : construct_array(elems, n, NUMERICOID, -1, false, TYPALIGN_INT));
+	}
+	int ret = SPI_execute_plan(c->bulk_plan, params, nullptr, false, 0);
+	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != n)
+		elog(ERROR, "counters: applying deltas to counter \"%s\" failed: %s", def->name, SPI_result_code_string(ret));
+	uint32 nzero = 0;
+	for (uint64 i = 0; i < SPI_processed; i++) {
+		bool isnull;
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)))
+			elems[nzero++] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+	}
+	if (nzero > 0) {
+		Datum tids =
+		    PointerGetDatum(construct_array(elems, nzero, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
+		ret = SPI_execute_plan(c->bulk_delete_plan, &tids, nullptr, false, 0);
+		if (ret != SPI_OK_DELETE)
+			elog(ERROR, "counters: deleting zero rows of counter \"%s\" failed: %s", def->name,
+			     SPI_result_code_string(ret));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	for (int p = 0; p < def->nkeys + def->nvalues; p++)
+		pfree(DatumGetPointer(params[p]));
+	pfree(elems);
+	pfree(elem_nulls);
+}
+
+void
+ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls) {
+	CounterDef *def = r->c->def;
+	if (r->nentries == 0)
+		return;
+	DeltaEntry **sorted = (DeltaEntry **)palloc(sizeof(DeltaEntry *) * r->nentries);
+	uint32 n = 0;
+	for (uint32 b = 0; b < r->nbuckets; b++)
+		for (DeltaEntry *e = r->buckets[b]; e; e = e->next)
+			if (!EntryIsZero(def, e))
+				sorted[n++] = e;
+	if (n == 0)
+		return;
+	if (n > 1)
+		qsort_arg(sorted, n, sizeof(DeltaEntry *), CompareEntries, r);
+
+	Identity id;
+	Enter(&id, r->c->owner);
+	if (n > 1 && r->c->bulk_plan != nullptr)
+		ApplyBulk(r, sorted, n, params);
+	else
+		ApplyEach(r, sorted, n, params, nulls);
 	Leave(&id);
 	pfree(sorted);
 }

@@ -90,9 +90,13 @@ struct CompiledCounter {
 	bool *key_fast; /* integer-like pass-by-value type: hash and compare the Datum itself */
 	int16 *key_typlen;
 	bool *key_byval;
-	SPIPlanPtr apply_plan;    /* upsert (owned table) or UPDATE (existing target) */
-	SPIPlanPtr delete_plan;   /* delete an all-zero row by ctid (owned table only) */
-	SPIPlanPtr truncate_plan; /* empty the counter (owned) or zero its columns (target) */
+	char *key_typalign;
+	SPIPlanPtr apply_plan;       /* upsert (owned table) or UPDATE (existing target) of one key */
+	SPIPlanPtr bulk_plan;        /* upsert of many keys passed as arrays, in order (owned table; NULL if a key type has
+	                                no array type) */
+	SPIPlanPtr bulk_delete_plan; /* delete all-zero rows by ctid array */
+	SPIPlanPtr delete_plan;      /* delete an all-zero row by ctid (owned table only) */
+	SPIPlanPtr truncate_plan;    /* empty the counter (owned) or zero its columns (target) */
 };
 
 /* All counters fed by one relation (a source table or one of its partitions), in name order. */
