@@ -39,7 +39,8 @@ uint64 invalidation_count = 0;
 
 /* Oids that, when invalidated, invalidate an entry: the source, targets and definition views. */
 bool
-EntryDependsOn(SourceCounters *entry, Oid relid) {
+EntryDependsOn(SourceCounters *entry, Oid relid)
+{
 	if (entry->relid == relid || entry->source == relid)
 		return true;
 	for (int i = 0; i < entry->ncounters; i++)
@@ -49,7 +50,8 @@ EntryDependsOn(SourceCounters *entry, Oid relid) {
 }
 
 void
-InvalidateCallback(Datum arg, Oid relid) {
+InvalidateCallback(Datum arg, Oid relid)
+{
 	invalidation_count++;
 	if (source_cache == nullptr)
 		return;
@@ -63,7 +65,8 @@ InvalidateCallback(Datum arg, Oid relid) {
 }
 
 void
-FreePlans(CompiledCounter *counters, int n) {
+FreePlans(CompiledCounter *counters, int n)
+{
 	for (int i = 0; i < n; i++) {
 		CompiledCounter *c = &counters[i];
 		if (c->apply_plan)
@@ -93,7 +96,8 @@ struct Retired {
 Retired *retired = nullptr;
 
 void
-RetireEntry(SourceCounters *entry) {
+RetireEntry(SourceCounters *entry)
+{
 	if (entry->cxt != nullptr) {
 		Retired *r = (Retired *)MemoryContextAlloc(TopMemoryContext, sizeof(Retired));
 		r->cxt = entry->cxt;
@@ -109,7 +113,8 @@ RetireEntry(SourceCounters *entry) {
 }
 
 void
-FreeRetired(XactEvent event, void *arg) {
+FreeRetired(XactEvent event, void *arg)
+{
 	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_COMMIT &&
 	    event != XACT_EVENT_PARALLEL_ABORT && event != XACT_EVENT_PREPARE)
 		return;
@@ -123,7 +128,8 @@ FreeRetired(XactEvent event, void *arg) {
 }
 
 bool
-IsFastKeyType(Oid type) {
+IsFastKeyType(Oid type)
+{
 	switch (type) {
 	case INT2OID:
 	case INT4OID:
@@ -141,7 +147,8 @@ IsFastKeyType(Oid type) {
 }
 
 const char *
-OperatorSchema(Oid opno) {
+OperatorSchema(Oid opno)
+{
 	HeapTuple tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for operator %u", opno);
@@ -151,12 +158,14 @@ OperatorSchema(Oid opno) {
 }
 
 const char *
-QualifiedTypeName(Oid type, int32 typmod) {
+QualifiedTypeName(Oid type, int32 typmod)
+{
 	return format_type_extended(type, typmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
 }
 
 SPIPlanPtr
-PrepareKept(const char *sql, int nargs, Oid *argtypes) {
+PrepareKept(const char *sql, int nargs, Oid *argtypes)
+{
 	SPIPlanPtr plan = SPI_prepare(sql, nargs, argtypes);
 	if (plan == nullptr)
 		elog(ERROR, "counters: SPI_prepare failed for \"%s\": %s", sql, SPI_result_code_string(SPI_result));
@@ -166,7 +175,8 @@ PrepareKept(const char *sql, int nargs, Oid *argtypes) {
 }
 
 void
-AppendColumnList(StringInfo sql, CounterDef *def, bool keys, bool values) {
+AppendColumnList(StringInfo sql, CounterDef *def, bool keys, bool values)
+{
 	bool first = true;
 	for (int i = 0; keys && i < def->nkeys; i++, first = false)
 		appendStringInfo(sql, "%s%s", first ? "" : ", ", quote_identifier(def->keys[i].column_name));
@@ -176,7 +186,8 @@ AppendColumnList(StringInfo sql, CounterDef *def, bool keys, bool values) {
 
 /* ON CONFLICT (keys) DO UPDATE adding the deltas; RETURNING the row's ctid and whether every value is now zero. */
 void
-AppendUpsertTail(StringInfo sql, CounterDef *def) {
+AppendUpsertTail(StringInfo sql, CounterDef *def)
+{
 	appendStringInfoString(sql, " ON CONFLICT (");
 	AppendColumnList(sql, def, true, false);
 	appendStringInfoString(sql, ") DO UPDATE SET ");
@@ -192,7 +203,8 @@ AppendUpsertTail(StringInfo sql, CounterDef *def) {
 
 /* Build the statements that apply deltas to counter `c`. Column names are read from the target itself. */
 void
-PreparePlans(CompiledCounter *c) {
+PreparePlans(CompiledCounter *c)
+{
 	CounterDef *def = c->def;
 	char *target =
 	    quote_qualified_identifier(get_namespace_name(get_rel_namespace(c->target)), get_rel_name(c->target));
@@ -301,7 +313,8 @@ PreparePlans(CompiledCounter *c) {
 }
 
 void
-CompileKeys(CompiledCounter *c) {
+CompileKeys(CompiledCounter *c)
+{
 	CounterDef *def = c->def;
 	int n = def->nkeys;
 	c->key_cmp = (FmgrInfo *)palloc0(sizeof(FmgrInfo) * n);
@@ -324,7 +337,8 @@ CompileKeys(CompiledCounter *c) {
 
 /* Build the entry's counters; on error the half-built context (child of the caller's) goes away with it. */
 void
-BuildEntry(SourceCounters *entry) {
+BuildEntry(SourceCounters *entry)
+{
 	const Oid source = SourceOf(entry->relid);
 
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "counters source cache", ALLOCSET_SMALL_SIZES);
@@ -403,18 +417,21 @@ BuildEntry(SourceCounters *entry) {
 } // namespace
 
 Oid
-SourceOf(Oid relid) {
+SourceOf(Oid relid)
+{
 	return get_rel_relispartition(relid) ? llast_oid(get_partition_ancestors(relid)) : relid;
 }
 
 void
-InitCache() {
+InitCache()
+{
 	CacheRegisterRelcacheCallback(InvalidateCallback, (Datum)0);
 	RegisterXactCallback(FreeRetired, nullptr);
 }
 
 SourceCounters *
-GetSourceCounters(Oid relid) {
+GetSourceCounters(Oid relid)
+{
 	if (source_cache == nullptr) {
 		HASHCTL ctl;
 		memset(&ctl, 0, sizeof(ctl));

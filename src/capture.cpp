@@ -45,6 +45,8 @@ extern "C" {
 
 namespace counters {
 
+int statement_memory_kb = 65536;
+
 namespace {
 
 /* The summed delta of one key of one counter. */
@@ -75,7 +77,9 @@ struct CounterRun {
 };
 
 struct Run {
-	MemoryContext cxt; /* deltas and compiled expressions of this statement */
+	MemoryContext cxt;       /* compiled expressions of this statement */
+	MemoryContext delta_cxt; /* the deltas: reset whenever they are applied */
+	uint64 rows;
 	ExprContext *econtext;
 	int ncounters;
 	CounterRun *runs;
@@ -86,7 +90,8 @@ struct Run {
 
 /* A 64-bit mixer (the splitmix64 finalizer) for pass-by-value keys hashed as they are. */
 inline uint32
-MixDatum(Datum d) {
+MixDatum(Datum d)
+{
 	uint64 x = (uint64)d;
 	x ^= x >> 30;
 	x *= UINT64CONST(0xbf58476d1ce4e5b9);
@@ -97,7 +102,8 @@ MixDatum(Datum d) {
 }
 
 inline uint32
-HashKeys(CounterRun *r, Datum *keys, bool *nulls) {
+HashKeys(CounterRun *r, Datum *keys, bool *nulls)
+{
 	CounterDef *def = r->c->def;
 	uint32 h = 0;
 	for (int i = 0; i < def->nkeys; i++) {
@@ -114,7 +120,8 @@ HashKeys(CounterRun *r, Datum *keys, bool *nulls) {
 }
 
 inline bool
-KeysEqual(CounterRun *r, Datum *a, bool *anull, Datum *b, bool *bnull) {
+KeysEqual(CounterRun *r, Datum *a, bool *anull, Datum *b, bool *bnull)
+{
 	CounterDef *def = r->c->def;
 	for (int i = 0; i < def->nkeys; i++) {
 		if (anull[i] || bnull[i]) {
@@ -132,9 +139,10 @@ KeysEqual(CounterRun *r, Datum *a, bool *anull, Datum *b, bool *bnull) {
 }
 
 void
-Grow(CounterRun *r) {
+Grow(Run *run, CounterRun *r)
+{
 	uint32 nbuckets = r->nbuckets * 2;
-	DeltaEntry **buckets = (DeltaEntry **)palloc0(sizeof(DeltaEntry *) * nbuckets);
+	DeltaEntry **buckets = (DeltaEntry **)MemoryContextAllocZero(run->delta_cxt, sizeof(DeltaEntry *) * nbuckets);
 	for (uint32 b = 0; b < r->nbuckets; b++) {
 		DeltaEntry *e = r->buckets[b];
 		while (e) {
@@ -150,14 +158,15 @@ Grow(CounterRun *r) {
 }
 
 DeltaEntry *
-FindOrAddEntry(Run *run, CounterRun *r) {
+FindOrAddEntry(Run *run, CounterRun *r)
+{
 	CounterDef *def = r->c->def;
 	uint32 hash = HashKeys(r, r->row_keys, r->row_key_nulls);
 	for (DeltaEntry *e = r->buckets[hash & (r->nbuckets - 1)]; e; e = e->next)
 		if (e->hash == hash && KeysEqual(r, e->keys, e->key_nulls, r->row_keys, r->row_key_nulls))
 			return e;
 
-	MemoryContext old = MemoryContextSwitchTo(run->cxt);
+	MemoryContext old = MemoryContextSwitchTo(run->delta_cxt);
 	DeltaEntry *e = (DeltaEntry *)palloc(sizeof(DeltaEntry));
 	e->hash = hash;
 	e->keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
@@ -174,12 +183,13 @@ FindOrAddEntry(Run *run, CounterRun *r) {
 	e->next = r->buckets[hash & (r->nbuckets - 1)];
 	r->buckets[hash & (r->nbuckets - 1)] = e;
 	if (++r->nentries > r->nbuckets)
-		Grow(r);
+		Grow(run, r);
 	return e;
 }
 
 [[noreturn]] void
-Overflow(CounterRun *r, int value) {
+Overflow(CounterRun *r, int value)
+{
 	ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 	                errmsg("counter \"%s\": value of column \"%s\" is out of range for type bigint", r->c->def->name,
 	                       r->c->def->values[value].column_name)));
@@ -187,7 +197,8 @@ Overflow(CounterRun *r, int value) {
 }
 
 int64
-IntegerDatum(Oid type, Datum d) {
+IntegerDatum(Oid type, Datum d)
+{
 	switch (type) {
 	case INT2OID:
 		return DatumGetInt16(d);
@@ -200,7 +211,8 @@ IntegerDatum(Oid type, Datum d) {
 
 /* Evaluate every counter on one row (in econtext's scan slot) and add sign * contribution to its key's delta. */
 void
-CountRow(Run *run, int sign) {
+CountRow(Run *run, int sign)
+{
 	ExprContext *econtext = run->econtext;
 	for (int ci = 0; ci < run->ncounters; ci++) {
 		CounterRun *r = &run->runs[ci];
@@ -253,7 +265,7 @@ CountRow(Run *run, int sign) {
 				if (unlikely(pg_add_s64_overflow(e->ints[v], add, &e->ints[v])))
 					Overflow(r, v);
 			} else {
-				MemoryContext old = MemoryContextSwitchTo(run->cxt);
+				MemoryContext old = MemoryContextSwitchTo(run->delta_cxt);
 				Datum add = run->row_numerics[v];
 				Datum sum;
 				if (e->numerics[v] == (Datum)0)
@@ -271,12 +283,28 @@ CountRow(Run *run, int sign) {
 }
 
 ExprState *
-InitExpr(Expr *expr) {
+InitExpr(Expr *expr)
+{
 	return expr ? ExecInitExpr(expr, nullptr) : nullptr;
 }
 
+void
+ResetDeltas(Run *run)
+{
+	MemoryContextReset(run->delta_cxt);
+	for (int i = 0; i < run->ncounters; i++) {
+		CounterRun *r = &run->runs[i];
+		r->nentries = 0;
+		r->nbuckets = 64;
+		r->buckets = (DeltaEntry **)MemoryContextAllocZero(run->delta_cxt, sizeof(DeltaEntry *) * r->nbuckets);
+	}
+}
+
+void ApplyDeltas(Run *run);
+
 Run *
-StartRun(SourceCounters *sc, const Bitmapset *updated_cols) {
+StartRun(SourceCounters *sc, const Bitmapset *updated_cols)
+{
 	Run *run = (Run *)palloc0(sizeof(Run));
 	run->cxt = AllocSetContextCreate(CurrentMemoryContext, "counters statement", ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(run->cxt);
@@ -305,14 +333,14 @@ StartRun(SourceCounters *sc, const Bitmapset *updated_cols) {
 		}
 		r->row_keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
 		r->row_key_nulls = (bool *)palloc(sizeof(bool) * def->nkeys);
-		r->nbuckets = 64;
-		r->buckets = (DeltaEntry **)palloc0(sizeof(DeltaEntry *) * r->nbuckets);
 		maxvalues = Max(maxvalues, def->nvalues);
 	}
 	run->row_ints = (int64 *)palloc(sizeof(int64) * maxvalues);
 	run->row_numerics = (Datum *)palloc(sizeof(Datum) * maxvalues);
 	run->row_present = (bool *)palloc(sizeof(bool) * maxvalues);
+	run->delta_cxt = AllocSetContextCreate(run->cxt, "counters deltas", ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(old);
+	ResetDeltas(run);
 	return run;
 }
 
@@ -324,7 +352,8 @@ struct RowReader {
 };
 
 void
-InitReader(RowReader *rd, Relation rel, SourceCounters *sc, const TupleTableSlotOps *ops) {
+InitReader(RowReader *rd, Relation rel, SourceCounters *sc, const TupleTableSlotOps *ops)
+{
 	rd->slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), ops);
 	rd->root_slot = rd->slot;
 	rd->map = nullptr;
@@ -339,21 +368,33 @@ InitReader(RowReader *rd, Relation rel, SourceCounters *sc, const TupleTableSlot
 }
 
 void
-DropReader(RowReader *rd) {
+DropReader(RowReader *rd)
+{
 	if (rd->root_slot != rd->slot)
 		ExecDropSingleTupleTableSlot(rd->root_slot);
 	ExecDropSingleTupleTableSlot(rd->slot);
 }
 
 inline void
-CountSlot(Run *run, RowReader *rd, int sign) {
+CountSlot(Run *run, RowReader *rd, int sign)
+{
 	TupleTableSlot *slot = rd->map ? execute_attr_map_slot(rd->map, rd->slot, rd->root_slot) : rd->slot;
 	run->econtext->ecxt_scantuple = slot;
 	CountRow(run, sign);
+	/*
+	 * Bounded memory: when the deltas of a huge statement outgrow counters.statement_memory, apply them and go on.
+	 * Each batch is applied in sorted key order; only statements larger than one batch lose the global order.
+	 */
+	if (unlikely(++run->rows % 1024 == 0) &&
+	    MemoryContextMemAllocated(run->delta_cxt, true) > (Size)statement_memory_kb * 1024) {
+		ApplyDeltas(run);
+		ResetDeltas(run);
+	}
 }
 
 void
-CountTuplestore(Run *run, RowReader *rd, Tuplestorestate *ts, int sign) {
+CountTuplestore(Run *run, RowReader *rd, Tuplestorestate *ts, int sign)
+{
 	if (ts == nullptr)
 		return;
 	tuplestore_rescan(ts);
@@ -365,7 +406,8 @@ CountTuplestore(Run *run, RowReader *rd, Tuplestorestate *ts, int sign) {
 
 /* Sort support for the entries of one counter. */
 int
-CompareEntries(const void *pa, const void *pb, void *arg) {
+CompareEntries(const void *pa, const void *pb, void *arg)
+{
 	CounterRun *r = (CounterRun *)arg;
 	const DeltaEntry *a = *(DeltaEntry *const *)pa;
 	const DeltaEntry *b = *(DeltaEntry *const *)pb;
@@ -384,7 +426,8 @@ CompareEntries(const void *pa, const void *pb, void *arg) {
 }
 
 bool
-EntryIsZero(CounterDef *def, DeltaEntry *e) {
+EntryIsZero(CounterDef *def, DeltaEntry *e)
+{
 	for (int v = 0; v < def->nvalues; v++) {
 		if (def->values[v].accum == AccumKind::Int64) {
 			if (e->ints[v] != 0)
@@ -407,24 +450,28 @@ struct Identity {
 };
 
 void
-Enter(Identity *id, Oid owner) {
+Enter(Identity *id, Oid owner)
+{
 	GetUserIdAndSecContext(&id->saved_user, &id->saved_sec);
 	SetUserIdAndSecContext(owner, id->saved_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 }
 
 void
-Leave(Identity *id) {
+Leave(Identity *id)
+{
 	SetUserIdAndSecContext(id->saved_user, id->saved_sec);
 }
 
 Datum
-ZeroNumeric() {
+ZeroNumeric()
+{
 	return DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
 }
 
 /* One prepared statement per key: the cheapest path for the one or few keys of an OLTP statement. */
 void
-ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nulls) {
+ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nulls)
+{
 	CounterDef *def = r->c->def;
 	Datum zero_numeric = ZeroNumeric();
 	for (uint32 i = 0; i < n; i++) {
@@ -465,7 +512,8 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 
 /* All keys in one upsert fed by arrays (sorted), then one delete of the rows that came back to zero. */
 void
-ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params) {
+ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params)
+{
 	CompiledCounter *c = r->c;
 	CounterDef *def = c->def;
 	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
@@ -514,7 +562,8 @@ ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params) {
 }
 
 void
-ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls) {
+ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
+{
 	CounterDef *def = r->c->def;
 	if (r->nentries == 0)
 		return;
@@ -540,7 +589,8 @@ ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls) {
 }
 
 void
-FinishRun(Run *run) {
+ApplyDeltas(Run *run)
+{
 	int maxparams = 1;
 	for (int i = 0; i < run->ncounters; i++)
 		if (run->runs[i].active)
@@ -558,6 +608,12 @@ FinishRun(Run *run) {
 				ApplyCounter(run, &run->runs[i], params, nulls);
 		SPI_finish();
 	}
+}
+
+void
+FinishRun(Run *run)
+{
+	ApplyDeltas(run);
 	FreeExprContext(run->econtext, true);
 	MemoryContextDelete(run->cxt);
 }
@@ -565,8 +621,8 @@ FinishRun(Run *run) {
 } // namespace
 
 void
-CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows,
-                      const Bitmapset *updated_cols) {
+CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows, const Bitmapset *updated_cols)
+{
 	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
 	if (sc->ncounters == 0)
 		return;
@@ -589,7 +645,8 @@ CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *
 }
 
 void
-CountRelationRows(Relation rel, Oid source, int sign) {
+CountRelationRows(Relation rel, Oid source, int sign)
+{
 	SourceCounters *sc = GetSourceCounters(source);
 	if (sc->ncounters == 0)
 		return;
@@ -610,7 +667,8 @@ CountRelationRows(Relation rel, Oid source, int sign) {
 }
 
 void
-ZeroCounters(Relation rel) {
+ZeroCounters(Relation rel)
+{
 	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
 	if (sc->ncounters == 0)
 		return;

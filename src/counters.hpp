@@ -125,6 +125,9 @@ void CountRelationRows(Relation rel, Oid source, int sign);
 Oid SourceOf(Oid relid);
 void ZeroCounters(Relation rel);
 
+/* counters.statement_memory: deltas held per statement before they are applied in a batch (kB). */
+extern int statement_memory_kb;
+
 /* Deparse an expression over the source (Vars at `varno`) for error messages. */
 char *DeparseSourceExpr(Node *expr, Oid source, Index varno);
 

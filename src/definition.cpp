@@ -33,7 +33,8 @@ extern "C" {
 namespace counters {
 
 char *
-DeparseSourceExpr(Node *expr, Oid source, Index varno) {
+DeparseSourceExpr(Node *expr, Oid source, Index varno)
+{
 	Node *copy = (Node *)copyObject(expr);
 	if (varno != 1)
 		ChangeVarNodes(copy, varno, 1, 0);
@@ -44,7 +45,8 @@ DeparseSourceExpr(Node *expr, Oid source, Index varno) {
 namespace {
 
 [[noreturn]] void
-Reject(const char *counter, int sqlstate, const char *what, const char *detail) {
+Reject(const char *counter, int sqlstate, const char *what, const char *detail)
+{
 	ereport(ERROR,
 	        (errcode(sqlstate), errmsg("counter \"%s\": %s", counter, what), detail ? errdetail("%s", detail) : 0,
 	         errhint("A counter is defined as SELECT keys..., count(*)/count(x)/sum(x) [FILTER (WHERE ...)] "
@@ -53,7 +55,8 @@ Reject(const char *counter, int sqlstate, const char *what, const char *detail) 
 }
 
 void
-RequireImmutable(const char *counter, const char *part, Node *expr, Oid source, Index varno) {
+RequireImmutable(const char *counter, const char *part, Node *expr, Oid source, Index varno)
+{
 	if (expr && contain_mutable_functions(expr))
 		ereport(ERROR,
 		        (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
@@ -66,7 +69,8 @@ RequireImmutable(const char *counter, const char *part, Node *expr, Oid source, 
 
 /* Prepare an expression of the analysed query for evaluation against source rows. */
 Expr *
-PlanSourceExpr(Node *expr, Index varno) {
+PlanSourceExpr(Node *expr, Index varno)
+{
 	if (expr == nullptr)
 		return nullptr;
 	Node *copy = (Node *)copyObject(expr);
@@ -76,13 +80,15 @@ PlanSourceExpr(Node *expr, Index varno) {
 }
 
 void
-CollectAttrs(Node *expr, Bitmapset **attrs) {
+CollectAttrs(Node *expr, Bitmapset **attrs)
+{
 	if (expr)
 		pull_varattnos(expr, 1, attrs);
 }
 
 bool
-IsGroupKey(Query *query, TargetEntry *tle) {
+IsGroupKey(Query *query, TargetEntry *tle)
+{
 	if (tle->ressortgroupref == 0)
 		return false;
 	ListCell *lc;
@@ -96,7 +102,8 @@ IsGroupKey(Query *query, TargetEntry *tle) {
 
 /* A key expression that is a plain column declared NOT NULL. */
 bool
-IsNotNullColumn(Node *expr, Oid source) {
+IsNotNullColumn(Node *expr, Oid source)
+{
 	if (!IsA(expr, Var))
 		return false;
 	Var *var = (Var *)expr;
@@ -111,7 +118,8 @@ IsNotNullColumn(Node *expr, Oid source) {
 }
 
 void
-CheckSource(const char *counter, RangeTblEntry *rte) {
+CheckSource(const char *counter, RangeTblEntry *rte)
+{
 	if (rte->rtekind != RTE_RELATION)
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, "FROM must name exactly one table",
 		       "Subqueries, functions, VALUES and joins are not supported in FROM.");
@@ -138,7 +146,8 @@ CheckSource(const char *counter, RangeTblEntry *rte) {
 
 /* count/sum aggregates we can maintain, and what a row contributes to them. */
 void
-DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid source, Index varno, ValueDef *out) {
+DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid source, Index varno, ValueDef *out)
+{
 	char what[NAMEDATALEN + 128];
 	if (agg->aggdistinct != NIL) {
 		snprintf(what, sizeof(what), "DISTINCT aggregate in column \"%s\" is not supported", column);
@@ -209,7 +218,8 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 } // namespace
 
 CounterDef *
-AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names) {
+AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
+{
 	if (query->commandType != CMD_SELECT || query->utilityStmt != nullptr)
 		Reject(name, ERRCODE_WRONG_OBJECT_TYPE, "the definition must be a SELECT query", nullptr);
 	if (query->cteList != NIL)

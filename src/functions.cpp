@@ -41,7 +41,8 @@ namespace {
 using Body = Datum (*)(FunctionCallInfo);
 
 Datum
-CallGuarded(Body body, FunctionCallInfo fcinfo) {
+CallGuarded(Body body, FunctionCallInfo fcinfo)
+{
 	static char message[256];
 	try {
 		return body(fcinfo);
@@ -62,7 +63,8 @@ CallGuarded(Body body, FunctionCallInfo fcinfo) {
 	PGDLLEXPORT PG_FUNCTION_INFO_V1(name);                                                                             \
 	}                                                                                                                  \
 	static Datum name##_body(FunctionCallInfo fcinfo);                                                                 \
-	extern "C" Datum name(PG_FUNCTION_ARGS) {                                                                          \
+	extern "C" Datum name(PG_FUNCTION_ARGS)                                                                            \
+	{                                                                                                                  \
 		return counters::CallGuarded(name##_body, fcinfo);                                                             \
 	}                                                                                                                  \
 	static Datum name##_body(FunctionCallInfo fcinfo)
@@ -70,7 +72,8 @@ CallGuarded(Body body, FunctionCallInfo fcinfo) {
 namespace {
 
 bool
-OwnsRelation(Oid relid) {
+OwnsRelation(Oid relid)
+{
 #if PG_VERSION_NUM >= 160000
 	return object_ownercheck(RelationRelationId, relid, GetUserId());
 #else
@@ -79,7 +82,8 @@ OwnsRelation(Oid relid) {
 }
 
 void
-RequireOwner(const char *counter, Oid relid) {
+RequireOwner(const char *counter, Oid relid)
+{
 	if (!OwnsRelation(relid))
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 		                errmsg("counter \"%s\": must be owner of table %s", counter, get_rel_name(relid)),
@@ -87,7 +91,8 @@ RequireOwner(const char *counter, Oid relid) {
 }
 
 Oid
-RelationOwner(Oid relid) {
+RelationOwner(Oid relid)
+{
 	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for relation %u", relid);
@@ -97,12 +102,14 @@ RelationOwner(Oid relid) {
 }
 
 Oid
-CatalogOid() {
+CatalogOid()
+{
 	return RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
 }
 
 counters::CounterDef *
-AnalyzeView(const char *name, Oid view_oid) {
+AnalyzeView(const char *name, Oid view_oid)
+{
 	Relation view = relation_open(view_oid, AccessShareLock);
 	if (view->rd_rel->relkind != RELKIND_VIEW)
 		ereport(ERROR,
@@ -115,7 +122,8 @@ AnalyzeView(const char *name, Oid view_oid) {
 
 /* Run a catalog write as the catalog's owner (the extension owner). */
 void
-ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, int expected) {
+ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, int expected)
+{
 	Oid catalog = CatalogOid();
 	Oid saved_user;
 	int saved_sec;
@@ -133,12 +141,20 @@ ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, 
 } // namespace
 
 extern "C" void
-_PG_init(void) {
+_PG_init(void)
+{
+	DefineCustomIntVariable("counters.statement_memory",
+	                        "Memory for the summed deltas of one statement before they are applied in a batch.",
+	                        "A statement that touches more keys applies its deltas in several sorted batches.",
+	                        &counters::statement_memory_kb, 65536, 64, MAX_KILOBYTES, PGC_USERSET, GUC_UNIT_KB, nullptr,
+	                        nullptr, nullptr);
+	MarkGUCPrefixReserved("counters");
 	counters::InitCache();
 }
 
 /* counters.capture(): the generic statement-level trigger. */
-COUNTERS_FUNCTION(counters_capture) {
+COUNTERS_FUNCTION(counters_capture)
+{
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("counters.capture() must be called as a trigger")));
@@ -193,7 +209,8 @@ COUNTERS_FUNCTION(counters_capture) {
 }
 
 /* counters._describe(name, definition): parse and analyse a definition, describe the counter table's columns. */
-COUNTERS_FUNCTION(counters_describe) {
+COUNTERS_FUNCTION(counters_describe)
+{
 	char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char *definition = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
@@ -239,7 +256,8 @@ COUNTERS_FUNCTION(counters_describe) {
 }
 
 /* counters._register(name, query, target, owns_target): record a counter, compile it once, invalidate caches. */
-COUNTERS_FUNCTION(counters_register) {
+COUNTERS_FUNCTION(counters_register)
+{
 	text *name = PG_GETARG_TEXT_PP(0);
 	Oid query = PG_GETARG_OID(1);
 	Oid target = PG_GETARG_OID(2);
@@ -265,7 +283,8 @@ COUNTERS_FUNCTION(counters_register) {
 }
 
 /* counters._unregister(name): remove a counter's catalog row; returns what it named. */
-COUNTERS_FUNCTION(counters_unregister) {
+COUNTERS_FUNCTION(counters_unregister)
+{
 	text *name = PG_GETARG_TEXT_PP(0);
 	char *cname = text_to_cstring(name);
 
@@ -312,7 +331,8 @@ COUNTERS_FUNCTION(counters_unregister) {
 namespace {
 
 void
-CountPartitionRows(Oid partition, Oid source, int sign) {
+CountPartitionRows(Oid partition, Oid source, int sign)
+{
 	if (counters::GetSourceCounters(source)->ncounters == 0)
 		return;
 	List *rels = find_all_inheritors(partition, AccessExclusiveLock, nullptr);
@@ -328,13 +348,15 @@ CountPartitionRows(Oid partition, Oid source, int sign) {
 }
 
 Oid
-LookupTable(RangeVar *rv) {
+LookupTable(RangeVar *rv)
+{
 	return rv ? RangeVarGetRelid(rv, NoLock, true) : InvalidOid;
 }
 
 } // namespace
 
-COUNTERS_FUNCTION(counters_on_ddl_start) {
+COUNTERS_FUNCTION(counters_on_ddl_start)
+{
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("counters._on_ddl_start() must be called as an event trigger")));
