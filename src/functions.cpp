@@ -13,6 +13,7 @@ extern "C" {
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_collation.h"
 #include "catalog/partition.h"
 #include "catalog/pg_inherits.h"
 #include "commands/event_trigger.h"
@@ -70,6 +71,18 @@ CallGuarded(Body body, FunctionCallInfo fcinfo)
 	static Datum name##_body(FunctionCallInfo fcinfo)
 
 namespace {
+
+char *
+CollationName(Oid collation)
+{
+	HeapTuple tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(collation));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for collation %u", collation);
+	Form_pg_collation form = (Form_pg_collation)GETSTRUCT(tup);
+	char *name = quote_qualified_identifier(get_namespace_name(form->collnamespace), NameStr(form->collname));
+	ReleaseSysCache(tup);
+	return name;
+}
 
 bool
 OwnsRelation(Oid relid)
@@ -239,8 +252,14 @@ COUNTERS_FUNCTION(counters_describe)
 		if (col->is_key) {
 			counters::KeyDef *key = &def->keys[col->index];
 			values[1] = CStringGetDatum(key->column_name);
-			values[3] = CStringGetTextDatum(
-			    format_type_extended(key->type, key->typmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+			/* The key column groups like the definition's GROUP BY: same type and collation. */
+			StringInfoData type;
+			initStringInfo(&type);
+			appendStringInfoString(&type, format_type_extended(key->type, key->typmod,
+			                                                   FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+			if (OidIsValid(key->collation) && key->collation != get_typcollation(key->type))
+				appendStringInfo(&type, " COLLATE %s", CollationName(key->collation));
+			values[3] = CStringGetTextDatum(type.data);
 			values[4] = BoolGetDatum(key->not_null);
 		} else {
 			counters::ValueDef *value = &def->values[col->index];
