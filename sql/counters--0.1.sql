@@ -429,3 +429,74 @@ END
 $$;
 CREATE EVENT TRIGGER counters_sql_drop ON sql_drop
 	EXECUTE FUNCTION counters._on_sql_drop();
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- verification
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- One row per counter value that differs from its definition recomputed now, in one snapshot (a plain read: it takes
+-- no lock that blocks writers). A missing counter row counts as zeros; for a counter kept in an existing table, keys
+-- that have no row there are not reported (their deltas are skipped by design).
+CREATE FUNCTION counters.verify(name text DEFAULT NULL)
+	RETURNS TABLE (counter text, key jsonb, column_name text, stored numeric, expected numeric)
+	LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	keys text;
+	key_json text;
+	stored_cols text;
+	expected_cols text;
+	sums text;
+	differs text;
+	unpivot text;
+BEGIN
+	IF name IS NOT NULL AND NOT EXISTS (SELECT FROM counters.counter k WHERE k.name = verify.name) THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	FOR c IN
+		SELECT k.name, k.target, k.query, k.owns_target FROM counters.counter k
+		 WHERE verify.name IS NULL OR k.name = verify.name ORDER BY k.name
+	LOOP
+		WITH cols AS (
+			SELECT a.attname, a.attnum,
+			       EXISTS (SELECT FROM counters._describe_keys(c.query) d WHERE d = a.attname) AS is_key
+			  FROM pg_catalog.pg_attribute a
+			 WHERE a.attrelid = c.query AND a.attnum > 0 AND NOT a.attisdropped)
+		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(attname), ', ' ORDER BY attnum) FILTER (WHERE is_key),
+		       pg_catalog.string_agg(pg_catalog.format('%L, %I', attname, attname), ', ' ORDER BY attnum)
+		           FILTER (WHERE is_key),
+		       pg_catalog.string_agg(pg_catalog.format('COALESCE(%I, 0)::pg_catalog.numeric AS %I, 0::pg_catalog.numeric AS %I',
+		                             attname, 's_' || attname, 'e_' || attname), ', ' ORDER BY attnum) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('0::pg_catalog.numeric, COALESCE(%I, 0)::pg_catalog.numeric',
+		                             attname), ', ' ORDER BY attnum) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) AS %I, pg_catalog.sum(%I) AS %I',
+		                             's_' || attname, 's_' || attname, 'e_' || attname, 'e_' || attname), ', '
+		                             ORDER BY attnum) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) IS DISTINCT FROM pg_catalog.sum(%I)',
+		                             's_' || attname, 'e_' || attname), ' OR ' ORDER BY attnum) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('(%L, d.%I, d.%I)', attname, 's_' || attname, 'e_' || attname),
+		                             ', ' ORDER BY attnum) FILTER (WHERE NOT is_key)
+		  INTO keys, key_json, stored_cols, expected_cols, sums, differs, unpivot
+		  FROM cols;
+		RETURN QUERY EXECUTE pg_catalog.format(
+			'SELECT %L::text, pg_catalog.jsonb_build_object(%s), v.column_name::text, v.stored, v.expected
+			   FROM (SELECT %s, %s, pg_catalog.bool_or(u.in_target) AS in_target
+			           FROM (SELECT %s, %s, true AS in_target FROM %s
+			                 UNION ALL
+			                 SELECT %s, %s, false FROM %s) u
+			          GROUP BY %s
+			         HAVING %s) d
+			  CROSS JOIN LATERAL (VALUES %s) v(column_name, stored, expected)
+			  WHERE v.stored IS DISTINCT FROM v.expected AND (%L OR d.in_target)
+			  ORDER BY 2, 3',
+			c.name, key_json, keys, sums, keys, stored_cols, c.target, keys, expected_cols, c.query, keys, differs,
+			unpivot, c.owns_target);
+	END LOOP;
+END
+$$;
+
+-- The key column names of a counter, from its definition view.
+CREATE FUNCTION counters._describe_keys(query regclass) RETURNS SETOF name
+	AS 'MODULE_PATHNAME', 'counters_describe_keys'
+	LANGUAGE C STRICT STABLE;

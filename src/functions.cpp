@@ -423,3 +423,18 @@ COUNTERS_FUNCTION(counters_on_ddl_start)
 	AtEOXact_GUC(true, guc_level);
 	PG_RETURN_VOID();
 }
+
+/* counters._describe_keys(query): the key column names of a counter's definition view. */
+COUNTERS_FUNCTION(counters_describe_keys)
+{
+	Oid query = PG_GETARG_OID(0);
+	counters::CounterDef *def = AnalyzeView(get_rel_name(query), query);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+	for (int i = 0; i < def->nkeys; i++) {
+		Datum value = DirectFunctionCall1(namein, CStringGetDatum(def->keys[i].column_name));
+		bool isnull = false;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);
+	}
+	return (Datum)0;
+}
