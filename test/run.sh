@@ -13,4 +13,4 @@ export PATH=/usr/lib/postgresql/$PGVER/bin:$PATH
 make -s WERROR=1
 make -s install >/dev/null
 # pg_regress writes results/ into the tree; the cluster itself runs as postgres.
-exec pg_virtualenv -v "$PGVER" -o max_connections=200 -o max_prepared_transactions=10 bash test/suites.sh
+exec pg_virtualenv -t -v "$PGVER" -o max_connections=200 -o max_prepared_transactions=10 bash test/suites.sh
