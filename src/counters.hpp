@@ -2,7 +2,7 @@
  * counters.hpp: shared declarations of the counters extension.
  *
  * Rules of this code base (see README "Hacking"):
- * - Every SQL-callable symbol is defined with COUNTERS_FUNCTION (boundary.hpp): a C-linkage shim that calls a C++
+ * - Every SQL-callable symbol is defined with COUNTERS_FUNCTION (functions.cpp): a C-linkage shim that calls a C++
  *   body and turns any escaping C++ exception into ereport(ERROR).
  * - Code that calls PostgreSQL functions that can raise an error keeps no objects with destructors on its stack:
  *   PostgreSQL errors are longjmps. Memory comes from palloc and memory contexts, never from new/malloc.

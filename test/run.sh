@@ -4,7 +4,7 @@
 # Installs its Debian packages first. Safe to re-run; works as root.
 #
 #   bash test/run.sh                 # everything
-#   REGRESS=core bash test/run.sh    # one pg_regress file (isolation and pgTAP still run)
+#   REGRESS=dml bash test/run.sh    # one pg_regress file (isolation and pgTAP still run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PGVER=${PGVER:-15}
