@@ -375,6 +375,22 @@ BEGIN
 	LOOP
 		PERFORM counters.attach(src);
 	END LOOP;
+	-- A column of an existing target table was renamed: rename the definition's alias that named it.
+	FOR rel, trg, src IN
+		SELECT k.query, va.attname, d.objid::regclass
+		  FROM pg_catalog.pg_event_trigger_ddl_commands() d
+		  JOIN counters.counter k ON k.target = d.objid AND NOT k.owns_target
+		  JOIN pg_catalog.pg_attribute va ON va.attrelid = k.query AND va.attnum > 0
+		 WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid > 0
+		   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute ta
+		                    WHERE ta.attrelid = k.target AND ta.attname = va.attname AND NOT ta.attisdropped)
+	LOOP
+		EXECUTE pg_catalog.format('ALTER VIEW %s RENAME COLUMN %I TO %I', rel, trg,
+			(SELECT a.attname FROM pg_catalog.pg_attribute a
+			  WHERE a.attrelid = src
+			    AND a.attnum = (SELECT d.objsubid FROM pg_catalog.pg_event_trigger_ddl_commands() d
+			                     WHERE d.objid = src AND d.objsubid > 0 LIMIT 1)));
+	END LOOP;
 	-- A table that carries capture triggers but feeds no counter any more was detached from a counted table.
 	FOR rel, trg IN
 		SELECT t.tgrelid::regclass, t.tgname
@@ -444,6 +460,7 @@ AS $$
 DECLARE
 	c record;
 	keys text;
+	target_keys text;
 	key_json text;
 	stored_cols text;
 	expected_cols text;
@@ -458,16 +475,24 @@ BEGIN
 		SELECT k.name, k.target, k.query, k.owns_target FROM counters.counter k
 		 WHERE verify.name IS NULL OR k.name = verify.name ORDER BY k.name
 	LOOP
-		WITH cols AS (
-			SELECT a.attname, a.attnum,
-			       EXISTS (SELECT FROM counters._describe_keys(c.query) d WHERE d = a.attname) AS is_key
-			  FROM pg_catalog.pg_attribute a
-			 WHERE a.attrelid = c.query AND a.attnum > 0 AND NOT a.attisdropped)
+		-- Columns of the definition view and, by position (create_counter made it) or by name (an existing
+		-- table), of the counter table.
+		WITH v AS (SELECT a.attname, pg_catalog.row_number() OVER (ORDER BY a.attnum) AS ord
+		             FROM pg_catalog.pg_attribute a
+		            WHERE a.attrelid = c.query AND a.attnum > 0 AND NOT a.attisdropped),
+		     t AS (SELECT a.attname, pg_catalog.row_number() OVER (ORDER BY a.attnum) AS ord
+		             FROM pg_catalog.pg_attribute a
+		            WHERE a.attrelid = c.target AND a.attnum > 0 AND NOT a.attisdropped),
+		     cols AS (SELECT v.attname, CASE WHEN c.owns_target THEN t.attname ELSE v.attname END AS tname,
+		                     v.ord AS attnum, v.attname IN (SELECT counters._describe_keys(c.query)) AS is_key
+		                FROM v LEFT JOIN t ON t.ord = v.ord)
 		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(attname), ', ' ORDER BY attnum) FILTER (WHERE is_key),
+		       pg_catalog.string_agg(pg_catalog.format('%I AS %I', tname, attname), ', ' ORDER BY attnum)
+		           FILTER (WHERE is_key),
 		       pg_catalog.string_agg(pg_catalog.format('%L, %I', attname, attname), ', ' ORDER BY attnum)
 		           FILTER (WHERE is_key),
 		       pg_catalog.string_agg(pg_catalog.format('COALESCE(%I, 0)::pg_catalog.numeric AS %I, 0::pg_catalog.numeric AS %I',
-		                             attname, 's_' || attname, 'e_' || attname), ', ' ORDER BY attnum) FILTER (WHERE NOT is_key),
+		                             tname, 's_' || attname, 'e_' || attname), ', ' ORDER BY attnum) FILTER (WHERE NOT is_key),
 		       pg_catalog.string_agg(pg_catalog.format('0::pg_catalog.numeric, COALESCE(%I, 0)::pg_catalog.numeric',
 		                             attname), ', ' ORDER BY attnum) FILTER (WHERE NOT is_key),
 		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) AS %I, pg_catalog.sum(%I) AS %I',
@@ -477,7 +502,7 @@ BEGIN
 		                             's_' || attname, 'e_' || attname), ' OR ' ORDER BY attnum) FILTER (WHERE NOT is_key),
 		       pg_catalog.string_agg(pg_catalog.format('(%L, d.%I, d.%I)', attname, 's_' || attname, 'e_' || attname),
 		                             ', ' ORDER BY attnum) FILTER (WHERE NOT is_key)
-		  INTO keys, key_json, stored_cols, expected_cols, sums, differs, unpivot
+		  INTO keys, target_keys, key_json, stored_cols, expected_cols, sums, differs, unpivot
 		  FROM cols;
 		RETURN QUERY EXECUTE pg_catalog.format(
 			'SELECT %L::text, pg_catalog.jsonb_build_object(%s), v.column_name::text, v.stored, v.expected
@@ -490,7 +515,7 @@ BEGIN
 			  CROSS JOIN LATERAL (VALUES %s) v(column_name, stored, expected)
 			  WHERE v.stored IS DISTINCT FROM v.expected AND (%L OR d.in_target)
 			  ORDER BY 2, 3',
-			c.name, key_json, keys, sums, keys, stored_cols, c.target, keys, expected_cols, c.query, keys, differs,
+			c.name, key_json, keys, sums, target_keys, stored_cols, c.target, keys, expected_cols, c.query, keys, differs,
 			unpivot, c.owns_target);
 	END LOOP;
 END

@@ -175,30 +175,70 @@ PrepareKept(const char *sql, int nargs, Oid *argtypes)
 }
 
 void
-AppendColumnList(StringInfo sql, CounterDef *def, bool keys, bool values)
+AppendColumnList(StringInfo sql, CompiledCounter *c, bool keys, bool values)
 {
 	bool first = true;
-	for (int i = 0; keys && i < def->nkeys; i++, first = false)
-		appendStringInfo(sql, "%s%s", first ? "" : ", ", quote_identifier(def->keys[i].column_name));
-	for (int i = 0; values && i < def->nvalues; i++, first = false)
-		appendStringInfo(sql, "%s%s", first ? "" : ", ", quote_identifier(def->values[i].column_name));
+	for (int i = 0; keys && i < c->def->nkeys; i++, first = false)
+		appendStringInfo(sql, "%s%s", first ? "" : ", ", quote_identifier(c->key_columns[i]));
+	for (int i = 0; values && i < c->def->nvalues; i++, first = false)
+		appendStringInfo(sql, "%s%s", first ? "" : ", ", quote_identifier(c->value_columns[i]));
 }
 
 /* ON CONFLICT (keys) DO UPDATE adding the deltas; RETURNING the row's ctid and whether every value is now zero. */
 void
-AppendUpsertTail(StringInfo sql, CounterDef *def)
+AppendUpsertTail(StringInfo sql, CompiledCounter *c)
 {
+	CounterDef *def = c->def;
 	appendStringInfoString(sql, " ON CONFLICT (");
-	AppendColumnList(sql, def, true, false);
+	AppendColumnList(sql, c, true, false);
 	appendStringInfoString(sql, ") DO UPDATE SET ");
 	for (int i = 0; i < def->nvalues; i++) {
-		const char *col = quote_identifier(def->values[i].column_name);
+		const char *col = quote_identifier(c->value_columns[i]);
 		appendStringInfo(sql, "%s%s = c.%s OPERATOR(pg_catalog.+) EXCLUDED.%s", i ? ", " : "", col, col, col);
 	}
 	appendStringInfoString(sql, " RETURNING c.ctid, ");
 	for (int i = 0; i < def->nvalues; i++)
 		appendStringInfo(sql, "%sc.%s OPERATOR(pg_catalog.=) 0", i ? " AND " : "",
-		                 quote_identifier(def->values[i].column_name));
+		                 quote_identifier(c->value_columns[i]));
+}
+
+/*
+ * The counter's columns in its table. A table created by create_counter has the definition's columns in order, so
+ * they are found by position: renaming them (an ORM migration, say) keeps the counter working. Columns of an existing
+ * target are the ones the definition's aliases name.
+ */
+void
+ResolveColumns(CompiledCounter *c)
+{
+	CounterDef *def = c->def;
+	c->key_columns = (const char **)palloc(sizeof(char *) * def->nkeys);
+	c->value_columns = (const char **)palloc(sizeof(char *) * def->nvalues);
+	for (int i = 0; i < def->nkeys; i++)
+		c->key_columns[i] = def->keys[i].column_name;
+	for (int i = 0; i < def->nvalues; i++)
+		c->value_columns[i] = def->values[i].column_name;
+	if (!c->owns_target)
+		return;
+	Relation rel = table_open(c->target, AccessShareLock);
+	TupleDesc desc = RelationGetDescr(rel);
+	int col = 0;
+	for (int a = 0; a < desc->natts && col < def->ncolumns; a++) {
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		if (att->attisdropped)
+			continue;
+		ColumnDef *cd = &def->columns[col++];
+		char *name = pstrdup(NameStr(att->attname));
+		if (cd->is_key)
+			c->key_columns[cd->index] = name;
+		else
+			c->value_columns[cd->index] = name;
+	}
+	table_close(rel, AccessShareLock);
+	if (col < def->ncolumns)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+		                errmsg("counter \"%s\": counter table %s has fewer columns than the definition", def->name,
+		                       get_rel_name(c->target)),
+		                errhint("Drop and declare the counter again.")));
 }
 
 /* Build the statements that apply deltas to counter `c`. Column names are read from the target itself. */
@@ -223,12 +263,12 @@ PreparePlans(CompiledCounter *c)
 		 * every value came back to zero, in which case the row is deleted by ctid (we hold its lock).
 		 */
 		appendStringInfo(&sql, "INSERT INTO %s AS c (", target);
-		AppendColumnList(&sql, def, true, true);
+		AppendColumnList(&sql, c, true, true);
 		appendStringInfoString(&sql, ") VALUES (");
 		for (int i = 0; i < nparams; i++)
 			appendStringInfo(&sql, "%s$%d", i ? ", " : "", i + 1);
 		appendStringInfoString(&sql, ")");
-		AppendUpsertTail(&sql, def);
+		AppendUpsertTail(&sql, c);
 		c->apply_plan = PrepareKept(sql.data, nparams, argtypes);
 
 		/*
@@ -244,12 +284,12 @@ PreparePlans(CompiledCounter *c)
 		if (arrays) {
 			resetStringInfo(&sql);
 			appendStringInfo(&sql, "INSERT INTO %s AS c (", target);
-			AppendColumnList(&sql, def, true, true);
+			AppendColumnList(&sql, c, true, true);
 			appendStringInfoString(&sql, ") SELECT * FROM ROWS FROM (");
 			for (int i = 0; i < nparams; i++)
 				appendStringInfo(&sql, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
 			appendStringInfoString(&sql, ")");
-			AppendUpsertTail(&sql, def);
+			AppendUpsertTail(&sql, c);
 			c->bulk_plan = PrepareKept(sql.data, nparams, array_types);
 
 			resetStringInfo(&sql);
@@ -272,17 +312,17 @@ PreparePlans(CompiledCounter *c)
 		TupleDesc desc = RelationGetDescr(rel);
 		appendStringInfo(&sql, "UPDATE %s AS t SET ", target);
 		for (int i = 0; i < def->nvalues; i++) {
-			const char *col = quote_identifier(def->values[i].column_name);
+			const char *col = quote_identifier(c->value_columns[i]);
 			appendStringInfo(&sql, "%s%s = COALESCE(t.%s, 0) OPERATOR(pg_catalog.+) $%d", i ? ", " : "", col, col,
 			                 def->nkeys + i + 1);
 		}
 		appendStringInfoString(&sql, " WHERE ");
 		for (int i = 0; i < def->nkeys; i++) {
-			const char *col = quote_identifier(def->keys[i].column_name);
+			const char *col = quote_identifier(c->key_columns[i]);
 			AttrNumber attno = InvalidAttrNumber;
 			for (int a = 0; a < desc->natts; a++)
 				if (!TupleDescAttr(desc, a)->attisdropped &&
-				    strcmp(NameStr(TupleDescAttr(desc, a)->attname), def->keys[i].column_name) == 0)
+				    strcmp(NameStr(TupleDescAttr(desc, a)->attname), c->key_columns[i]) == 0)
 					attno = a + 1;
 			if (attno == InvalidAttrNumber)
 				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
@@ -302,11 +342,10 @@ PreparePlans(CompiledCounter *c)
 		resetStringInfo(&sql);
 		appendStringInfo(&sql, "UPDATE %s SET ", target);
 		for (int i = 0; i < def->nvalues; i++)
-			appendStringInfo(&sql, "%s%s = 0", i ? ", " : "", quote_identifier(def->values[i].column_name));
+			appendStringInfo(&sql, "%s%s = 0", i ? ", " : "", quote_identifier(c->value_columns[i]));
 		appendStringInfoString(&sql, " WHERE ");
 		for (int i = 0; i < def->nvalues; i++)
-			appendStringInfo(&sql, "%s%s IS DISTINCT FROM 0", i ? " OR " : "",
-			                 quote_identifier(def->values[i].column_name));
+			appendStringInfo(&sql, "%s%s IS DISTINCT FROM 0", i ? " OR " : "", quote_identifier(c->value_columns[i]));
 		c->truncate_plan = PrepareKept(sql.data, 0, nullptr);
 	}
 	pfree(sql.data);
@@ -389,6 +428,7 @@ BuildEntry(SourceCounters *entry)
 			c->owner = trel->rd_rel->relowner;
 			table_close(trel, AccessShareLock);
 			CompileKeys(c);
+			ResolveColumns(c);
 			PreparePlans(c);
 			/* SPI calls leave CurrentMemoryContext at SPI's procedure context: come back to ours. */
 			MemoryContextSwitchTo(cxt);

@@ -562,6 +562,12 @@ ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params)
 }
 
 void
+ApplyErrorContext(void *arg)
+{
+	errcontext("applying deltas to counter \"%s\"", (const char *)arg);
+}
+
+void
 ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
 {
 	CounterDef *def = r->c->def;
@@ -578,12 +584,19 @@ ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
 	if (n > 1)
 		qsort_arg(sorted, n, sizeof(DeltaEntry *), CompareEntries, r);
 
+	/* Errors raised while applying (an overflow of a stored value, a constraint) name the counter. */
+	ErrorContextCallback context;
+	context.callback = ApplyErrorContext;
+	context.arg = (void *)def->name;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
 	Identity id;
 	Enter(&id, r->c->owner);
 	if (n > 1 && r->c->bulk_plan != nullptr)
 		ApplyBulk(r, sorted, n, params);
 	else
 		ApplyEach(r, sorted, n, params, nulls);
+	error_context_stack = context.previous;
 	Leave(&id);
 	pfree(sorted);
 }

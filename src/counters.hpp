@@ -91,6 +91,8 @@ struct CompiledCounter {
 	int16 *key_typlen;
 	bool *key_byval;
 	char *key_typalign;
+	const char **key_columns; /* column names in the counter table */
+	const char **value_columns;
 	SPIPlanPtr apply_plan;       /* upsert (owned table) or UPDATE (existing target) of one key */
 	SPIPlanPtr bulk_plan;        /* upsert of many keys passed as arrays, in order (owned table; NULL if a key type has
 	                                no array type) */
