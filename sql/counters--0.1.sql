@@ -177,10 +177,14 @@ DECLARE
 	join_cond text;
 	missing text;
 	descr counters._describe_row[];
+	cur_schema name;
 BEGIN
 	IF name IS NULL OR pg_catalog.length(name) = 0 OR pg_catalog.length(name) > 52 THEN
 		RAISE EXCEPTION 'invalid counter name %', pg_catalog.quote_literal(name)
 			USING ERRCODE = 'invalid_name', DETAIL = 'A counter name has 1 to 52 characters.';
+	END IF;
+	IF definition IS NULL THEN
+		RAISE EXCEPTION 'counter "%": the definition is null', name USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 	IF EXISTS (SELECT FROM counters.counter c WHERE c.name = _create_counter.name) THEN
 		RAISE EXCEPTION 'counter "%" already exists', name USING ERRCODE = 'duplicate_object';
@@ -190,27 +194,29 @@ BEGIN
 	PERFORM pg_catalog.set_config('search_path', caller_search_path, true);
 	descr := ARRAY(SELECT ROW(d.*)::counters._describe_row FROM counters._describe(name, definition) d);
 	src := descr[1].source;
+	-- (Only name resolution happens here: no operator may be resolved with the caller's search_path.)
 	IF target IS NOT NULL THEN
 		tgt := pg_catalog.to_regclass(target);
-		IF tgt IS NULL THEN
-			parts := pg_catalog.parse_ident(target);
-			IF pg_catalog.array_length(parts, 1) = 1 THEN
-				tgt_schema := pg_catalog.current_schema();
-				tgt_name := parts[1];
-			ELSIF pg_catalog.array_length(parts, 1) = 2 THEN
-				tgt_schema := parts[1];
-				tgt_name := parts[2];
-			ELSE
-				RAISE EXCEPTION 'counter "%": invalid target name %', name, pg_catalog.quote_literal(target)
-					USING ERRCODE = 'invalid_name';
-			END IF;
-			IF tgt_schema IS NULL THEN
-				RAISE EXCEPTION 'counter "%": no schema has been selected to create target %', name, target
-					USING ERRCODE = 'invalid_schema_name';
-			END IF;
-		END IF;
+		cur_schema := pg_catalog.current_schema();
 	END IF;
 	PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+	IF target IS NOT NULL AND tgt IS NULL THEN
+		parts := pg_catalog.parse_ident(target);
+		IF pg_catalog.array_length(parts, 1) = 1 THEN
+			tgt_schema := cur_schema;
+			tgt_name := parts[1];
+		ELSIF pg_catalog.array_length(parts, 1) = 2 THEN
+			tgt_schema := parts[1];
+			tgt_name := parts[2];
+		ELSE
+			RAISE EXCEPTION 'counter "%": invalid target name %', name, pg_catalog.quote_literal(target)
+				USING ERRCODE = 'invalid_name';
+		END IF;
+		IF tgt_schema IS NULL THEN
+			RAISE EXCEPTION 'counter "%": no schema has been selected to create target %', name, target
+				USING ERRCODE = 'invalid_schema_name';
+		END IF;
+	END IF;
 
 	-- No write may slip between the initial fill and the trigger: block writers of the source until commit.
 	EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', src);
@@ -297,9 +303,13 @@ BEGIN
 				USING ERRCODE = 'invalid_object_definition',
 				      HINT = 'Create a unique index or primary key on exactly the key columns.';
 		END IF;
-		SELECT pg_catalog.string_agg(pg_catalog.format('t.%I OPERATOR(pg_catalog.=) q.%I', d.column_name,
-		                             d.column_name), ' AND ')
-		  INTO join_cond FROM pg_catalog.unnest(descr) d WHERE d.is_key;
+		-- Keys are compared as the trigger compares them: cast to the target column's type.
+		SELECT pg_catalog.string_agg(pg_catalog.format('t.%I OPERATOR(pg_catalog.=) CAST(q.%I AS %s)', d.column_name,
+		                             d.column_name, pg_catalog.format_type(a.atttypid, a.atttypmod)), ' AND ')
+		  INTO join_cond
+		  FROM pg_catalog.unnest(descr) d
+		  JOIN pg_catalog.pg_attribute a ON a.attrelid = tgt AND a.attname = d.column_name
+		 WHERE d.is_key;
 		EXECUTE pg_catalog.format('UPDATE %s SET %s', tgt,
 			(SELECT pg_catalog.string_agg(pg_catalog.format('%I = 0', d.column_name), ', ')
 			   FROM pg_catalog.unnest(descr) d WHERE NOT d.is_key));

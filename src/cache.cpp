@@ -19,6 +19,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/syscache.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "rewrite/rewriteHandler.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -109,7 +110,6 @@ RetireEntry(SourceCounters *entry)
 	entry->cxt = nullptr;
 	entry->ncounters = 0;
 	entry->counters = nullptr;
-	entry->used_attrs = nullptr;
 }
 
 void
@@ -390,14 +390,14 @@ BuildEntry(SourceCounters *entry)
 	int ret = SPI_execute_with_args("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target "
 	                                "FROM counters.counter c WHERE c.source OPERATOR(pg_catalog.=) $1 "
 	                                "ORDER BY c.name COLLATE \"C\"",
-	                                1, argtypes, args, nullptr, true, 0);
+	                                1, argtypes, args, nullptr, false, 0);
+	/* (Not read-only: a fresh snapshot sees counters declared earlier in this transaction.) */
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
 
 	int n = (int)SPI_processed;
 	MemoryContextSwitchTo(cxt);
 	CompiledCounter *compiled = (CompiledCounter *)palloc0(sizeof(CompiledCounter) * (n > 0 ? n : 1));
-	Bitmapset *used = nullptr;
 	/* Plans are kept under CacheMemoryContext by SPI_keepplan: release them if anything below fails. */
 	volatile int nbuilt = 0;
 	PG_TRY();
@@ -429,11 +429,16 @@ BuildEntry(SourceCounters *entry)
 			table_close(trel, AccessShareLock);
 			CompileKeys(c);
 			ResolveColumns(c);
+			/* Statements are analysed with the owner's privileges, as they will run (e.g. USAGE on its schema). */
+			Oid saved_user;
+			int saved_sec;
+			GetUserIdAndSecContext(&saved_user, &saved_sec);
+			SetUserIdAndSecContext(c->owner, saved_sec | SECURITY_LOCAL_USERID_CHANGE);
 			PreparePlans(c);
+			SetUserIdAndSecContext(saved_user, saved_sec);
 			/* SPI calls leave CurrentMemoryContext at SPI's procedure context: come back to ours. */
 			MemoryContextSwitchTo(cxt);
 			nbuilt = i + 1;
-			used = bms_union(used, c->def->used_attrs);
 		}
 	}
 	PG_CATCH();
@@ -450,7 +455,6 @@ BuildEntry(SourceCounters *entry)
 	entry->cxt = cxt;
 	entry->ncounters = n;
 	entry->counters = compiled;
-	entry->used_attrs = used;
 	entry->valid = true;
 }
 
@@ -489,7 +493,6 @@ GetSourceCounters(Oid relid)
 		entry->cxt = nullptr;
 		entry->ncounters = 0;
 		entry->counters = nullptr;
-		entry->used_attrs = nullptr;
 	}
 	if (!entry->valid) {
 		RetireEntry(entry);

@@ -55,14 +55,13 @@ struct DeltaEntry {
 	uint32 hash;
 	Datum *keys;
 	bool *key_nulls;
-	int64 *ints;     /* Int64 accumulators, per value column */
+	int128 *ints;    /* Int64 accumulators (128-bit: intermediate sums may exceed bigint), per value column */
 	Datum *numerics; /* Numeric accumulators (NULL datum = zero), per value column */
 };
 
 /* Per-counter state of one statement. */
 struct CounterRun {
 	CompiledCounter *c;
-	bool active; /* false: this UPDATE changes no column the counter reads */
 	ExprState *quals;
 	ExprState **key_exprs;
 	ExprState **arg_exprs;
@@ -176,7 +175,7 @@ FindOrAddEntry(Run *run, CounterRun *r)
 		e->keys[i] =
 		    r->row_key_nulls[i] ? (Datum)0 : datumCopy(r->row_keys[i], r->c->key_byval[i], r->c->key_typlen[i]);
 	}
-	e->ints = (int64 *)palloc0(sizeof(int64) * def->nvalues);
+	e->ints = (int128 *)palloc0(sizeof(int128) * def->nvalues);
 	e->numerics = (Datum *)palloc0(sizeof(Datum) * def->nvalues);
 	MemoryContextSwitchTo(old);
 
@@ -187,13 +186,41 @@ FindOrAddEntry(Run *run, CounterRun *r)
 	return e;
 }
 
-[[noreturn]] void
-Overflow(CounterRun *r, int value)
+/*
+ * Take the part of a summed integer delta that fits in bigint, leaving the rest in the entry. Within a statement
+ * integer deltas are summed in 128 bits; a net change beyond bigint (moving a row whose value is the smallest bigint,
+ * say) is applied in more than one step, each moving the stored value towards its final value.
+ */
+int64
+TakeInt64(DeltaEntry *e, int value)
 {
-	ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-	                errmsg("counter \"%s\": value of column \"%s\" is out of range for type bigint", r->c->def->name,
-	                       r->c->def->values[value].column_name)));
-	pg_unreachable();
+	int128 d = e->ints[value];
+	int64 part = d > (int128)PG_INT64_MAX ? PG_INT64_MAX : d < (int128)PG_INT64_MIN ? PG_INT64_MIN : (int64)d;
+	e->ints[value] -= part;
+	return part;
+}
+
+/* Take a numeric delta (NULL datum = zero), leaving zero in the entry. */
+Datum
+TakeNumeric(DeltaEntry *e, int value, Datum zero)
+{
+	Datum d = e->numerics[value] != (Datum)0 ? e->numerics[value] : zero;
+	e->numerics[value] = (Datum)0;
+	return d;
+}
+
+/* NaN and infinities cannot be subtracted back out of a sum (Infinity - Infinity is NaN): refuse them. */
+void
+CheckFinite(CounterRun *r, int value, Datum d)
+{
+	Numeric n = DatumGetNumeric(d);
+	if (unlikely(numeric_is_nan(n) || numeric_is_inf(n)))
+		ereport(ERROR,
+		        (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+		         errmsg("counter \"%s\": column \"%s\" cannot sum %s", r->c->def->name,
+		                r->c->def->values[value].column_name, numeric_is_nan(n) ? "NaN" : "an infinite value"),
+		         errdetail("A sum that holds NaN or an infinity cannot be corrected when the row changes again."),
+		         errhint("Exclude such values with the counter's WHERE or FILTER clause.")));
 }
 
 int64
@@ -216,8 +243,6 @@ CountRow(Run *run, int sign)
 	ExprContext *econtext = run->econtext;
 	for (int ci = 0; ci < run->ncounters; ci++) {
 		CounterRun *r = &run->runs[ci];
-		if (!r->active)
-			continue;
 		CounterDef *def = r->c->def;
 		if (r->quals && !ExecQual(r->quals, econtext))
 			continue;
@@ -241,6 +266,7 @@ CountRow(Run *run, int sign)
 					if (run->row_ints[v] == 0)
 						continue;
 				} else {
+					CheckFinite(r, v, d);
 					run->row_numerics[v] = d;
 				}
 			} else {
@@ -259,11 +285,7 @@ CountRow(Run *run, int sign)
 			if (!run->row_present[v])
 				continue;
 			if (def->values[v].accum == AccumKind::Int64) {
-				int64 add = run->row_ints[v];
-				if (sign < 0 && unlikely(pg_sub_s64_overflow(0, add, &add)))
-					Overflow(r, v);
-				if (unlikely(pg_add_s64_overflow(e->ints[v], add, &e->ints[v])))
-					Overflow(r, v);
+				e->ints[v] += sign < 0 ? -(int128)run->row_ints[v] : (int128)run->row_ints[v];
 			} else {
 				MemoryContext old = MemoryContextSwitchTo(run->delta_cxt);
 				Datum add = run->row_numerics[v];
@@ -303,7 +325,7 @@ ResetDeltas(Run *run)
 void ApplyDeltas(Run *run);
 
 Run *
-StartRun(SourceCounters *sc, const Bitmapset *updated_cols)
+StartRun(SourceCounters *sc)
 {
 	Run *run = (Run *)palloc0(sizeof(Run));
 	run->cxt = AllocSetContextCreate(CurrentMemoryContext, "counters statement", ALLOCSET_DEFAULT_SIZES);
@@ -317,9 +339,6 @@ StartRun(SourceCounters *sc, const Bitmapset *updated_cols)
 		CounterDef *def = c->def;
 		CounterRun *r = &run->runs[i];
 		r->c = c;
-		r->active = updated_cols == nullptr || bms_overlap(def->used_attrs, updated_cols);
-		if (!r->active)
-			continue;
 		r->quals = def->quals ? ExecInitQual(def->quals, nullptr) : nullptr;
 		r->key_exprs = (ExprState **)palloc(sizeof(ExprState *) * def->nkeys);
 		for (int k = 0; k < def->nkeys; k++)
@@ -484,9 +503,9 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 			int p = def->nkeys + v;
 			nulls[p] = ' ';
 			if (def->values[v].accum == AccumKind::Int64)
-				params[p] = Int64GetDatum(e->ints[v]);
+				params[p] = Int64GetDatum(TakeInt64(e, v));
 			else
-				params[p] = e->numerics[v] != (Datum)0 ? e->numerics[v] : zero_numeric;
+				params[p] = TakeNumeric(e, v, zero_numeric);
 		}
 		int ret = SPI_execute_plan(r->c->apply_plan, params, nulls, false, 0);
 		if (r->c->owns_target) {
@@ -532,8 +551,7 @@ ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params)
 	for (int v = 0; v < def->nvalues; v++) {
 		bool ints = def->values[v].accum == AccumKind::Int64;
 		for (uint32 i = 0; i < n; i++)
-			elems[i] = ints ? Int64GetDatum(sorted[i]->ints[v])
-			                : (sorted[i]->numerics[v] != (Datum)0 ? sorted[i]->numerics[v] : zero_numeric);
+			elems[i] = ints ? Int64GetDatum(TakeInt64(sorted[i], v)) : TakeNumeric(sorted[i], v, zero_numeric);
 		params[def->nkeys + v] = PointerGetDatum(ints ? construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE)
 		                                              : construct_array(elems, n, NUMERICOID, -1, false, TYPALIGN_INT));
 	}
@@ -596,6 +614,17 @@ ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
 		ApplyBulk(r, sorted, n, params);
 	else
 		ApplyEach(r, sorted, n, params, nulls);
+	/* What did not fit in bigint in one step (rare), in further steps, in the same order. */
+	for (;;) {
+		uint32 left = 0;
+		for (uint32 i = 0; i < n; i++)
+			if (!EntryIsZero(def, sorted[i]))
+				sorted[left++] = sorted[i];
+		if (left == 0)
+			break;
+		n = left;
+		ApplyEach(r, sorted, n, params, nulls);
+	}
 	error_context_stack = context.previous;
 	Leave(&id);
 	pfree(sorted);
@@ -606,19 +635,17 @@ ApplyDeltas(Run *run)
 {
 	int maxparams = 1;
 	for (int i = 0; i < run->ncounters; i++)
-		if (run->runs[i].active)
-			maxparams = Max(maxparams, run->runs[i].c->def->nkeys + run->runs[i].c->def->nvalues);
+		maxparams = Max(maxparams, run->runs[i].c->def->nkeys + run->runs[i].c->def->nvalues);
 	bool any = false;
 	for (int i = 0; i < run->ncounters; i++)
-		any |= run->runs[i].active && run->runs[i].nentries > 0;
+		any |= run->runs[i].nentries > 0;
 	if (any) {
 		Datum *params = (Datum *)palloc(sizeof(Datum) * maxparams);
 		char *nulls = (char *)palloc(sizeof(char) * maxparams);
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "counters: SPI_connect failed");
 		for (int i = 0; i < run->ncounters; i++)
-			if (run->runs[i].active)
-				ApplyCounter(run, &run->runs[i], params, nulls);
+			ApplyCounter(run, &run->runs[i], params, nulls);
 		SPI_finish();
 	}
 }
@@ -634,21 +661,18 @@ FinishRun(Run *run)
 } // namespace
 
 void
-CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows, const Bitmapset *updated_cols)
+CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
 {
 	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
 	if (sc->ncounters == 0)
 		return;
 	/*
-	 * An UPDATE that sets no column a counter reads changes no counter. Only trusted on a plain source without
-	 * BEFORE UPDATE row triggers: such a trigger (or a partition's own) may change columns the SET list does not name.
+	 * Every row is evaluated, also for an UPDATE that sets no column a counter reads: its old and new rows cancel out
+	 * in the delta table and nothing is written. (tg_updatedcols cannot be trusted to skip the work: BEFORE row
+	 * triggers change other columns, and two UPDATEs of the table in one query fire one trigger with the columns of
+	 * the last.)
 	 */
-	if (rel->rd_rel->relkind != RELKIND_RELATION || sc->source != RelationGetRelid(rel) ||
-	    (rel->trigdesc && rel->trigdesc->trig_update_before_row))
-		updated_cols = nullptr;
-	if (updated_cols != nullptr && !bms_overlap(sc->used_attrs, updated_cols))
-		return;
-	Run *run = StartRun(sc, updated_cols);
+	Run *run = StartRun(sc);
 	RowReader rd;
 	InitReader(&rd, rel, sc, &TTSOpsMinimalTuple);
 	CountTuplestore(run, &rd, old_rows, -1);
@@ -663,7 +687,7 @@ CountRelationRows(Relation rel, Oid source, int sign)
 	SourceCounters *sc = GetSourceCounters(source);
 	if (sc->ncounters == 0)
 		return;
-	Run *run = StartRun(sc, nullptr);
+	Run *run = StartRun(sc);
 	RowReader rd;
 	InitReader(&rd, rel, sc, table_slot_callbacks(rel));
 	/* The latest snapshot: rows committed by anyone before our lock on rel are in the table and must count. */

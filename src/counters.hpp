@@ -64,8 +64,7 @@ struct CounterDef {
 	ValueDef *values;
 	int ncolumns;
 	ColumnDef *columns;
-	List *quals;           /* planned WHERE clause, implicit AND, Vars at varno 1 */
-	Bitmapset *used_attrs; /* source attnos read, offset by FirstLowInvalidHeapAttributeNumber */
+	List *quals; /* planned WHERE clause, implicit AND, Vars at varno 1 */
 };
 
 /*
@@ -109,7 +108,6 @@ struct SourceCounters {
 	MemoryContext cxt;
 	int ncounters;
 	CompiledCounter *counters;
-	Bitmapset *used_attrs; /* union over counters */
 };
 
 /* Look up (building when needed) the counters fed by relation `relid`. Never returns NULL. */
@@ -119,8 +117,7 @@ SourceCounters *GetSourceCounters(Oid relid);
 void InitCache();
 
 /* Apply the counters of `rel` to the rows of its transition tables (either may be NULL). */
-void CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows,
-                           const Bitmapset *updated_cols);
+void CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
 /* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
 void CountRelationRows(Relation rel, Oid source, int sign);
 /* The declared source a relation feeds: its partitioned root, or itself. */

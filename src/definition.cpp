@@ -13,6 +13,7 @@ extern "C" {
 #include "access/sysattr.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
@@ -77,13 +78,6 @@ PlanSourceExpr(Node *expr, Index varno)
 	if (varno != 1)
 		ChangeVarNodes(copy, varno, 1, 0);
 	return expression_planner((Expr *)copy);
-}
-
-void
-CollectAttrs(Node *expr, Bitmapset **attrs)
-{
-	if (expr)
-		pull_varattnos(expr, 1, attrs);
 }
 
 bool
@@ -195,7 +189,10 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 		                        "drift; sum a numeric value instead, e.g. sum(x::numeric).")));
 		break;
 	default:
-		snprintf(what, sizeof(what), "aggregate %s in column \"%s\" is not supported", format_procedure(agg->aggfnoid),
+		/* Name it with its schema unless it is built in: a count() of another schema is not count(). */
+		snprintf(what, sizeof(what), "aggregate %s in column \"%s\" is not supported",
+		         get_func_namespace(agg->aggfnoid) == PG_CATALOG_NAMESPACE ? format_procedure(agg->aggfnoid)
+		                                                                   : format_procedure_qualified(agg->aggfnoid),
 		         column);
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what,
 		       "Only count(*), count(expression) and sum() of integer or numeric expressions can be maintained "
@@ -273,7 +270,6 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 	def->columns = (ColumnDef *)palloc0(sizeof(ColumnDef) * ntle);
 
 	int resno = 0;
-	int ngroup_keys = 0;
 	ListCell *lc;
 	foreach (lc, query->targetList) {
 		TargetEntry *tle = lfirst_node(TargetEntry, lc);
@@ -292,7 +288,6 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 			column = pstrdup(NameStr(TupleDescAttr(column_names, resno - 1)->attname));
 		char what[NAMEDATALEN + 64];
 		if (IsGroupKey(query, tle)) {
-			ngroup_keys++;
 			KeyDef *key = &def->keys[def->nkeys];
 			snprintf(what, sizeof(what), "key \"%s\"", column);
 			RequireImmutable(name, what, expr, def->source, varno);
@@ -330,14 +325,6 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 		def->quals = make_ands_implicit((Expr *)PlanSourceExpr(from->quals, varno));
 	}
 
-	for (int i = 0; i < def->nkeys; i++)
-		CollectAttrs((Node *)def->keys[i].expr, &def->used_attrs);
-	for (int i = 0; i < def->nvalues; i++) {
-		CollectAttrs((Node *)def->values[i].arg, &def->used_attrs);
-		CollectAttrs((Node *)def->values[i].filter, &def->used_attrs);
-	}
-	CollectAttrs((Node *)def->quals, &def->used_attrs);
-	(void)ngroup_keys;
 	return def;
 }
 

@@ -84,6 +84,24 @@ CollationName(Oid collation)
 	return name;
 }
 
+struct DefinitionContext {
+	const char *name;
+	const char *definition;
+};
+
+void
+DefinitionErrorContext(void *arg)
+{
+	DefinitionContext *dc = (DefinitionContext *)arg;
+	int position = geterrposition();
+	if (position > 0) {
+		errposition(0);
+		internalerrposition(position);
+		internalerrquery(dc->definition);
+	}
+	errcontext("definition of counter \"%s\"", dc->name);
+}
+
 bool
 OwnsRelation(Oid relid)
 {
@@ -196,13 +214,11 @@ COUNTERS_FUNCTION(counters_capture)
 			                errmsg("counters.capture() must be fired AFTER INSERT, UPDATE or DELETE")));
 		Tuplestorestate *old_rows = nullptr;
 		Tuplestorestate *new_rows = nullptr;
-		const Bitmapset *updated = nullptr;
 		if (TRIGGER_FIRED_BY_INSERT(ev))
 			new_rows = td->tg_newtable;
 		else if (TRIGGER_FIRED_BY_UPDATE(ev)) {
 			old_rows = td->tg_oldtable;
 			new_rows = td->tg_newtable;
-			updated = td->tg_updatedcols;
 		} else
 			old_rows = td->tg_oldtable;
 		if ((TRIGGER_FIRED_BY_INSERT(ev) || TRIGGER_FIRED_BY_UPDATE(ev)) && new_rows == nullptr)
@@ -215,7 +231,7 @@ COUNTERS_FUNCTION(counters_capture)
 			        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 			         errmsg("counters.capture() on \"%s\" needs REFERENCING OLD TABLE", RelationGetRelationName(rel)),
 			         errhint("Re-create the triggers with counters.attach().")));
-		counters::CountTransitionTables(rel, old_rows, new_rows, updated);
+		counters::CountTransitionTables(rel, old_rows, new_rows);
 	}
 	AtEOXact_GUC(true, guc_level);
 	return PointerGetDatum(nullptr);
@@ -227,6 +243,13 @@ COUNTERS_FUNCTION(counters_describe)
 	char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char *definition = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
+	/* Syntax and name errors point into the definition text, not into the statement that called us. */
+	DefinitionContext dc = {name, definition};
+	ErrorContextCallback context;
+	context.callback = DefinitionErrorContext;
+	context.arg = &dc;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
 	List *raw = raw_parser(definition, RAW_PARSE_DEFAULT);
 	if (list_length(raw) != 1)
 		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR),
@@ -240,6 +263,7 @@ COUNTERS_FUNCTION(counters_describe)
 #else
 	Query *query = parse_analyze(stmt, definition, nullptr, 0, nullptr);
 #endif
+	error_context_stack = context.previous;
 	counters::CounterDef *def = counters::AnalyzeDefinition(name, query, nullptr);
 
 	InitMaterializedSRF(fcinfo, 0);

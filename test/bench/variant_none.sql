@@ -1,0 +1,1 @@
+-- no counters: the physical limit
