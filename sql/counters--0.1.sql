@@ -21,8 +21,14 @@ CREATE TABLE counters.counter (
 	target      regclass NOT NULL,
 	query       regclass NOT NULL UNIQUE,
 	owns_target boolean NOT NULL,
+	-- 'exact': one row per key in target, updated in place. 'log': each statement appends its deltas to "log";
+	-- counters.compact() folds them into "totals"; target is a view adding both.
+	mode        text NOT NULL DEFAULT 'exact' CHECK (mode IN ('exact', 'log')),
+	totals      regclass,
+	log         regclass,
 	options     jsonb NOT NULL DEFAULT '{}',
-	created_at  timestamptz NOT NULL DEFAULT pg_catalog.now()
+	created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	CHECK ((mode = 'log') = (log IS NOT NULL AND totals IS NOT NULL))
 );
 CREATE INDEX counter_source_idx ON counters.counter (source);
 SELECT pg_catalog.pg_extension_config_dump('counters.counter', '');
@@ -35,6 +41,7 @@ SELECT c.name,
        c.source,
        c.target,
        c.owns_target AS created_target,
+       c.mode,
        pg_catalog.pg_get_viewdef(c.query, true) AS definition,
        c.query AS definition_view,
        c.options,
@@ -63,6 +70,12 @@ CREATE FUNCTION counters._register(name text, query regclass, target regclass, o
 	RETURNS regclass
 	AS 'MODULE_PATHNAME', 'counters_register'
 	LANGUAGE C STRICT VOLATILE;
+
+-- Change a counter's mode and relations in the catalog (ownership checked), invalidate caches.
+CREATE FUNCTION counters._set_mode(name text, target regclass, mode text, totals regclass, log regclass)
+	RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_mode'
+	LANGUAGE C VOLATILE;
 
 -- Remove a counter from the catalog (ownership checked), invalidate caches. Returns the removed row's fields.
 CREATE FUNCTION counters._unregister(name text,
@@ -328,26 +341,36 @@ $$;
 
 -- Declare a counter. The wrapper passes the caller's search_path on, so that the definition resolves names like a
 -- query the caller types; everything the extension runs itself uses a pinned search_path.
-CREATE FUNCTION counters.create_counter(name text, definition text, target text DEFAULT NULL)
+CREATE FUNCTION counters.create_counter(name text, definition text, target text DEFAULT NULL,
+                                        mode text DEFAULT 'exact')
 	RETURNS regclass
 	LANGUAGE sql
-AS $$ SELECT counters._create_counter($1, $2, $3, pg_catalog.current_setting('search_path')) $$;
+AS $$
+	SELECT counters._create_counter($1, $2, $3, pg_catalog.current_setting('search_path'));
+	SELECT counters.alter_counter($1, mode => $4);
+	SELECT k.target FROM counters.counter k WHERE k.name OPERATOR(pg_catalog.=) $1;
+$$;
 
 CREATE FUNCTION counters.drop_counter(name text) RETURNS void
 	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	c record;
+	m record;
 BEGIN
 	IF NOT EXISTS (SELECT FROM counters.counter k WHERE k.name = drop_counter.name) THEN
 		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
 	END IF;
+	SELECT k.mode, k.totals, k.log INTO m FROM counters.counter k WHERE k.name = drop_counter.name;
 	SELECT * INTO c FROM counters._unregister(name);
 	IF NOT EXISTS (SELECT FROM counters.counter k WHERE k.source = c.source) THEN
 		PERFORM counters.detach(c.source);
 	END IF;
 	EXECUTE pg_catalog.format('DROP VIEW %s', c.query);
-	IF c.owns_target THEN
+	IF m.mode = 'log' THEN
+		EXECUTE pg_catalog.format('DROP VIEW %s', c.target);
+		EXECUTE pg_catalog.format('DROP TABLE %s, %s', m.log, m.totals);
+	ELSIF c.owns_target THEN
 		EXECUTE pg_catalog.format('DROP TABLE %s', c.target);
 	END IF;
 END
@@ -433,15 +456,27 @@ BEGIN
 	dropped := ARRAY(SELECT d.objid FROM pg_catalog.pg_event_trigger_dropped_objects() d
 	                  WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid = 0);
 	FOR c IN
-		SELECT k.name, k.source::oid AS source, k.target::oid AS target, k.query::oid AS query, k.owns_target
+		SELECT k.name, k.source::oid AS source, k.target::oid AS target, k.query::oid AS query, k.owns_target,
+		       k.totals::oid AS totals, k.log::oid AS log
 		  FROM counters.counter k
 		 WHERE k.source::oid = ANY (dropped) OR k.target::oid = ANY (dropped) OR k.query::oid = ANY (dropped)
+		    OR k.totals::oid = ANY (dropped) OR k.log::oid = ANY (dropped)
 	LOOP
 		DELETE FROM counters.counter k WHERE k.name = c.name;
 		IF NOT c.query = ANY (dropped) THEN
 			EXECUTE pg_catalog.format('DROP VIEW IF EXISTS %s', c.query::regclass);
 		END IF;
-		IF c.owns_target AND NOT c.target = ANY (dropped) THEN
+		IF c.log IS NOT NULL THEN
+			IF NOT c.target = ANY (dropped) THEN
+				EXECUTE pg_catalog.format('DROP VIEW IF EXISTS %s', c.target::regclass);
+			END IF;
+			IF NOT c.log = ANY (dropped) THEN
+				EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %s', c.log::regclass);
+			END IF;
+			IF NOT c.totals = ANY (dropped) THEN
+				EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %s', c.totals::regclass);
+			END IF;
+		ELSIF c.owns_target AND NOT c.target = ANY (dropped) THEN
 			EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %s', c.target::regclass);
 		END IF;
 		IF NOT c.source = ANY (dropped) THEN
@@ -535,3 +570,226 @@ $$;
 CREATE FUNCTION counters._describe_keys(query regclass) RETURNS SETOF name
 	AS 'MODULE_PATHNAME', 'counters_describe_keys'
 	LANGUAGE C STRICT STABLE;
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- modes and compaction
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- The columns of a counter's own table(s) in definition order: name in the table (by position, so renames are
+-- followed), name in the definition, and whether it is a key.
+CREATE FUNCTION counters._columns(table_ regclass, query regclass,
+	OUT name name, OUT definition_name name, OUT is_key boolean, OUT ord bigint)
+	RETURNS SETOF record
+	LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH v AS (SELECT a.attname, pg_catalog.row_number() OVER (ORDER BY a.attnum) AS ord
+	             FROM pg_catalog.pg_attribute a
+	            WHERE a.attrelid = query AND a.attnum > 0 AND NOT a.attisdropped),
+	     t AS (SELECT a.attname, pg_catalog.row_number() OVER (ORDER BY a.attnum) AS ord
+	             FROM pg_catalog.pg_attribute a
+	            WHERE a.attrelid = table_ AND a.attnum > 0 AND NOT a.attisdropped)
+	SELECT t.attname, v.attname, v.attname IN (SELECT counters._describe_keys(query)), v.ord
+	  FROM v JOIN t ON t.ord = v.ord
+	 ORDER BY v.ord
+$$;
+
+-- Switch a counter between modes; values stay exact throughout (the source is locked against writes meanwhile).
+--   exact -> log: the counter table becomes <name>_totals, deltas go to a new <name>_log, and <name> becomes a view
+--                 adding both, so readers keep reading the same name.
+--   log -> exact: the log is folded, the view and log are dropped, and <name>_totals gets the name back.
+CREATE FUNCTION counters.alter_counter(name text, mode text) RETURNS void
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	nsp name;
+	rel name;
+	totals regclass;
+	log regclass;
+	keys text;
+	cols text;
+	sums text;
+	nonzero text;
+	grantee regrole;
+BEGIN
+	SELECT k.* INTO c FROM counters.counter k WHERE k.name = alter_counter.name;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	IF mode IS NULL OR mode NOT IN ('exact', 'log') THEN
+		RAISE EXCEPTION 'counter "%": unknown mode %', name, pg_catalog.quote_literal(mode)
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'The modes are ''exact'' and ''log''.';
+	END IF;
+	IF c.mode = mode THEN
+		RETURN;
+	END IF;
+	IF NOT c.owns_target THEN
+		RAISE EXCEPTION 'counter "%": a counter kept in columns of an existing table can only be exact', name
+			USING ERRCODE = 'feature_not_supported';
+	END IF;
+	EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', c.source);
+
+	IF mode = 'log' THEN
+		SELECT n.nspname, r.relname INTO nsp, rel
+		  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace WHERE r.oid = c.target;
+		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord) FILTER (WHERE d.is_key),
+		       pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I)::%s AS %I', d.name,
+		                             pg_catalog.format_type(a.atttypid, a.atttypmod), d.name), ', ' ORDER BY d.ord)
+		           FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) OPERATOR(pg_catalog.<>) 0', d.name),
+		                             ' OR ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key)
+		  INTO keys, cols, sums, nonzero
+		  FROM counters._columns(c.target, c.query) d
+		  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.target AND a.attname = d.name;
+		EXECUTE pg_catalog.format('ALTER TABLE %s RENAME TO %I', c.target, pg_catalog.left(rel, 56) || '_totals');
+		totals := c.target;
+		EXECUTE pg_catalog.format('CREATE TABLE %I.%I (LIKE %s INCLUDING DEFAULTS)', nsp,
+			pg_catalog.left(rel, 59) || '_log', totals);
+		log := pg_catalog.format('%I.%I', nsp, pg_catalog.left(rel, 59) || '_log')::regclass;
+		EXECUTE pg_catalog.format('CREATE INDEX ON %s (%s)', log, keys);
+		-- Readers see totals plus pending deltas as of their snapshot: exact and transactional, never a cache.
+		EXECUTE pg_catalog.format(
+			'CREATE VIEW %I.%I AS SELECT %s, %s FROM (SELECT %s FROM %s UNION ALL SELECT %s FROM %s) u '
+			'GROUP BY %s HAVING %s', nsp, rel, keys, sums, cols, totals, cols, log, keys, nonzero);
+		FOR grantee IN
+			SELECT DISTINCT g.grantee::regrole FROM pg_catalog.pg_class r, pg_catalog.aclexplode(r.relacl) g
+			 WHERE r.oid = totals AND g.privilege_type = 'SELECT' AND g.grantee <> r.relowner AND g.grantee <> 0
+		LOOP
+			EXECUTE pg_catalog.format('GRANT SELECT ON %I.%I TO %s', nsp, rel, grantee);
+		END LOOP;
+		IF EXISTS (SELECT FROM pg_catalog.pg_class r, pg_catalog.aclexplode(r.relacl) g
+		            WHERE r.oid = totals AND g.privilege_type = 'SELECT' AND g.grantee = 0) THEN
+			EXECUTE pg_catalog.format('GRANT SELECT ON %I.%I TO PUBLIC', nsp, rel);
+		END IF;
+		PERFORM counters._set_mode(name, pg_catalog.format('%I.%I', nsp, rel)::regclass, 'log', totals, log);
+	ELSE
+		PERFORM counters.compact(name);
+		SELECT n.nspname, r.relname INTO nsp, rel
+		  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace WHERE r.oid = c.target;
+		PERFORM counters._set_mode(name, c.totals, 'exact', NULL, NULL);
+		EXECUTE pg_catalog.format('DROP VIEW %s', c.target);
+		EXECUTE pg_catalog.format('DROP TABLE %s', c.log);
+		EXECUTE pg_catalog.format('ALTER TABLE %s RENAME TO %I', c.totals, rel);
+	END IF;
+END
+$$;
+
+-- Fold pending deltas (log mode) into the totals, one key at a time in sorted order, in one statement: readers see
+-- the log rows or their folded sum, never both or neither; writers keep appending and are never blocked. Returns the
+-- number of log rows folded. Compactions of one counter queue behind each other.
+CREATE FUNCTION counters.compact(name text DEFAULT NULL) RETURNS bigint
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	keys text;
+	cols text;
+	sums text;
+	nonzero text;
+	updates text;
+	zero text;
+	folded bigint;
+	zero_rows tid[];
+	total bigint := 0;
+BEGIN
+	IF name IS NOT NULL AND NOT EXISTS (SELECT FROM counters.counter k WHERE k.name = compact.name) THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	FOR c IN
+		SELECT k.* FROM counters.counter k
+		 WHERE k.mode = 'log' AND (compact.name IS NULL OR k.name = compact.name) ORDER BY k.name
+	LOOP
+		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord) FILTER (WHERE d.is_key),
+		       pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I)', d.name), ', ' ORDER BY d.ord)
+		           FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) OPERATOR(pg_catalog.<>) 0', d.name),
+		                             ' OR ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.format('%I = t.%I OPERATOR(pg_catalog.+) EXCLUDED.%I',
+		                             d.name, d.name, d.name), ', ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.format('t.%I OPERATOR(pg_catalog.=) 0', d.name), ' AND '
+		                             ORDER BY d.ord) FILTER (WHERE NOT d.is_key)
+		  INTO keys, cols, sums, nonzero, updates, zero
+		  FROM counters._columns(c.totals, c.query) d;
+		EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE', c.log);
+		EXECUTE pg_catalog.format(
+			'WITH moved AS (DELETE FROM %s RETURNING %s), '
+			'     folded AS (INSERT INTO %s AS t (%s) SELECT %s, %s FROM moved GROUP BY %s HAVING %s ORDER BY %s '
+			'                ON CONFLICT (%s) DO UPDATE SET %s RETURNING t.ctid, (%s) AS zero) '
+			'SELECT (SELECT pg_catalog.count(*) FROM moved), '
+			'       ARRAY(SELECT f.ctid FROM folded f WHERE f.zero)',
+			c.log, cols, c.totals, cols, keys, sums, keys, nonzero, keys, keys, updates, zero)
+			INTO folded, zero_rows;
+		IF pg_catalog.cardinality(zero_rows) > 0 THEN
+			EXECUTE pg_catalog.format('DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)', c.totals)
+				USING zero_rows;
+		END IF;
+		total := total + folded;
+	END LOOP;
+	RETURN total;
+END
+$$;
+
+-- The k largest keys of a counter by one value column, exactly, as of the caller's snapshot. In log mode it reads
+-- the top k + m keys of the totals (add an index on the column to make that an index scan) plus the m keys that have
+-- pending deltas: any key without pending deltas is exact in the totals, so these contain the true top k.
+-- `filter` is an SQL condition on the counter's columns, e.g. 'blog_id = 7'.
+CREATE FUNCTION counters.top(name text, column_name text, k integer, filter text DEFAULT NULL)
+	RETURNS TABLE (key jsonb, value numeric)
+	LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	keys text;
+	key_json text;
+	match text;
+	null_match text;
+	any_null text;
+	cond text := COALESCE('(' || filter || ')', 'true');
+	col name;
+BEGIN
+	SELECT x.* INTO c FROM counters.counter x WHERE x.name = top.name;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	SELECT d.name INTO col FROM counters._columns(COALESCE(c.totals, c.target), c.query) d
+	 WHERE NOT d.is_key AND d.name = column_name;
+	IF col IS NULL THEN
+		RAISE EXCEPTION 'counter "%" has no value column %', name, pg_catalog.quote_ident(column_name)
+			USING ERRCODE = 'undefined_column';
+	END IF;
+	SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord),
+	       pg_catalog.string_agg(pg_catalog.format('%L, %I', d.name, d.name), ', ' ORDER BY d.ord),
+	       pg_catalog.string_agg(pg_catalog.format('x.%I OPERATOR(pg_catalog.=) p.%I', d.name, d.name), ' AND '
+	                             ORDER BY d.ord),
+	       pg_catalog.string_agg(pg_catalog.format('x.%I IS NOT DISTINCT FROM p.%I', d.name, d.name), ' AND '
+	                             ORDER BY d.ord),
+	       pg_catalog.string_agg(pg_catalog.format('x.%I IS NULL', d.name), ' OR ' ORDER BY d.ord)
+	  INTO keys, key_json, match, null_match, any_null
+	  FROM counters._columns(COALESCE(c.totals, c.target), c.query) d WHERE d.is_key;
+	IF c.mode = 'exact' THEN
+		RETURN QUERY EXECUTE pg_catalog.format(
+			'SELECT pg_catalog.jsonb_build_object(%s), %I::pg_catalog.numeric FROM %s WHERE %s '
+			'ORDER BY %I DESC, %s LIMIT %s', key_json, col, c.target, cond, col, keys, k);
+	ELSE
+		RETURN QUERY EXECUTE pg_catalog.format(
+			'WITH pending AS MATERIALIZED (SELECT DISTINCT %s FROM %s WHERE %s), '
+			'     candidates AS MATERIALIZED ( '
+			'         (SELECT %s FROM %s WHERE %s ORDER BY %I DESC LIMIT %s + (SELECT pg_catalog.count(*) FROM pending)) '
+			'         UNION SELECT * FROM pending) '
+			'SELECT pg_catalog.jsonb_build_object(%s), pg_catalog.sum(%I) '
+			'  FROM (SELECT x.* FROM %s x JOIN candidates p ON %s '
+			'        UNION ALL SELECT x.* FROM %s x JOIN candidates p ON %s '
+			'        UNION ALL SELECT x.* FROM %s x JOIN candidates p ON %s WHERE %s '
+			'        UNION ALL SELECT x.* FROM %s x JOIN candidates p ON %s WHERE %s) u '
+			' GROUP BY %s HAVING pg_catalog.sum(%I) IS NOT NULL ORDER BY 2 DESC, %s LIMIT %s',
+			keys, c.log, cond,
+			keys, c.totals, cond, col, k,
+			key_json, col,
+			c.totals, match, c.log, match,
+			c.totals, null_match, any_null, c.log, null_match, any_null,
+			keys, col, keys, k);
+	END IF;
+END
+$$;

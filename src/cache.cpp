@@ -45,7 +45,8 @@ EntryDependsOn(SourceCounters *entry, Oid relid)
 	if (entry->relid == relid || entry->source == relid)
 		return true;
 	for (int i = 0; i < entry->ncounters; i++)
-		if (entry->counters[i].target == relid || entry->counters[i].query == relid)
+		if (entry->counters[i].target == relid || entry->counters[i].query == relid ||
+		    entry->counters[i].write_rel == relid || entry->counters[i].totals == relid)
 			return true;
 	return false;
 }
@@ -219,7 +220,7 @@ ResolveColumns(CompiledCounter *c)
 		c->value_columns[i] = def->values[i].column_name;
 	if (!c->owns_target)
 		return;
-	Relation rel = table_open(c->target, AccessShareLock);
+	Relation rel = table_open(c->write_rel, AccessShareLock);
 	TupleDesc desc = RelationGetDescr(rel);
 	int col = 0;
 	for (int a = 0; a < desc->natts && col < def->ncolumns; a++) {
@@ -237,8 +238,27 @@ ResolveColumns(CompiledCounter *c)
 	if (col < def->ncolumns)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 		                errmsg("counter \"%s\": counter table %s has fewer columns than the definition", def->name,
-		                       get_rel_name(c->target)),
+		                       get_rel_name(c->write_rel)),
 		                errhint("Drop and declare the counter again.")));
+}
+
+char *
+QualifiedName(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
+}
+
+/* The array types of the parameter types, or NULL if one has none. */
+Oid *
+ArrayTypes(Oid *types, int n)
+{
+	Oid *array_types = (Oid *)palloc(sizeof(Oid) * n);
+	for (int i = 0; i < n; i++) {
+		array_types[i] = get_array_type(types[i]);
+		if (!OidIsValid(array_types[i]))
+			return nullptr;
+	}
+	return array_types;
 }
 
 /* Build the statements that apply deltas to counter `c`. Column names are read from the target itself. */
@@ -246,8 +266,7 @@ void
 PreparePlans(CompiledCounter *c)
 {
 	CounterDef *def = c->def;
-	char *target =
-	    quote_qualified_identifier(get_namespace_name(get_rel_namespace(c->target)), get_rel_name(c->target));
+	char *target = QualifiedName(c->write_rel);
 	int nparams = def->nkeys + def->nvalues;
 	Oid *argtypes = (Oid *)palloc(sizeof(Oid) * nparams);
 	for (int i = 0; i < def->nkeys; i++)
@@ -257,7 +276,32 @@ PreparePlans(CompiledCounter *c)
 
 	StringInfoData sql;
 	initStringInfo(&sql);
-	if (c->owns_target) {
+	if (c->append_only) {
+		/* Log mode: append the statement's summed deltas; no counter row is locked, nothing can conflict. */
+		appendStringInfo(&sql, "INSERT INTO %s (", target);
+		AppendColumnList(&sql, c, true, true);
+		appendStringInfoString(&sql, ") VALUES (");
+		for (int i = 0; i < nparams; i++)
+			appendStringInfo(&sql, "%s$%d", i ? ", " : "", i + 1);
+		appendStringInfoString(&sql, ")");
+		c->apply_plan = PrepareKept(sql.data, nparams, argtypes);
+
+		Oid *array_types = ArrayTypes(argtypes, nparams);
+		if (array_types != nullptr) {
+			resetStringInfo(&sql);
+			appendStringInfo(&sql, "INSERT INTO %s (", target);
+			AppendColumnList(&sql, c, true, true);
+			appendStringInfoString(&sql, ") SELECT * FROM ROWS FROM (");
+			for (int i = 0; i < nparams; i++)
+				appendStringInfo(&sql, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
+			appendStringInfoString(&sql, ")");
+			c->bulk_plan = PrepareKept(sql.data, nparams, array_types);
+		}
+
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "WITH l AS (DELETE FROM %s) DELETE FROM %s", target, QualifiedName(c->totals));
+		c->truncate_plan = PrepareKept(sql.data, 0, nullptr);
+	} else if (c->owns_target) {
 		/*
 		 * INSERT ... ON CONFLICT DO UPDATE adds the delta to an existing row or creates it; RETURNING tells whether
 		 * every value came back to zero, in which case the row is deleted by ctid (we hold its lock).
@@ -275,13 +319,8 @@ PreparePlans(CompiledCounter *c)
 		 * Many keys at once: the same upsert fed by unnest() of one array per column. A function scan returns the
 		 * rows in array order, so rows are still locked in sorted key order.
 		 */
-		bool arrays = true;
-		Oid *array_types = (Oid *)palloc(sizeof(Oid) * nparams);
-		for (int i = 0; i < nparams; i++) {
-			array_types[i] = get_array_type(argtypes[i]);
-			arrays &= OidIsValid(array_types[i]);
-		}
-		if (arrays) {
+		Oid *array_types = ArrayTypes(argtypes, nparams);
+		if (array_types != nullptr) {
 			resetStringInfo(&sql);
 			appendStringInfo(&sql, "INSERT INTO %s AS c (", target);
 			AppendColumnList(&sql, c, true, true);
@@ -387,8 +426,9 @@ BuildEntry(SourceCounters *entry)
 		elog(ERROR, "counters: SPI_connect failed");
 	Oid argtypes[1] = {OIDOID};
 	Datum args[1] = {ObjectIdGetDatum(source)};
-	int ret = SPI_execute_with_args("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target "
-	                                "FROM counters.counter c WHERE c.source OPERATOR(pg_catalog.=) $1 "
+	int ret = SPI_execute_with_args("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
+	                                "c.log::pg_catalog.oid, c.totals::pg_catalog.oid FROM counters.counter c WHERE "
+	                                "c.source OPERATOR(pg_catalog.=) $1 "
 	                                "ORDER BY c.name COLLATE \"C\"",
 	                                1, argtypes, args, nullptr, false, 0);
 	/* (Not read-only: a fresh snapshot sees counters declared earlier in this transaction.) */
@@ -411,6 +451,9 @@ BuildEntry(SourceCounters *entry)
 			Oid target = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 2, &isnull));
 			Oid query_oid = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 3, &isnull));
 			bool owns = DatumGetBool(SPI_getbinval(tup, tupdesc, 4, &isnull));
+			Datum log = SPI_getbinval(tup, tupdesc, 5, &isnull);
+			bool log_mode = !isnull;
+			Datum totals = SPI_getbinval(tup, tupdesc, 6, &isnull);
 
 			Relation view = relation_open(query_oid, AccessShareLock);
 			if (view->rd_rel->relkind != RELKIND_VIEW)
@@ -424,7 +467,10 @@ BuildEntry(SourceCounters *entry)
 			c->target = target;
 			c->query = query_oid;
 			c->owns_target = owns;
-			Relation trel = table_open(target, AccessShareLock);
+			c->append_only = log_mode;
+			c->write_rel = log_mode ? DatumGetObjectId(log) : target;
+			c->totals = log_mode && !isnull ? DatumGetObjectId(totals) : InvalidOid;
+			Relation trel = table_open(c->write_rel, AccessShareLock);
 			c->owner = trel->rd_rel->relowner;
 			table_close(trel, AccessShareLock);
 			CompileKeys(c);

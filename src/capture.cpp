@@ -508,25 +508,53 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 				params[p] = TakeNumeric(e, v, zero_numeric);
 		}
 		int ret = SPI_execute_plan(r->c->apply_plan, params, nulls, false, 0);
-		if (r->c->owns_target) {
+		if (r->c->append_only) {
+			if (ret != SPI_OK_INSERT)
+				elog(ERROR, "counters: logging a delta of counter \"%s\" failed: %s", def->name,
+				     SPI_result_code_string(ret));
+		} else if (r->c->owns_target) {
 			if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
 				elog(ERROR, "counters: applying a delta to counter \"%s\" failed: %s", def->name,
 				     SPI_result_code_string(ret));
+			SPITupleTable *upserted = SPI_tuptable;
 			bool isnull;
-			bool all_zero = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+			bool all_zero = DatumGetBool(SPI_getbinval(upserted->vals[0], upserted->tupdesc, 2, &isnull));
 			if (all_zero) {
-				Datum ctid = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+				Datum ctid = SPI_getbinval(upserted->vals[0], upserted->tupdesc, 1, &isnull);
 				ret = SPI_execute_plan(r->c->delete_plan, &ctid, nullptr, false, 0);
 				if (ret != SPI_OK_DELETE)
 					elog(ERROR, "counters: deleting a zero row of counter \"%s\" failed: %s", def->name,
 					     SPI_result_code_string(ret));
 			}
-			SPI_freetuptable(SPI_tuptable);
+			SPI_freetuptable(upserted);
 		} else if (ret != SPI_OK_UPDATE) {
 			elog(ERROR, "counters: applying a delta to counter \"%s\" failed: %s", def->name,
 			     SPI_result_code_string(ret));
 		}
 	}
+}
+
+/* Delete the rows the bulk upsert just brought back to all zeros (its RETURNING says which); `scratch` holds n. */
+void
+DeleteZeroRows(CompiledCounter *c, Datum *scratch)
+{
+	SPITupleTable *upserted = SPI_tuptable;
+	uint64 nrows = SPI_processed;
+	uint32 nzero = 0;
+	for (uint64 i = 0; i < nrows; i++) {
+		bool isnull;
+		if (DatumGetBool(SPI_getbinval(upserted->vals[i], upserted->tupdesc, 2, &isnull)))
+			scratch[nzero++] = SPI_getbinval(upserted->vals[i], upserted->tupdesc, 1, &isnull);
+	}
+	if (nzero > 0) {
+		Datum tids =
+		    PointerGetDatum(construct_array(scratch, nzero, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
+		int ret = SPI_execute_plan(c->bulk_delete_plan, &tids, nullptr, false, 0);
+		if (ret != SPI_OK_DELETE)
+			elog(ERROR, "counters: deleting zero rows of counter \"%s\" failed: %s", c->def->name,
+			     SPI_result_code_string(ret));
+	}
+	SPI_freetuptable(upserted);
 }
 
 /* All keys in one upsert fed by arrays (sorted), then one delete of the rows that came back to zero. */
@@ -556,23 +584,16 @@ ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params)
 		                                              : construct_array(elems, n, NUMERICOID, -1, false, TYPALIGN_INT));
 	}
 	int ret = SPI_execute_plan(c->bulk_plan, params, nullptr, false, 0);
-	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != n)
-		elog(ERROR, "counters: applying deltas to counter \"%s\" failed: %s", def->name, SPI_result_code_string(ret));
-	uint32 nzero = 0;
-	for (uint64 i = 0; i < SPI_processed; i++) {
-		bool isnull;
-		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)))
-			elems[nzero++] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-	}
-	if (nzero > 0) {
-		Datum tids =
-		    PointerGetDatum(construct_array(elems, nzero, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
-		ret = SPI_execute_plan(c->bulk_delete_plan, &tids, nullptr, false, 0);
-		if (ret != SPI_OK_DELETE)
-			elog(ERROR, "counters: deleting zero rows of counter \"%s\" failed: %s", def->name,
+	if (c->append_only) {
+		if (ret != SPI_OK_INSERT || SPI_processed != n)
+			elog(ERROR, "counters: logging deltas of counter \"%s\" failed: %s", def->name,
 			     SPI_result_code_string(ret));
+	} else {
+		if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != n)
+			elog(ERROR, "counters: applying deltas to counter \"%s\" failed: %s", def->name,
+			     SPI_result_code_string(ret));
+		DeleteZeroRows(c, elems);
 	}
-	SPI_freetuptable(SPI_tuptable);
 	for (int p = 0; p < def->nkeys + def->nvalues; p++)
 		pfree(DatumGetPointer(params[p]));
 	pfree(elems);

@@ -78,8 +78,15 @@ CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_n
 /* The compiled, per-backend form of one counter. */
 struct CompiledCounter {
 	CounterDef *def;
-	Oid target;
-	Oid query; /* the definition view */
+	Oid target; /* the relation users read: counter table, existing target, or (log mode) the totals+log view */
+	Oid query;  /* the definition view */
+	/*
+	 * Where this backend writes deltas -- the one place that decides it: the counter table (upserts), the existing
+	 * target (updates), or the log table (appends, log mode). `totals` is the log mode's folded table.
+	 */
+	Oid write_rel;
+	Oid totals;
+	bool append_only;
 	Oid owner; /* owner of the target: deltas are applied with its privileges */
 	bool owns_target;
 	/* per key: comparison, hashing and equality support */

@@ -138,6 +138,28 @@ CatalogOid()
 	return RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
 }
 
+/* The source of the counter named `name` (an ERROR if there is none). */
+Oid
+CatalogSource(text *name)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {PointerGetDatum(name)};
+	int ret = SPI_execute_with_args("SELECT c.source::pg_catalog.oid FROM counters.counter c "
+	                                "WHERE c.name OPERATOR(pg_catalog.=) $1",
+	                                1, argtypes, args, nullptr, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed != 1)
+		ereport(ERROR,
+		        (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist", text_to_cstring(name))));
+	bool isnull;
+	Oid source = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	return source;
+}
+
 counters::CounterDef *
 AnalyzeView(const char *name, Oid view_oid)
 {
@@ -153,7 +175,7 @@ AnalyzeView(const char *name, Oid view_oid)
 
 /* Run a catalog write as the catalog's owner (the extension owner). */
 void
-ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, int expected)
+ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, int expected)
 {
 	Oid catalog = CatalogOid();
 	Oid saved_user;
@@ -162,8 +184,8 @@ ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, 
 	SetUserIdAndSecContext(RelationOwner(catalog), saved_sec | SECURITY_LOCAL_USERID_CHANGE);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
-	int ret = SPI_execute_with_args(sql, nargs, argtypes, values, nullptr, false, 0);
-	if (ret != expected)
+	int ret = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, false, 0);
+	if (ret != expected || SPI_processed != 1)
 		elog(ERROR, "counters: catalog update failed: %s", SPI_result_code_string(ret));
 	SPI_finish();
 	SetUserIdAndSecContext(saved_user, saved_sec);
@@ -317,7 +339,7 @@ COUNTERS_FUNCTION(counters_register)
 	                   ObjectIdGetDatum(query), BoolGetDatum(owns)};
 	ExecuteAsCatalogOwner("INSERT INTO counters.counter (name, source, target, query, owns_target) "
 	                      "VALUES ($1, $2::pg_catalog.regclass, $3::pg_catalog.regclass, $4::pg_catalog.regclass, $5)",
-	                      5, argtypes, values, SPI_OK_INSERT);
+	                      5, argtypes, values, nullptr, SPI_OK_INSERT);
 	CacheInvalidateRelcacheByRelid(def->source);
 	CommandCounterIncrement();
 	/* Compile now: anything the trigger could not run fails the declaration, not a later write. */
@@ -354,7 +376,7 @@ COUNTERS_FUNCTION(counters_unregister)
 
 	RequireOwner(cname, source);
 	ExecuteAsCatalogOwner("DELETE FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes, args,
-	                      SPI_OK_DELETE);
+	                      nullptr, SPI_OK_DELETE);
 	CacheInvalidateRelcacheByRelid(source);
 
 	TupleDesc desc;
@@ -461,4 +483,26 @@ COUNTERS_FUNCTION(counters_describe_keys)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);
 	}
 	return (Datum)0;
+}
+
+/* counters._set_mode(name, target, mode, totals, log): record a counter's mode and relations (see alter_counter). */
+COUNTERS_FUNCTION(counters_set_mode)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counters._set_mode: arguments are null")));
+	text *name = PG_GETARG_TEXT_PP(0);
+	char *cname = text_to_cstring(name);
+	Oid source = CatalogSource(name);
+	RequireOwner(cname, source);
+	Oid argtypes[5] = {TEXTOID, OIDOID, TEXTOID, OIDOID, OIDOID};
+	Datum values[5] = {PointerGetDatum(name), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
+	                   PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3),
+	                   PG_ARGISNULL(4) ? (Datum)0 : PG_GETARG_DATUM(4)};
+	char nulls[5] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', PG_ARGISNULL(4) ? 'n' : ' '};
+	ExecuteAsCatalogOwner("UPDATE counters.counter SET target = $2::pg_catalog.regclass, mode = $3, "
+	                      "totals = $4::pg_catalog.regclass, log = $5::pg_catalog.regclass "
+	                      "WHERE name OPERATOR(pg_catalog.=) $1",
+	                      5, argtypes, values, nulls, SPI_OK_UPDATE);
+	CacheInvalidateRelcacheByRelid(source);
+	PG_RETURN_VOID();
 }
