@@ -131,6 +131,9 @@ void CountRelationRows(Relation rel, Oid source, int sign);
 Oid SourceOf(Oid relid);
 void ZeroCounters(Relation rel);
 
+/* The compaction background worker (worker.cpp): GUCs, and workers registered when preloaded. */
+void InitWorkers();
+
 /* counters.statement_memory: deltas held per statement before they are applied in a batch (kB). */
 extern int statement_memory_kb;
 

@@ -201,6 +201,7 @@ _PG_init(void)
 	                        "A statement that touches more keys applies its deltas in several sorted batches.",
 	                        &counters::statement_memory_kb, 65536, 64, MAX_KILOBYTES, PGC_USERSET, GUC_UNIT_KB, nullptr,
 	                        nullptr, nullptr);
+	counters::InitWorkers();
 	MarkGUCPrefixReserved("counters");
 	counters::InitCache();
 }

@@ -4,7 +4,8 @@
 set -euo pipefail
 PGVER=${PGVER:-15}
 packages=(build-essential postgresql-$PGVER postgresql-server-dev-$PGVER postgresql-$PGVER-pgtap
-          libtap-parser-sourcehandler-pgtap-perl postgresql-common postgresql-client-$PGVER)
+          libtap-parser-sourcehandler-pgtap-perl postgresql-common postgresql-client-$PGVER
+          postgresql-$PGVER-cron)
 packages+=("$@")
 missing=()
 for p in "${packages[@]}"; do

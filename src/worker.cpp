@@ -1,0 +1,113 @@
+/*
+ * worker.cpp: the optional background worker that compacts log-mode counters periodically.
+ *
+ * Enabled with shared_preload_libraries = 'counters' and counters.compact_databases = 'db1, db2': one worker per
+ * listed database calls counters.compact() every counters.compact_interval seconds (0 pauses it) in a transaction of
+ * its own. Without the preload, schedule SELECT counters.compact() with pg_cron or any scheduler; counters stay exact
+ * either way, only the log grows between compactions.
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "access/xact.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "storage/latch.h"
+#include "utils/guc.h"
+#include "utils/snapmgr.h"
+#include "utils/varlena.h"
+#include "utils/wait_event.h"
+
+PGDLLEXPORT void counters_worker_main(Datum arg);
+}
+
+namespace counters {
+
+int compact_interval_s = 10;
+char *compact_databases = nullptr;
+
+void
+InitWorkers()
+{
+	DefineCustomIntVariable("counters.compact_interval", "Seconds between compactions by the background worker.",
+	                        "0 pauses the worker.", &compact_interval_s, 10, 0, 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr,
+	                        nullptr, nullptr);
+	DefineCustomStringVariable("counters.compact_databases",
+	                           "Databases whose log-mode counters the background worker compacts (comma-separated).",
+	                           nullptr, &compact_databases, "", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+	if (!process_shared_preload_libraries_in_progress || compact_databases == nullptr || compact_databases[0] == '\0')
+		return;
+	char *list = pstrdup(compact_databases);
+	List *names = NIL;
+	if (!SplitIdentifierString(list, ',', &names))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("invalid list syntax in parameter \"counters.compact_databases\"")));
+	ListCell *lc;
+	foreach (lc, names) {
+		const char *db = (const char *)lfirst(lc);
+		BackgroundWorker worker;
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = 10;
+		strlcpy(worker.bgw_library_name, "counters", BGW_MAXLEN);
+		strlcpy(worker.bgw_function_name, "counters_worker_main", BGW_MAXLEN);
+		snprintf(worker.bgw_name, BGW_MAXLEN, "counters compaction worker for %s", db);
+		strlcpy(worker.bgw_type, "counters compaction worker", BGW_MAXLEN);
+		strlcpy(worker.bgw_extra, db, BGW_EXTRALEN);
+		RegisterBackgroundWorker(&worker);
+	}
+}
+
+namespace {
+
+/* One compaction round in a transaction of its own; a database without the extension is skipped. */
+void
+CompactOnce()
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "SELECT counters.compact()");
+	int ret =
+	    SPI_execute("SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'counters'", true, 1);
+	if (ret == SPI_OK_SELECT && SPI_processed == 1) {
+		ret = SPI_execute("SELECT counters.compact()", false, 0);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "counters: compaction failed: %s", SPI_result_code_string(ret));
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, nullptr);
+}
+
+} // namespace
+} // namespace counters
+
+extern "C" void
+counters_worker_main(Datum arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(MyBgworkerEntry->bgw_extra, nullptr, 0);
+	for (;;) {
+		long timeout_ms = counters::compact_interval_s > 0 ? counters::compact_interval_s * 1000L : 3600 * 1000L;
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending) {
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (counters::compact_interval_s > 0)
+			counters::CompactOnce();
+	}
+}
