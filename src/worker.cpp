@@ -36,10 +36,13 @@ InitWorkers()
 	DefineCustomIntVariable("counters.compact_interval", "Seconds between compactions by the background worker.",
 	                        "0 pauses the worker.", &compact_interval_s, 10, 0, 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr,
 	                        nullptr, nullptr);
+	/* A PGC_POSTMASTER setting can only be defined while the postmaster loads the library. */
+	if (!process_shared_preload_libraries_in_progress)
+		return;
 	DefineCustomStringVariable("counters.compact_databases",
 	                           "Databases whose log-mode counters the background worker compacts (comma-separated).",
 	                           nullptr, &compact_databases, "", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-	if (!process_shared_preload_libraries_in_progress || compact_databases == nullptr || compact_databases[0] == '\0')
+	if (compact_databases == nullptr || compact_databases[0] == '\0')
 		return;
 	char *list = pstrdup(compact_databases);
 	List *names = NIL;

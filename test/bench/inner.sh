@@ -5,7 +5,8 @@ cd "$(dirname "$0")"
 ROWS=${ROWS:-1000000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 RUNS=${RUNS:-3}
-VARIANTS=${VARIANTS:-none plpgsql_row plpgsql_stmt exact}
+VARIANTS=${VARIANTS:-none plpgsql_row plpgsql_stmt exact log}
+BULK_TIMEOUT=${BULK_TIMEOUT:-120}
 SYNC=${SYNC:-off on}
 DB=counters_bench
 PSQL=(psql -X -q -v ON_ERROR_STOP=1 -d "$DB")
@@ -21,7 +22,7 @@ seed() { # variant
 	"${PSQL[@]}" -v rows="$ROWS" -f schema.sql
 	"${PSQL[@]}" -f "variant_$1.sql" >/dev/null
 	case $1 in
-	exact) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp; CREATE VIEW bp_counter AS SELECT * FROM bp" ;;
+	exact | log) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp; CREATE VIEW bp_counter AS SELECT * FROM bp" ;;
 	plpgsql_*) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp_plpgsql;
 	                            CREATE VIEW bp_counter AS SELECT * FROM bp_plpgsql" ;;
 	esac
@@ -39,19 +40,30 @@ drift() { # variant workload
 	fi
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+# Median of numbers on stdin; a "timeout" among them makes the result ">BULK_TIMEOUT*1000" (a lower bound).
+median() {
+	awk -v t="$BULK_TIMEOUT" '$1 == "timeout" {to = 1; next} {a[++n] = $1}
+		END {if (to) {printf ">%d\n", t * 1000; exit} if (n == 0) {print "nan"; exit}
+		     asort(a); if (n % 2) print a[(n + 1) / 2]; else print (a[n / 2] + a[n / 2 + 1]) / 2}'
+}
 
-pgbench_tps() { # clients scripts...
+pgbench_run() { # clients scripts... -> "tps failed_percent"
 	local clients=$1
 	shift
 	local args=()
 	for s in "$@"; do args+=(-f "$s"); done
 	pgbench -n -c "$clients" -j "$clients" -T "$SECONDS_PER_RUN" -D rows="$ROWS" "${args[@]}" "$DB" 2>/dev/null |
-		awk '/^tps/ {print $3}'
+		awk '/^tps/ {tps = $3} /number of failed transactions/ {gsub(/[(%)]/, "", $6); failed = $6}
+		     END {print tps, (failed == "" ? 0 : failed)}'
 }
 
-timed() { # sql -> milliseconds
-	"${PSQL[@]}" -c '\timing on' -c "$1" | awk '/^Time:/ {print $2}'
+timed() { # sql -> milliseconds, or "timeout" after BULK_TIMEOUT seconds (the statement is cancelled)
+	local out
+	if out=$("${PSQL[@]}" -c "SET statement_timeout = '${BULK_TIMEOUT}s'" -c '\timing on' -c "$1" 2>&1); then
+		echo "$out" | awk '/^Time:/ {print $2}'
+	else
+		echo timeout
+	fi
 }
 
 record() { # sync variant workload unit value
@@ -64,6 +76,7 @@ declare -A oltp=(
 	[W1 insert, 8 clients]="8 w1_insert.pgbench"
 	[W2 hot key insert, 8 clients]="8 w2_hot.pgbench"
 	[W3 update flip/move, 8 clients]="8 w3_flip.pgbench w3_move.pgbench"
+	[W2 hot key insert, 8 clients, REPEATABLE READ]="8 w2_hot.pgbench"
 )
 bulk_names=("W4 UPDATE all rows" "W4 UPDATE moving 10% between blogs" "W5 INSERT ... SELECT half the rows"
             "W5 COPY half the rows" "W6 DELETE 10% of rows")
@@ -81,17 +94,24 @@ for sync in $SYNC; do
 			seed "$variant"
 			"${PSQL[@]}" -c "ALTER DATABASE $DB SET synchronous_commit = $sync"
 			for w in "${!oltp[@]}"; do
+				iso=""
+				case $w in *"REPEATABLE READ"*) iso="-c default_transaction_isolation=repeatable\\ read" ;; esac
 				# shellcheck disable=SC2086
-				tps=$(pgbench_tps ${oltp[$w]})
+				read -r tps fails < <(PGOPTIONS="$iso" pgbench_run ${oltp[$w]})
 				record "$sync" "$variant" "$w" tps "$tps"
+				record "$sync" "$variant" "$w" "failed %" "$fails"
 				drift "$variant" "$w" || failed=1
 			done
+			# Bulk statements are not commit-bound: measured once per variant and run, with the first SYNC setting;
+			# the per-row PL/pgSQL trigger (minutes per statement) only in the first run.
+			[ "$sync" = "${SYNC%% *}" ] || continue
+			[ "$variant" = plpgsql_row ] && [ "$run" -gt 1 ] && continue
 			"${PSQL[@]}" -c "COPY staging TO '/tmp/counters_bench_staging.csv' (FORMAT csv)"
 			for i in "${!bulk_sql[@]}"; do
 				"${PSQL[@]}" -c "CHECKPOINT"
 				ms=$(timed "${bulk_sql[$i]}")
 				record "$sync" "$variant" "${bulk_names[$i]}" ms "$ms"
-				drift "$variant" "${bulk_names[$i]}" || failed=1
+				[ "$ms" = timeout ] || drift "$variant" "${bulk_names[$i]}" || failed=1
 			done
 		done
 	done
@@ -99,8 +119,8 @@ done
 
 # Median per (sync, workload, variant), then ratios against "none" and the PL/pgSQL triggers.
 {
-	echo "| sync commit | workload | unit | $(echo $VARIANTS | sed 's/ / | /g') | exact / none | exact / plpgsql_row | exact / plpgsql_stmt |"
-	echo "|---|---|---|$(for v in $VARIANTS; do printf -- '---|'; done)---|---|---|"
+	echo "| sync commit | workload | unit | $(echo $VARIANTS | sed 's/ / | /g') | exact / none | exact / plpgsql_row | exact / plpgsql_stmt | log / none | log / plpgsql_row |"
+	echo "|---|---|---|$(for v in $VARIANTS; do printf -- '---|'; done)---|---|---|---|---|"
 	for sync in $SYNC; do
 		awk -F'\t' -v s="$sync" '$1 == s {print $3 "\t" $4}' "$raw" | sort -u | while IFS=$'\t' read -r w unit; do
 			row="| $sync | $w | $unit |"
@@ -109,11 +129,13 @@ done
 				med[$v]=$(awk -F'\t' -v s="$sync" -v v="$v" -v w="$w" '$1==s && $2==v && $3==w {print $5}' "$raw" | median)
 				row+=" ${med[$v]} |"
 			done
-			for base in none plpgsql_row plpgsql_stmt; do
-				if [ -n "${med[exact]:-}" ] && [ -n "${med[$base]:-}" ]; then
-					# throughput: higher is better (exact/base); time: lower is better (base/exact), so >1 = faster
-					if [ "$unit" = tps ]; then r=$(awk -v a="${med[exact]}" -v b="${med[$base]}" 'BEGIN {printf "%.2f", a / b}')
-					else r=$(awk -v a="${med[exact]}" -v b="${med[$base]}" 'BEGIN {printf "%.2f", b / a}'); fi
+			for pair in exact:none exact:plpgsql_row exact:plpgsql_stmt log:none log:plpgsql_row; do
+				mode=${pair%%:*}
+				base=${pair#*:}
+				if [ -n "${med[$mode]:-}" ] && [ -n "${med[$base]:-}" ] && [ "$unit" != "failed %" ]; then
+					# throughput: higher is better (mode/base); time: lower is better (base/mode), so >1 = faster
+					r=$(awk -v a="${med[$mode]}" -v b="${med[$base]}" -v u="$unit" 'BEGIN {
+						gt = sub(/^>/, "", b); if (u == "tps") printf "%.2f", a / b; else printf "%s%.2f", (gt ? ">" : ""), b / a}')
 					row+=" $r |"
 				else
 					row+=" |"
