@@ -42,9 +42,15 @@ drift() { # variant workload
 
 # Median of numbers on stdin; a "timeout" among them makes the result ">BULK_TIMEOUT*1000" (a lower bound).
 median() {
-	awk -v t="$BULK_TIMEOUT" '$1 == "timeout" {to = 1; next} {a[++n] = $1}
-		END {if (to) {printf ">%d\n", t * 1000; exit} if (n == 0) {print "nan"; exit}
-		     asort(a); if (n % 2) print a[(n + 1) / 2]; else print (a[n / 2] + a[n / 2 + 1]) / 2}'
+	local values
+	values=$(cat)
+	if grep -q timeout <<<"$values"; then
+		echo ">$((BULK_TIMEOUT * 1000))"
+		return
+	fi
+	grep -v '^$' <<<"$values" | sort -g |
+		awk '{a[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2];
+		                       else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'
 }
 
 pgbench_run() { # clients scripts... -> "tps failed_percent"
@@ -126,7 +132,8 @@ done
 			row="| $sync | $w | $unit |"
 			declare -A med=()
 			for v in $VARIANTS; do
-				med[$v]=$(awk -F'\t' -v s="$sync" -v v="$v" -v w="$w" '$1==s && $2==v && $3==w {print $5}' "$raw" | median)
+				med[$v]=$(awk -F'\t' -v s="$sync" -v v="$v" -v w="$w" -v u="$unit" \
+					'$1==s && $2==v && $3==w && $4==u {print $5}' "$raw" | median)
 				row+=" ${med[$v]} |"
 			done
 			for pair in exact:none exact:plpgsql_row exact:plpgsql_stmt log:none log:plpgsql_row; do
