@@ -113,6 +113,8 @@ INSERT INTO counter_defs VALUES
 	('ew', 'SELECT day / 7 AS week, count(*) AS n, sum(qty) AS qty FROM events '
 	       'WHERE kind IS DISTINCT FROM ''spam'' GROUP BY day / 7', NULL);
 SELECT count(*) FROM counter_defs d, counters.create_counter(d.name, d.definition, d.target) \gset
+-- two counters start in log mode (insert-only deltas, compacted now and then); batches switch modes at random
+SELECT count(*) FROM (VALUES ('ub'), ('ek')) v(name), counters.alter_counter(v.name, 'log') \gset
 
 -- The recounts, written independently of the definitions (CASE instead of FILTER, explicit zero handling).
 -- have: the counter's rows; want: the recount, same columns.
@@ -642,6 +644,16 @@ BEGIN
 			out := out || format('DO $do$ BEGIN PERFORM counters.drop_counter(%1$L); '
 			                     'PERFORM counters.create_counter(name, definition, target) FROM counter_defs WHERE name = %1$L; END $do$;', cname);
 			labels := labels || ('recreate_' || cname);
+		END IF;
+		IF chance(0.05) THEN -- a counter switches mode, exact <-> log: values stay exact
+			cname := pick(VARIADIC ARRAY(SELECT name FROM counter_defs WHERE target IS NULL ORDER BY name));
+			out := out || format('DO $do$ BEGIN PERFORM counters.alter_counter(%1$L, CASE (SELECT mode FROM counters.counter '
+			                     'WHERE name = %1$L) WHEN ''exact'' THEN ''log'' ELSE ''exact'' END); END $do$;', cname);
+			labels := labels || ('switch_mode_' || cname);
+		END IF;
+		IF chance(0.1) THEN -- log-mode counters are compacted
+			out := out || 'DO $do$ BEGIN PERFORM counters.compact(); END $do$;'::text;
+			labels := labels || 'compact'::text;
 		END IF;
 		IF chance(0.015) THEN
 			out := out || pick('TRUNCATE posts;', 'TRUNCATE events;', 'TRUNCATE posts, events;', 'DELETE FROM posts;');
