@@ -10,17 +10,32 @@
 -- here (not the extension's definition view). An absent counter row means all zeros: the recount leaves out groups
 -- whose values are all zero and the counter must not store them either.
 --
+-- Two counters start in log mode, and batches switch counters between exact and log mode and compact them at random.
+-- test/pgtap/property_log.sql runs this file with counters_mode=log: every counter with a table of its own but one
+-- starts in log mode, and the batches compact more often (one counter or all, between batches and inside batches that
+-- commit or roll back; every such compaction is a test that it folded exactly the pending log rows and left the log
+-- empty) and switch modes inside batches too. A log-mode counter is read through its view, and each check also
+-- requires that its totals hold no row whose values are all zero.
+--
 -- Each batch is a transaction (committed, rolled back, or rolled back to a savepoint and committed); everything lives
 -- in schema counters_property, dropped at the end with the extension. After a failed check the counter is reset to its
 -- recount, so that every batch reports the drift it caused itself. Reproduce a failure with the seed it prints:
---   COUNTERS_PROPERTY_SEED=0.25 COUNTERS_PROPERTY_KEEP=1 pg_prove -d db test/pgtap/property.sql
+--   COUNTERS_PROPERTY_SEED=0.25 COUNTERS_PROPERTY_KEEP=1 pg_prove -d db test/pgtap/property.sql   (or property_log.sql)
 -- (KEEP keeps the generated script in $TMPDIR or /tmp; COUNTERS_PROPERTY_BATCHES changes the number of batches.)
 \set ON_ERROR_STOP 1
 \set QUIET 1
 \pset pager off
 \pset format unaligned
 \pset tuples_only on
+-- counters_mode and seed may be set by a file that includes this one (property_log.sql)
+\if :{?counters_mode}
+\else
+\set counters_mode exact
+\endif
+\if :{?seed}
+\else
 \set seed 0.4242
+\endif
 \getenv seed COUNTERS_PROPERTY_SEED
 \set batches 300
 \getenv batches COUNTERS_PROPERTY_BATCHES
@@ -96,7 +111,7 @@ SELECT g % 40, nullif(g % 7, 0), (ARRAY['click', 'view', NULL, 'spam', 'Click'])
 -- ---------------------------------------------------------------------------------------------------------------
 -- the counters
 -- ---------------------------------------------------------------------------------------------------------------
-CREATE TABLE counter_defs (name text PRIMARY KEY, definition text NOT NULL, target text);
+CREATE TABLE counter_defs (name text PRIMARY KEY, definition text NOT NULL, target text, mode text NOT NULL DEFAULT 'exact');
 INSERT INTO counter_defs VALUES
 	('ub', 'SELECT user_id, blog_id, count(*) AS posts, sum(rating) AS rating_sum FROM posts '
 	       'WHERE is_published AND NOT is_deleted GROUP BY user_id, blog_id', NULL),
@@ -112,7 +127,10 @@ INSERT INTO counter_defs VALUES
 	('ek', 'SELECT user_id, kind, count(*) AS n, sum(amount) AS amount FROM events GROUP BY user_id, kind', NULL),
 	('ew', 'SELECT day / 7 AS week, count(*) AS n, sum(qty) AS qty FROM events '
 	       'WHERE kind IS DISTINCT FROM ''spam'' GROUP BY day / 7', NULL);
-SELECT count(*) FROM counter_defs d, counters.create_counter(d.name, d.definition, d.target) \gset
+-- In the log variant every counter with a table of its own starts in log mode, but ph (exact: two modes on posts).
+SELECT set_config('prop.counters_mode', :'counters_mode', false) \gset
+UPDATE counter_defs SET mode = 'log' WHERE current_setting('prop.counters_mode') = 'log' AND target IS NULL AND name <> 'ph';
+SELECT count(*) FROM counter_defs d, counters.create_counter(d.name, d.definition, d.target, d.mode) \gset
 -- two counters start in log mode (insert-only deltas, compacted now and then); batches switch modes at random
 SELECT count(*) FROM (VALUES ('ub'), ('ek')) v(name), counters.alter_counter(v.name, 'log') \gset
 
@@ -152,22 +170,38 @@ CREATE FUNCTION same_rows(have text, want text, description text) RETURNS text L
 	                       'counter', have, want, 'recount', want, have),
 	                description) $$;
 -- One test per counter: counter = recount. A counter that failed is then set to its recount (the counter tables are
--- plain tables), so that the next batches report only the drift they cause.
+-- plain tables), so that the next batches report only the drift they cause. A counter in log mode is read through its
+-- view; its totals must in addition hold no row whose values are all zero (such a row would show up as a row the
+-- recount does not have).
 CREATE FUNCTION check_counters(label text) RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	r recounts;
+	k counters.counter;
 	result text;
 	tbl text;
 	cols text;
+	have text;
+	zero text;
 BEGIN
 	FOR r IN SELECT * FROM recounts ORDER BY name LOOP
-		result := same_rows(r.have, r.want, format('%s: %s = recount', label, r.name));
+		SELECT * INTO k FROM counters.counter c WHERE c.name = r.name;
+		tbl := substring(r.have FROM ' FROM (\w+)$');
+		cols := substring(r.have FROM '^SELECT (.*) FROM \w+$');
+		have := r.have;
+		IF k.mode = 'log' THEN
+			SELECT string_agg(format('%I OPERATOR(pg_catalog.=) 0', a.attname), ' AND ') INTO zero
+			  FROM pg_attribute a WHERE a.attrelid = k.totals AND a.attnum > 0 AND NOT a.attisdropped AND a.atthasdef;
+			have := format('%s UNION ALL SELECT %s FROM %s WHERE %s', have, cols, k.totals, zero);
+		END IF;
+		result := same_rows(have, r.want, format('%s: %s (%s) = recount', label, r.name, k.mode));
 		RETURN NEXT result;
 		IF result LIKE 'not ok%' THEN
-			tbl := substring(r.have FROM ' FROM (\w+)$');
-			cols := substring(r.have FROM '^SELECT (.*) FROM \w+$');
 			IF tbl = 'blogs' THEN
 				EXECUTE format('UPDATE blogs b SET (%s) = (SELECT %s FROM (%s) w(%s) WHERE w.id = b.id)', cols, cols, r.want, cols);
+			ELSIF k.mode = 'log' THEN
+				EXECUTE format('DELETE FROM %s', k.log);
+				EXECUTE format('DELETE FROM %s', k.totals);
+				EXECUTE format('INSERT INTO %s (%s) %s', k.totals, cols, r.want);
 			ELSE
 				EXECUTE format('DELETE FROM %I', tbl);
 				EXECUTE format('INSERT INTO %I (%s) %s', tbl, cols, r.want);
@@ -573,6 +607,36 @@ BEGIN
 END
 $$;
 
+-- counters.compact() of one counter (or of all, cname NULL) as a test: it returns the number of log rows that were
+-- pending in the counters it compacts, and leaves their logs empty (this session writes nothing meanwhile).
+CREATE FUNCTION compact_checked(cname text, label text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	k counters.counter;
+	n bigint;
+	pending bigint := 0;
+	folded bigint;
+	left_over bigint := 0;
+BEGIN
+	FOR k IN SELECT * FROM counters.counter c WHERE c.mode = 'log' AND (cname IS NULL OR c.name = cname) LOOP
+		EXECUTE format('SELECT count(*) FROM %s', k.log) INTO n;
+		pending := pending + n;
+	END LOOP;
+	folded := counters.compact(cname);
+	FOR k IN SELECT * FROM counters.counter c WHERE c.mode = 'log' AND (cname IS NULL OR c.name = cname) LOOP
+		EXECUTE format('SELECT count(*) FROM %s', k.log) INTO n;
+		left_over := left_over + n;
+	END LOOP;
+	RETURN is(ARRAY[folded, left_over], ARRAY[pending, 0],
+	          format('%s: compact(%s) folds the %s pending log rows and empties the log', label, coalesce(cname, ''), pending));
+END
+$$;
+-- A random counter with a table of its own switches to the other mode (as a statement of the script).
+CREATE FUNCTION switch_stmt() RETURNS text LANGUAGE sql AS $$
+	SELECT format('DO $do$ BEGIN PERFORM counters.alter_counter(c.name, CASE c.mode WHEN %L THEN %L ELSE %L END) '
+	              'FROM counters.counter c WHERE c.name = %L; END $do$;', 'log', 'exact', 'log',
+	              pick(VARIADIC ARRAY(SELECT name FROM counter_defs WHERE target IS NULL ORDER BY name)))
+$$;
+
 -- The whole script: batches of random statements, each followed by the checks, plus the plan.
 CREATE FUNCTION gen_script(batches int, targeted int) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
@@ -586,10 +650,22 @@ DECLARE
 	ncounters int := (SELECT count(*) FROM recounts);
 	cname text;
 	label text;
+	log_variant constant boolean := current_setting('prop.counters_mode') = 'log';
 BEGIN
 	FOR b IN 1 .. batches LOOP
 		labels := '{}';
 		out := out || format('-- batch %s', b);
+		IF log_variant THEN -- between batches: a compaction, a switch of mode
+			IF chance(0.15) THEN
+				cname := CASE WHEN chance(0.5) THEN NULL
+				              ELSE pick(VARIADIC ARRAY(SELECT name FROM counter_defs WHERE target IS NULL ORDER BY name)) END;
+				out := out || format('SELECT compact_checked(%L, %L);', cname, format('before batch %s', b));
+				ntests := ntests + 1;
+			END IF;
+			IF chance(0.12) THEN
+				out := out || switch_stmt();
+			END IF;
+		END IF;
 		IF b = batches / 3 THEN
 			out := out || 'CREATE TRIGGER posts_before_update BEFORE UPDATE ON posts FOR EACH ROW EXECUTE FUNCTION posts_before_update();'::text;
 		ELSIF b = 2 * batches / 3 THEN
@@ -641,8 +717,14 @@ BEGIN
 		END IF;
 		IF chance(0.03) THEN -- a counter is dropped and declared again: the initial fill counts what is there now
 			cname := pick(VARIADIC ARRAY(SELECT name FROM counter_defs ORDER BY name));
-			out := out || format('DO $do$ BEGIN PERFORM counters.drop_counter(%1$L); '
-			                     'PERFORM counters.create_counter(name, definition, target) FROM counter_defs WHERE name = %1$L; END $do$;', cname);
+			IF log_variant THEN -- in either mode
+				out := out || format('DO $do$ BEGIN PERFORM counters.drop_counter(%1$L); '
+				                     'PERFORM counters.create_counter(name, definition, target, CASE WHEN target IS NULL THEN %2$L ELSE %3$L END) '
+				                     'FROM counter_defs WHERE name = %1$L; END $do$;', cname, pick('log', 'exact'), 'exact');
+			ELSE
+				out := out || format('DO $do$ BEGIN PERFORM counters.drop_counter(%1$L); '
+				                     'PERFORM counters.create_counter(name, definition, target) FROM counter_defs WHERE name = %1$L; END $do$;', cname);
+			END IF;
 			labels := labels || ('recreate_' || cname);
 		END IF;
 		IF chance(0.05) THEN -- a counter switches mode, exact <-> log: values stay exact
@@ -661,6 +743,19 @@ BEGIN
 		END IF;
 
 		FOR s IN 1 .. rint(3, 12) LOOP
+			IF log_variant THEN -- inside the batch: a compaction, a switch of mode (undone if the batch rolls back)
+				IF chance(0.06) THEN
+					cname := CASE WHEN chance(0.3) THEN NULL
+					              ELSE pick(VARIADIC ARRAY(SELECT name FROM counter_defs WHERE target IS NULL ORDER BY name)) END;
+					out := out || format('SELECT compact_checked(%L, %L);', cname, format('batch %s', b));
+					ntests := ntests + 1;
+					labels := labels || ('compact_' || coalesce(cname, 'all'));
+				END IF;
+				IF chance(0.015) THEN
+					out := out || switch_stmt();
+					labels := labels || 'switch'::text;
+				END IF;
+			END IF;
 			IF chance(0.04) THEN -- a statement fails in a trigger that runs after the counters' triggers
 				g := gen_posts();
 				WHILE g.label = 'copy' LOOP
@@ -722,7 +817,9 @@ BEGIN
 		out := out || 'DELETE FROM events WHERE day >= 40; CREATE TABLE events_d PARTITION OF events FOR VALUES FROM (40) TO (50);'::text;
 	END IF;
 	RETURN format(E'SELECT plan(%s);\nSELECT diag(%L);\nSELECT * FROM check_counters(''initial fill'');\n',
-	              ntests + 2 * ncounters + targeted, format('seed %s, %s batches', current_setting('prop.seed'), batches))
+	              ntests + 2 * ncounters + targeted,
+	              format('seed %s, %s batches, counters_mode %s', current_setting('prop.seed'), batches,
+	                     current_setting('prop.counters_mode')))
 	       || array_to_string(out, E'\n') || E'\n';
 END
 $$;
