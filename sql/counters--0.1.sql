@@ -668,6 +668,17 @@ BEGIN
 		SELECT n.nspname, r.relname INTO nsp, rel
 		  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace WHERE r.oid = c.target;
 		PERFORM counters._set_mode(name, c.totals, 'exact', NULL, NULL);
+		-- SELECT grants on the view go back to the table that takes its name.
+		FOR grantee IN
+			SELECT DISTINCT g.grantee::regrole FROM pg_catalog.pg_class r, pg_catalog.aclexplode(r.relacl) g
+			 WHERE r.oid = c.target AND g.privilege_type = 'SELECT' AND g.grantee <> r.relowner AND g.grantee <> 0
+		LOOP
+			EXECUTE pg_catalog.format('GRANT SELECT ON %s TO %s', c.totals, grantee);
+		END LOOP;
+		IF EXISTS (SELECT FROM pg_catalog.pg_class r, pg_catalog.aclexplode(r.relacl) g
+		            WHERE r.oid = c.target AND g.privilege_type = 'SELECT' AND g.grantee = 0) THEN
+			EXECUTE pg_catalog.format('GRANT SELECT ON %s TO PUBLIC', c.totals);
+		END IF;
 		EXECUTE pg_catalog.format('DROP VIEW %s', c.target);
 		EXECUTE pg_catalog.format('DROP TABLE %s', c.log);
 		EXECUTE pg_catalog.format('ALTER TABLE %s RENAME TO %I', c.totals, rel);
@@ -746,6 +757,7 @@ DECLARE
 	match text;
 	null_match text;
 	any_null text;
+	nonzero text;
 	cond text := COALESCE('(' || filter || ')', 'true');
 	col name;
 BEGIN
@@ -768,6 +780,10 @@ BEGIN
 	       pg_catalog.string_agg(pg_catalog.format('x.%I IS NULL', d.name), ' OR ' ORDER BY d.ord)
 	  INTO keys, key_json, match, null_match, any_null
 	  FROM counters._columns(COALESCE(c.totals, c.target), c.query) d WHERE d.is_key;
+	-- a key is present when some value is nonzero, as in the counter's view
+	SELECT pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) OPERATOR(pg_catalog.<>) 0', d.name), ' OR ')
+	  INTO nonzero
+	  FROM counters._columns(COALESCE(c.totals, c.target), c.query) d WHERE NOT d.is_key;
 	IF c.mode = 'exact' THEN
 		RETURN QUERY EXECUTE pg_catalog.format(
 			'SELECT pg_catalog.jsonb_build_object(%s), %I::pg_catalog.numeric FROM %s WHERE %s '
@@ -776,20 +792,20 @@ BEGIN
 		RETURN QUERY EXECUTE pg_catalog.format(
 			'WITH pending AS MATERIALIZED (SELECT DISTINCT %s FROM %s WHERE %s), '
 			'     candidates AS MATERIALIZED ( '
-			'         (SELECT %s FROM %s WHERE %s ORDER BY %I DESC LIMIT %s + (SELECT pg_catalog.count(*) FROM pending)) '
+			'         (SELECT %s FROM %s WHERE %s ORDER BY %I DESC, %s LIMIT %s + (SELECT pg_catalog.count(*) FROM pending)) '
 			'         UNION SELECT * FROM pending) '
 			'SELECT pg_catalog.jsonb_build_object(%s), pg_catalog.sum(%I) '
 			'  FROM (SELECT x.* FROM %s x JOIN candidates p ON %s '
 			'        UNION ALL SELECT x.* FROM %s x JOIN candidates p ON %s '
 			'        UNION ALL SELECT x.* FROM %s x JOIN candidates p ON %s WHERE %s '
 			'        UNION ALL SELECT x.* FROM %s x JOIN candidates p ON %s WHERE %s) u '
-			' GROUP BY %s HAVING pg_catalog.sum(%I) IS NOT NULL ORDER BY 2 DESC, %s LIMIT %s',
+			' GROUP BY %s HAVING %s ORDER BY 2 DESC, %s LIMIT %s',
 			keys, c.log, cond,
-			keys, c.totals, cond, col, k,
+			keys, c.totals, cond, col, keys, k,
 			key_json, col,
 			c.totals, match, c.log, match,
 			c.totals, null_match, any_null, c.log, null_match, any_null,
-			keys, col, keys, k);
+			keys, nonzero, keys, k);
 	END IF;
 END
 $$;
