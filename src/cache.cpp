@@ -220,6 +220,8 @@ ResolveColumns(CompiledCounter *c)
 		c->value_columns[i] = def->values[i].column_name;
 	if (!c->owns_target)
 		return;
+	c->key_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nkeys);
+	c->value_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nvalues);
 	Relation rel = table_open(c->write_rel, AccessShareLock);
 	TupleDesc desc = RelationGetDescr(rel);
 	int col = 0;
@@ -229,10 +231,13 @@ ResolveColumns(CompiledCounter *c)
 			continue;
 		ColumnDef *cd = &def->columns[col++];
 		char *name = pstrdup(NameStr(att->attname));
-		if (cd->is_key)
+		if (cd->is_key) {
 			c->key_columns[cd->index] = name;
-		else
+			c->key_attnums[cd->index] = att->attnum;
+		} else {
 			c->value_columns[cd->index] = name;
+			c->value_attnums[cd->index] = att->attnum;
+		}
 	}
 	table_close(rel, AccessShareLock);
 	if (col < def->ncolumns)

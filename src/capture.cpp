@@ -493,6 +493,8 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 {
 	CounterDef *def = r->c->def;
 	Datum zero_numeric = ZeroNumeric();
+	/* Rows that exist are updated directly; the upsert inserts the others (and serves tables that need it). */
+	DirectTarget *direct = DirectBegin(r->c);
 	for (uint32 i = 0; i < n; i++) {
 		DeltaEntry *e = sorted[i];
 		for (int k = 0; k < def->nkeys; k++) {
@@ -507,6 +509,8 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 			else
 				params[p] = TakeNumeric(e, v, zero_numeric);
 		}
+		if (direct != nullptr && DirectAdd(direct, params, nulls) == DirectResult::Applied)
+			continue;
 		int ret = SPI_execute_plan(r->c->apply_plan, params, nulls, false, 0);
 		if (r->c->append_only) {
 			if (ret != SPI_OK_INSERT)
@@ -532,6 +536,7 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 			     SPI_result_code_string(ret));
 		}
 	}
+	DirectEnd(direct);
 }
 
 /* Delete the rows the bulk upsert just brought back to all zeros (its RETURNING says which); `scratch` holds n. */

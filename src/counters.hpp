@@ -99,6 +99,10 @@ struct CompiledCounter {
 	char *key_typalign;
 	const char **key_columns; /* column names in the counter table */
 	const char **value_columns;
+	AttrNumber *key_attnums; /* their attribute numbers (tables created by create_counter; else NULL) */
+	AttrNumber *value_attnums;
+	Oid key_index;               /* the unique index on the key columns, found by the first DirectBegin */
+	int *key_of_column;          /* its columns' key numbers; NULL until then */
 	SPIPlanPtr apply_plan;       /* upsert (owned table) or UPDATE (existing target) of one key */
 	SPIPlanPtr bulk_plan;        /* upsert of many keys passed as arrays, in order (owned table; NULL if a key type has
 	                                no array type) */
@@ -106,6 +110,17 @@ struct CompiledCounter {
 	SPIPlanPtr delete_plan;      /* delete an all-zero row by ctid (owned table only) */
 	SPIPlanPtr truncate_plan;    /* empty the counter (owned) or zero its columns (target) */
 };
+
+/*
+ * Adding deltas to existing rows of a counter table without the executor (direct.cpp). DirectBegin returns NULL
+ * when the counter's table needs the SPI upsert (see direct.cpp); DirectAdd takes the keys then the deltas (int8 or
+ * numeric) in `params` and reports Missing when the key has no row, for the caller to insert it.
+ */
+struct DirectTarget;
+enum class DirectResult { Applied, Missing };
+DirectTarget *DirectBegin(CompiledCounter *c);
+DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls);
+void DirectEnd(DirectTarget *d);
 
 /* All counters fed by one relation (a source table or one of its partitions), in name order. */
 struct SourceCounters {

@@ -1,0 +1,334 @@
+/*
+ * direct.cpp: adding deltas to existing counter rows without the executor.
+ *
+ * An OLTP statement touches one or a few keys per counter, and almost always the row of each key exists already.
+ * Running INSERT ... ON CONFLICT DO UPDATE through SPI for it costs an executor start-up, an arbiter index probe and
+ * an executor shutdown per key; this file does the same work directly, the way ON CONFLICT DO UPDATE does it
+ * inside the executor:
+ *
+ *   1. find the key's row through the counter table's unique key index with a dirty snapshot, waiting for any
+ *      transaction that is inserting or changing it, then looking again;
+ *   2. lock it (table_tuple_lock); if a concurrent transaction changed it meanwhile, look again (READ COMMITTED) or
+ *      raise a serialization failure (REPEATABLE READ, as ON CONFLICT does);
+ *   3. write the new version (or delete the row when every value came back to zero), inserting index entries when
+ *      the update is not HOT.
+ *
+ * A key without a row is reported as Missing and inserted by the caller through the SPI upsert, which handles
+ * concurrent inserts of the same key (speculative insertion). The direct path is used only where it does exactly
+ * what the upsert would do: a plain heap table created by create_counter, with no triggers, no row-level security,
+ * no CHECK constraints and no generated columns, and not at SERIALIZABLE (whose predicate locks the executor takes);
+ * anything else goes through the upsert.
+ *
+ * Like capture.cpp, this code calls PostgreSQL functions that raise errors, so no object with a destructor lives on
+ * its stack; relations, slots and the executor state are released by the resource owner or freed with the
+ * statement's memory context if an error escapes.
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "executor/executor.h"
+#include "nodes/execnodes.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/numeric.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+
+namespace counters {
+
+struct DirectTarget {
+	CompiledCounter *c;
+	Relation rel;
+	Relation index;
+	TupleTableSlot *found; /* the locked current version */
+	TupleTableSlot *next;  /* the new version */
+	ScanKeyData *scankeys;
+	int *key_of_column; /* index column -> key number (the compiled counter's) */
+	EState *estate;     /* for index insertions of non-HOT updates, created when first needed */
+	ResultRelInfo *rri;
+	Datum zero; /* numeric 0 */
+	bool modified;
+};
+
+namespace {
+
+/* Whether the counter table lets deltas be applied directly with the same effect as the SPI upsert. */
+bool
+DirectAllowed(Relation rel)
+{
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID)
+		return false;
+	if (rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity)
+		return false;
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	if (constr != nullptr && (constr->num_check > 0 || constr->has_generated_stored))
+		return false;
+	return !IsolationIsSerializable();
+}
+
+/* The unique btree index on exactly the key columns (plain columns, no predicate), or InvalidOid. */
+Oid
+FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
+{
+	CounterDef *def = c->def;
+	List *indexes = RelationGetIndexList(rel);
+	Oid result = InvalidOid;
+	ListCell *lc;
+	foreach (lc, indexes) {
+		Oid indexoid = lfirst_oid(lc);
+		Relation index = index_open(indexoid, AccessShareLock);
+		Form_pg_index form = index->rd_index;
+		bool ok = form->indisunique && form->indisvalid && form->indimmediate && index->rd_rel->relam == BTREE_AM_OID &&
+		          form->indnkeyatts == def->nkeys &&
+		          heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL) &&
+		          heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL);
+		for (int j = 0; ok && j < def->nkeys; j++) {
+			key_of_column[j] = -1;
+			for (int k = 0; k < def->nkeys; k++)
+				if (form->indkey.values[j] == c->key_attnums[k])
+					key_of_column[j] = k;
+			ok = key_of_column[j] >= 0;
+		}
+		index_close(index, AccessShareLock);
+		if (ok) {
+			result = indexoid;
+			break;
+		}
+	}
+	list_free(indexes);
+	return result;
+}
+
+void
+SerializationFailure()
+{
+	ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+	                errmsg("could not serialize access due to concurrent update")));
+}
+
+/*
+ * Find the row of the key in `params` and lock it; false if there is none. On return with true, d->found holds the
+ * locked version and *tid its location.
+ */
+bool
+LockKeyRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid)
+{
+	CounterDef *def = d->c->def;
+	int nkeys = def->nkeys;
+	for (int j = 0; j < nkeys; j++) {
+		int k = d->key_of_column[j];
+		ScanKey sk = &d->scankeys[j];
+		if (nulls[k] == 'n') {
+			sk->sk_flags = SK_ISNULL | SK_SEARCHNULL;
+			sk->sk_argument = (Datum)0;
+		} else {
+			sk->sk_flags = 0;
+			sk->sk_argument = params[k];
+		}
+	}
+	Snapshot snapshot = GetActiveSnapshot();
+	CommandId cid = GetCurrentCommandId(true);
+	for (;;) {
+		SnapshotData dirty;
+		InitDirtySnapshot(dirty);
+		IndexScanDesc scan = index_beginscan(d->rel, d->index, &dirty, nkeys, 0);
+		index_rescan(scan, d->scankeys, nkeys, nullptr, 0);
+		bool found = index_getnext_slot(scan, ForwardScanDirection, d->found);
+		index_endscan(scan);
+		if (!found)
+			return false;
+		/* Being inserted or changed by another transaction: wait for it to finish, then look again. */
+		TransactionId xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
+		if (TransactionIdIsValid(xwait)) {
+			XactLockTableWait(xwait, d->rel, &d->found->tts_tid, XLTW_InsertIndex);
+			continue;
+		}
+		*tid = d->found->tts_tid;
+		TM_FailureData tmfd;
+		TM_Result res =
+		    table_tuple_lock(d->rel, tid, snapshot, d->found, cid, LockTupleNoKeyExclusive, LockWaitBlock, 0, &tmfd);
+		switch (res) {
+		case TM_Ok:
+			/* Under a transaction snapshot, a version committed after it may not be built upon (as ON CONFLICT). */
+			if (IsolationUsesXactSnapshot() && !table_tuple_satisfies_snapshot(d->rel, d->found, snapshot)) {
+				bool isnull;
+				Datum xmin = slot_getsysattr(d->found, MinTransactionIdAttributeNumber, &isnull);
+				if (!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin)))
+					SerializationFailure();
+			}
+			return true;
+		case TM_Updated:
+		case TM_Deleted:
+			if (IsolationUsesXactSnapshot())
+				SerializationFailure();
+			continue; /* changed or removed meanwhile: look again */
+		default:
+			elog(ERROR, "counters: unexpected result %d locking a row of counter \"%s\"", (int)res, def->name);
+		}
+	}
+}
+
+void
+InsertIndexEntries(DirectTarget *d)
+{
+	if (d->estate == nullptr) {
+		d->estate = CreateExecutorState();
+		d->rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(d->rri, d->rel, 0, nullptr, 0);
+		ExecOpenIndices(d->rri, false);
+	}
+#if PG_VERSION_NUM >= 160000
+	List *r = ExecInsertIndexTuples(d->rri, d->next, d->estate, true, false, nullptr, NIL, false);
+#else
+	List *r = ExecInsertIndexTuples(d->rri, d->next, d->estate, true, false, nullptr, NIL);
+#endif
+	list_free(r);
+}
+
+} // namespace
+
+DirectTarget *
+DirectBegin(CompiledCounter *c)
+{
+	if (!c->owns_target || c->append_only || c->key_attnums == nullptr)
+		return nullptr;
+	Relation rel = table_open(c->write_rel, RowExclusiveLock);
+	if (!DirectAllowed(rel)) {
+		table_close(rel, NoLock);
+		return nullptr;
+	}
+	/* The key index found once per compiled counter (its key_of_column kept with it), checked to still exist. */
+	if (c->key_of_column == nullptr) {
+		c->key_of_column =
+		    (int *)MemoryContextAlloc(GetMemoryChunkContext(c->key_attnums), sizeof(int) * c->def->nkeys);
+		c->key_index = FindKeyIndex(rel, c, c->key_of_column);
+	}
+	Oid indexoid = c->key_index;
+	List *indexes = OidIsValid(indexoid) ? RelationGetIndexList(rel) : NIL;
+	bool exists = list_member_oid(indexes, indexoid);
+	list_free(indexes);
+	if (!exists) {
+		table_close(rel, NoLock);
+		return nullptr;
+	}
+	DirectTarget *d = (DirectTarget *)palloc0(sizeof(DirectTarget));
+	d->c = c;
+	d->rel = rel;
+	d->index = index_open(indexoid, RowExclusiveLock);
+	d->key_of_column = c->key_of_column;
+	d->found = table_slot_create(rel, nullptr);
+	d->next = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
+	d->zero = DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
+	d->scankeys = (ScanKeyData *)palloc0(sizeof(ScanKeyData) * c->def->nkeys);
+	for (int j = 0; j < c->def->nkeys; j++) {
+		Oid opfamily = d->index->rd_opfamily[j];
+		Oid opcintype = d->index->rd_opcintype[j];
+		Oid op = get_opfamily_member(opfamily, opcintype, opcintype, BTEqualStrategyNumber);
+		if (!OidIsValid(op))
+			elog(ERROR, "counters: no equality operator in operator family %u", opfamily);
+		ScanKeyEntryInitialize(&d->scankeys[j], 0, j + 1, BTEqualStrategyNumber, InvalidOid,
+		                       d->index->rd_indcollation[j], get_opcode(op), (Datum)0);
+	}
+	return d;
+}
+
+DirectResult
+DirectAdd(DirectTarget *d, Datum *params, char *nulls)
+{
+	CounterDef *def = d->c->def;
+	ItemPointerData tid;
+	if (!LockKeyRow(d, params, nulls, &tid))
+		return DirectResult::Missing;
+
+	slot_getallattrs(d->found);
+	TupleTableSlot *next = d->next;
+	ExecClearTuple(next);
+	int natts = RelationGetDescr(d->rel)->natts;
+	memcpy(next->tts_values, d->found->tts_values, sizeof(Datum) * natts);
+	memcpy(next->tts_isnull, d->found->tts_isnull, sizeof(bool) * natts);
+	bool all_zero = true;
+	for (int v = 0; v < def->nvalues; v++) {
+		int a = d->c->value_attnums[v] - 1;
+		Datum delta = params[def->nkeys + v];
+		if (next->tts_isnull[a])
+			ereport(ERROR, (errcode(ERRCODE_NOT_NULL_VIOLATION),
+			                errmsg("counter \"%s\": column \"%s\" holds NULL", def->name, d->c->value_columns[v])));
+		if (def->values[v].accum == AccumKind::Int64) {
+			int64 sum;
+			if (pg_add_s64_overflow(DatumGetInt64(next->tts_values[a]), DatumGetInt64(delta), &sum))
+				ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				                errmsg("counter \"%s\": column \"%s\" out of range for type bigint", def->name,
+				                       d->c->value_columns[v])));
+			next->tts_values[a] = Int64GetDatum(sum);
+			all_zero &= sum == 0;
+		} else {
+			Datum sum = DirectFunctionCall2(numeric_add, next->tts_values[a], delta);
+			next->tts_values[a] = sum;
+			all_zero &= DatumGetInt32(DirectFunctionCall2(numeric_cmp, sum, d->zero)) == 0;
+		}
+	}
+	CommandId cid = GetCurrentCommandId(true);
+	Snapshot snapshot = GetActiveSnapshot();
+	TM_FailureData tmfd;
+	TM_Result res;
+	if (all_zero) {
+		/* An absent row means zeros: the row goes, as the upsert path's DELETE does. */
+		res = table_tuple_delete(d->rel, &tid, cid, snapshot, InvalidSnapshot, true, &tmfd, false);
+	} else {
+		ExecStoreVirtualTuple(next);
+		LockTupleMode lockmode;
+#if PG_VERSION_NUM >= 160000
+		TU_UpdateIndexes update_indexes;
+		res = table_tuple_update(d->rel, &tid, next, cid, snapshot, InvalidSnapshot, true, &tmfd, &lockmode,
+		                         &update_indexes);
+		if (res == TM_Ok && update_indexes != TU_None)
+			InsertIndexEntries(d);
+#else
+		bool update_indexes;
+		res = table_tuple_update(d->rel, &tid, next, cid, snapshot, InvalidSnapshot, true, &tmfd, &lockmode,
+		                         &update_indexes);
+		if (res == TM_Ok && update_indexes)
+			InsertIndexEntries(d);
+#endif
+	}
+	/* We hold the row's lock: nothing else can have changed it. */
+	if (res != TM_Ok)
+		elog(ERROR, "counters: unexpected result %d writing a row of counter \"%s\"", (int)res, def->name);
+	d->modified = true;
+	return DirectResult::Applied;
+}
+
+void
+DirectEnd(DirectTarget *d)
+{
+	if (d == nullptr)
+		return;
+	if (d->estate != nullptr) {
+		ExecCloseIndices(d->rri);
+		FreeExecutorState(d->estate);
+	}
+	ExecDropSingleTupleTableSlot(d->found);
+	ExecDropSingleTupleTableSlot(d->next);
+	index_close(d->index, NoLock);
+	table_close(d->rel, NoLock);
+	/* Later statements (and a later step for the same key) see the new versions. */
+	if (d->modified)
+		CommandCounterIncrement();
+	pfree(d->scankeys);
+	pfree(d);
+}
+
+} // namespace counters
