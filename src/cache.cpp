@@ -21,7 +21,9 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "rewrite/rewriteHandler.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -201,6 +203,11 @@ AppendUpsertTail(StringInfo sql, CompiledCounter *c)
 	for (int i = 0; i < def->nvalues; i++)
 		appendStringInfo(sql, "%sc.%s OPERATOR(pg_catalog.=) 0", i ? " AND " : "",
 		                 quote_identifier(c->value_columns[i]));
+	/* the new values and the keys, for checking bounds */
+	for (int i = 0; i < def->nvalues; i++)
+		appendStringInfo(sql, ", c.%s", quote_identifier(c->value_columns[i]));
+	for (int i = 0; i < def->nkeys; i++)
+		appendStringInfo(sql, ", c.%s", quote_identifier(c->key_columns[i]));
 }
 
 /*
@@ -381,6 +388,9 @@ PreparePlans(CompiledCounter *c)
 			                 OperatorSchema(tc->eq_opr), i + 1, QualifiedTypeName(att->atttypid, att->atttypmod));
 		}
 		table_close(rel, AccessShareLock);
+		appendStringInfoString(&sql, " RETURNING ");
+		for (int i = 0; i < def->nvalues; i++)
+			appendStringInfo(&sql, "%st.%s", i ? ", " : "", quote_identifier(c->value_columns[i]));
 		c->apply_plan = PrepareKept(sql.data, nparams, argtypes);
 
 		resetStringInfo(&sql);
@@ -418,6 +428,40 @@ CompileKeys(CompiledCounter *c)
 	}
 }
 
+/* The bounds set with counters.set_bounds, from arrays of column names, minimums and maximums (NULL = none). */
+void
+ReadBounds(CompiledCounter *c, Datum columns, Datum mins, Datum maxs)
+{
+	if (columns == (Datum)0)
+		return;
+	CounterDef *def = c->def;
+	Datum *names, *lo, *hi;
+	bool *names_null, *lo_null, *hi_null;
+	int n, nlo, nhi;
+	deconstruct_array(DatumGetArrayTypeP(columns), TEXTOID, -1, false, TYPALIGN_INT, &names, &names_null, &n);
+	deconstruct_array(DatumGetArrayTypeP(mins), NUMERICOID, -1, false, TYPALIGN_INT, &lo, &lo_null, &nlo);
+	deconstruct_array(DatumGetArrayTypeP(maxs), NUMERICOID, -1, false, TYPALIGN_INT, &hi, &hi_null, &nhi);
+	c->has_min = (bool *)palloc0(sizeof(bool) * def->nvalues);
+	c->has_max = (bool *)palloc0(sizeof(bool) * def->nvalues);
+	c->min = (Datum *)palloc0(sizeof(Datum) * def->nvalues);
+	c->max = (Datum *)palloc0(sizeof(Datum) * def->nvalues);
+	for (int i = 0; i < n; i++) {
+		char *name = TextDatumGetCString(names[i]);
+		for (int v = 0; v < def->nvalues; v++) {
+			if (strcmp(def->values[v].column_name, name) != 0)
+				continue;
+			if (!lo_null[i]) {
+				c->has_min[v] = true;
+				c->min[v] = datumCopy(lo[i], false, -1);
+			}
+			if (!hi_null[i]) {
+				c->has_max[v] = true;
+				c->max[v] = datumCopy(hi[i], false, -1);
+			}
+		}
+	}
+}
+
 /* Build the entry's counters; on error the half-built context (child of the caller's) goes away with it. */
 void
 BuildEntry(SourceCounters *entry)
@@ -432,8 +476,15 @@ BuildEntry(SourceCounters *entry)
 	Oid argtypes[1] = {OIDOID};
 	Datum args[1] = {ObjectIdGetDatum(source)};
 	int ret = SPI_execute_with_args("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
-	                                "c.log::pg_catalog.oid, c.totals::pg_catalog.oid FROM counters.counter c WHERE "
-	                                "c.source OPERATOR(pg_catalog.=) $1 "
+	                                "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
+	                                "b.columns, b.mins, b.maxs FROM counters.counter c, LATERAL ("
+	                                "SELECT pg_catalog.array_agg(e.key) AS columns, "
+	                                "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
+	                                " AS mins, "
+	                                "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'max')::pg_catalog.numeric)"
+	                                " AS maxs "
+	                                "FROM pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') e) b "
+	                                "WHERE c.source OPERATOR(pg_catalog.=) $1 "
 	                                "ORDER BY c.name COLLATE \"C\"",
 	                                1, argtypes, args, nullptr, false, 0);
 	/* (Not read-only: a fresh snapshot sees counters declared earlier in this transaction.) */
@@ -480,6 +531,8 @@ BuildEntry(SourceCounters *entry)
 			table_close(trel, AccessShareLock);
 			CompileKeys(c);
 			ResolveColumns(c);
+			ReadBounds(c, SPI_getbinval(tup, tupdesc, 7, &isnull), SPI_getbinval(tup, tupdesc, 8, &isnull),
+			           SPI_getbinval(tup, tupdesc, 9, &isnull));
 			/* Statements are analysed with the owner's privileges, as they will run (e.g. USAGE on its schema). */
 			Oid saved_user;
 			int saved_sec;

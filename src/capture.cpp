@@ -522,6 +522,9 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 				     SPI_result_code_string(ret));
 			SPITupleTable *upserted = SPI_tuptable;
 			bool isnull;
+			for (int v = 0; r->c->has_min != nullptr && v < def->nvalues; v++)
+				CheckBounds(r->c, v, SPI_getbinval(upserted->vals[0], upserted->tupdesc, 3 + v, &isnull),
+				            SPI_gettypeid(upserted->tupdesc, 3 + v), params, nulls);
 			bool all_zero = DatumGetBool(SPI_getbinval(upserted->vals[0], upserted->tupdesc, 2, &isnull));
 			if (all_zero) {
 				Datum ctid = SPI_getbinval(upserted->vals[0], upserted->tupdesc, 1, &isnull);
@@ -531,9 +534,18 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 					     SPI_result_code_string(ret));
 			}
 			SPI_freetuptable(upserted);
-		} else if (ret != SPI_OK_UPDATE) {
+		} else if (ret != SPI_OK_UPDATE_RETURNING) {
 			elog(ERROR, "counters: applying a delta to counter \"%s\" failed: %s", def->name,
 			     SPI_result_code_string(ret));
+		} else {
+			for (uint64 row = 0; row < SPI_processed && r->c->has_min != nullptr; row++)
+				for (int v = 0; v < def->nvalues; v++) {
+					bool isnull;
+					Datum value = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1 + v, &isnull);
+					if (!isnull)
+						CheckBounds(r->c, v, value, SPI_gettypeid(SPI_tuptable->tupdesc, 1 + v), params, nulls);
+				}
+			SPI_freetuptable(SPI_tuptable);
 		}
 	}
 	DirectEnd(direct);
@@ -546,6 +558,22 @@ DeleteZeroRows(CompiledCounter *c, Datum *scratch)
 	SPITupleTable *upserted = SPI_tuptable;
 	uint64 nrows = SPI_processed;
 	uint32 nzero = 0;
+	CounterDef *def = c->def;
+	if (c->has_min != nullptr) {
+		/* RETURNING ctid, all zero, the values, then the keys */
+		Datum *keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
+		char *key_nulls = (char *)palloc(sizeof(char) * def->nkeys);
+		for (uint64 i = 0; i < nrows; i++) {
+			bool isnull;
+			for (int k = 0; k < def->nkeys; k++) {
+				keys[k] = SPI_getbinval(upserted->vals[i], upserted->tupdesc, 3 + def->nvalues + k, &isnull);
+				key_nulls[k] = isnull ? 'n' : ' ';
+			}
+			for (int v = 0; v < def->nvalues; v++)
+				CheckBounds(c, v, SPI_getbinval(upserted->vals[i], upserted->tupdesc, 3 + v, &isnull),
+				            SPI_gettypeid(upserted->tupdesc, 3 + v), keys, key_nulls);
+		}
+	}
 	for (uint64 i = 0; i < nrows; i++) {
 		bool isnull;
 		if (DatumGetBool(SPI_getbinval(upserted->vals[i], upserted->tupdesc, 2, &isnull)))
@@ -685,6 +713,53 @@ FinishRun(Run *run)
 }
 
 } // namespace
+
+void
+CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, const char *key_nulls)
+{
+	if (c->has_min == nullptr || (!c->has_min[v] && !c->has_max[v]))
+		return;
+	Datum n;
+	switch (type) {
+	case INT8OID:
+		n = DirectFunctionCall1(int8_numeric, value);
+		break;
+	case INT4OID:
+		n = DirectFunctionCall1(int4_numeric, value);
+		break;
+	case INT2OID:
+		n = DirectFunctionCall1(int2_numeric, value);
+		break;
+	default:
+		n = value;
+	}
+	bool below = c->has_min[v] && DatumGetInt32(DirectFunctionCall2(numeric_cmp, n, c->min[v])) < 0;
+	bool above = c->has_max[v] && DatumGetInt32(DirectFunctionCall2(numeric_cmp, n, c->max[v])) > 0;
+	if (!below && !above)
+		return;
+	CounterDef *def = c->def;
+	StringInfoData names, vals;
+	initStringInfo(&names);
+	initStringInfo(&vals);
+	for (int k = 0; k < def->nkeys; k++) {
+		appendStringInfo(&names, "%s%s", k ? ", " : "", quote_identifier(c->key_columns[k]));
+		if (key_nulls != nullptr && key_nulls[k] == 'n')
+			appendStringInfo(&vals, "%snull", k ? ", " : "");
+		else {
+			Oid out;
+			bool varlena;
+			getTypeOutputInfo(def->keys[k].type, &out, &varlena);
+			appendStringInfo(&vals, "%s%s", k ? ", " : "", OidOutputFunctionCall(out, keys[k]));
+		}
+	}
+	char *would = DatumGetCString(DirectFunctionCall1(numeric_out, n));
+	char *bound = DatumGetCString(DirectFunctionCall1(numeric_out, below ? c->min[v] : c->max[v]));
+	ereport(ERROR,
+	        (errcode(ERRCODE_CHECK_VIOLATION),
+	         errmsg("counter \"%s\": %s would be %s for key (%s)=(%s), %s its %s %s", def->name, c->value_columns[v],
+	                would, names.data, vals.data, below ? "below" : "above", below ? "minimum" : "maximum", bound),
+	         errhint("The bounds were set with counters.set_bounds().")));
+}
 
 void
 CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows)

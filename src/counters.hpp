@@ -101,6 +101,11 @@ struct CompiledCounter {
 	const char **value_columns;
 	AttrNumber *key_attnums; /* their attribute numbers (tables created by create_counter; else NULL) */
 	AttrNumber *value_attnums;
+	/* counters.set_bounds: per value column, numeric bounds (has_min/has_max say which are set); NULL if none */
+	bool *has_min;
+	bool *has_max;
+	Datum *min;
+	Datum *max;
 	Oid key_index;               /* the unique index on the key columns, found by the first DirectBegin */
 	int *key_of_column;          /* its columns' key numbers; NULL until then */
 	SPIPlanPtr apply_plan;       /* upsert (owned table) or UPDATE (existing target) of one key */
@@ -145,6 +150,12 @@ void CountRelationRows(Relation rel, Oid source, int sign);
 /* The declared source a relation feeds: its partitioned root, or itself. */
 Oid SourceOf(Oid relid);
 void ZeroCounters(Relation rel);
+
+/*
+ * Raise check_violation (23514) if value column `v` of counter `c` would become `value` (of type `type`: an integer
+ * type or numeric) outside its bounds for the key in keys/nulls ('n' = NULL, as SPI takes them).
+ */
+void CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, const char *key_nulls);
 
 /* The compaction background worker (worker.cpp): GUCs, and workers registered when preloaded. */
 void InitWorkers();

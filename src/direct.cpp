@@ -224,6 +224,9 @@ DirectBegin(CompiledCounter *c)
 		table_close(rel, NoLock);
 		return nullptr;
 	}
+	/* A published table must be able to publish the updates and deletes (as the executor checks). */
+	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+	CheckCmdReplicaIdentity(rel, CMD_DELETE);
 	DirectTarget *d = (DirectTarget *)palloc0(sizeof(DirectTarget));
 	d->c = c;
 	d->rel = rel;
@@ -274,9 +277,11 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls)
 				                       d->c->value_columns[v])));
 			next->tts_values[a] = Int64GetDatum(sum);
 			all_zero &= sum == 0;
+			CheckBounds(d->c, v, next->tts_values[a], INT8OID, params, nulls);
 		} else {
 			Datum sum = DirectFunctionCall2(numeric_add, next->tts_values[a], delta);
 			next->tts_values[a] = sum;
+			CheckBounds(d->c, v, sum, NUMERICOID, params, nulls);
 			all_zero &= DatumGetInt32(DirectFunctionCall2(numeric_cmp, sum, d->zero)) == 0;
 		}
 	}

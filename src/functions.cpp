@@ -486,6 +486,24 @@ COUNTERS_FUNCTION(counters_describe_keys)
 	return (Datum)0;
 }
 
+/* Whether a counter has bounds (counters.set_bounds). */
+static bool
+HasBounds(text *name)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {PointerGetDatum(name)};
+	int ret = SPI_execute_with_args("SELECT 1 FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1 "
+	                                "AND options OPERATOR(pg_catalog.?) 'bounds'",
+	                                1, argtypes, args, nullptr, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
+	bool found = SPI_processed > 0;
+	SPI_finish();
+	return found;
+}
+
 /* counters._set_mode(name, target, mode, totals, log): record a counter's mode and relations (see alter_counter). */
 COUNTERS_FUNCTION(counters_set_mode)
 {
@@ -495,6 +513,10 @@ COUNTERS_FUNCTION(counters_set_mode)
 	char *cname = text_to_cstring(name);
 	Oid source = CatalogSource(name);
 	RequireOwner(cname, source);
+	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(2)), "exact") != 0 && HasBounds(name))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\" has bounds, which only exact mode can check at write time", cname),
+		                errhint("Remove them first with counters.set_bounds(name, column_name).")));
 	Oid argtypes[5] = {TEXTOID, OIDOID, TEXTOID, OIDOID, OIDOID};
 	Datum values[5] = {PointerGetDatum(name), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
 	                   PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3),
@@ -504,6 +526,30 @@ COUNTERS_FUNCTION(counters_set_mode)
 	                      "totals = $4::pg_catalog.regclass, log = $5::pg_catalog.regclass "
 	                      "WHERE name OPERATOR(pg_catalog.=) $1",
 	                      5, argtypes, values, nulls, SPI_OK_UPDATE);
+	CacheInvalidateRelcacheByRelid(source);
+	PG_RETURN_VOID();
+}
+
+/*
+ * counters._set_option(name, key, value jsonb): set (or, with a NULL value, remove) one entry of a counter's options
+ * (bounds, thresholds), ownership checked, caches invalidated. The callers validate the value.
+ */
+COUNTERS_FUNCTION(counters_set_option)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counters._set_option: arguments are null")));
+	text *name = PG_GETARG_TEXT_PP(0);
+	char *cname = text_to_cstring(name);
+	Oid source = CatalogSource(name);
+	RequireOwner(cname, source);
+	Oid argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
+	Datum values[3] = {PointerGetDatum(name), PG_GETARG_DATUM(1), PG_ARGISNULL(2) ? (Datum)0 : PG_GETARG_DATUM(2)};
+	char nulls[3] = {' ', ' ', PG_ARGISNULL(2) ? 'n' : ' '};
+	ExecuteAsCatalogOwner("UPDATE counters.counter SET options = CASE WHEN $3 IS NULL "
+	                      "THEN options OPERATOR(pg_catalog.-) $2 "
+	                      "ELSE options OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object($2, $3) END "
+	                      "WHERE name OPERATOR(pg_catalog.=) $1",
+	                      3, argtypes, values, nulls, SPI_OK_UPDATE);
 	CacheInvalidateRelcacheByRelid(source);
 	PG_RETURN_VOID();
 }

@@ -1,0 +1,56 @@
+--
+-- upgrade: ALTER EXTENSION counters UPDATE from the previous release (0.1) keeps existing counters working, and an
+-- updated installation has exactly the objects of a fresh one.
+--
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+-- The members of a fresh installation (this run installed the default version).
+CREATE TEMP TABLE fresh AS
+SELECT pg_describe_object(classid, objid, 0) AS member
+  FROM pg_depend WHERE refclassid = 'pg_extension'::regclass
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'counters') AND deptype = 'e';
+SELECT extversion FROM pg_extension WHERE extname = 'counters';
+
+-- Install 0.1 and declare counters with it, in both modes.
+DROP EXTENSION counters;
+CREATE EXTENSION counters VERSION '0.1';
+CREATE SCHEMA upgrade_test;
+SET search_path = upgrade_test;
+CREATE TABLE posts (id serial PRIMARY KEY, blog_id int NOT NULL, rating int NOT NULL DEFAULT 0);
+INSERT INTO posts (blog_id, rating) SELECT 1 + g % 4, g FROM generate_series(1, 40) g;
+SELECT counters.create_counter('blog_posts', 'SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts GROUP BY blog_id');
+SELECT counters.create_counter('blog_posts_log', 'SELECT blog_id, count(*) AS posts FROM posts GROUP BY blog_id', mode => 'log');
+INSERT INTO posts (blog_id) VALUES (2), (5);
+
+-- Update, in a session that has used the 0.1 functions already.
+ALTER EXTENSION counters UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'counters';
+-- Same members as a fresh installation, nothing more, nothing less.
+SELECT 'missing after update' AS side, member FROM fresh
+EXCEPT SELECT 'missing after update', pg_describe_object(classid, objid, 0)
+  FROM pg_depend WHERE refclassid = 'pg_extension'::regclass
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'counters') AND deptype = 'e'
+UNION ALL
+(SELECT 'not in a fresh install', pg_describe_object(classid, objid, 0)
+  FROM pg_depend WHERE refclassid = 'pg_extension'::regclass
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'counters') AND deptype = 'e'
+EXCEPT SELECT 'not in a fresh install', member FROM fresh)
+ORDER BY 1, 2;
+
+-- The counters declared with 0.1 keep counting, and 0.2's features apply to them.
+INSERT INTO posts (blog_id, rating) VALUES (1, 7), (3, 1);
+UPDATE posts SET blog_id = 4 WHERE id % 5 = 0;
+DELETE FROM posts WHERE id % 7 = 0;
+SELECT * FROM counters.verify();
+SELECT counters.compact('blog_posts_log') > 0 AS compacted;
+SELECT counters.set_bounds('blog_posts', 'posts', max => 15);
+INSERT INTO posts (blog_id) SELECT 1 FROM generate_series(1, 10);
+\echo SQLSTATE :SQLSTATE
+SELECT * FROM counters.bounds;
+SELECT * FROM counters.verify();
+SELECT name, mode FROM counters.counters ORDER BY name;
+
+SELECT counters.drop_counter('blog_posts');
+SELECT counters.drop_counter('blog_posts_log');
+RESET search_path;
+DROP SCHEMA upgrade_test CASCADE;
