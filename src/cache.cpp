@@ -462,6 +462,61 @@ ReadBounds(CompiledCounter *c, Datum columns, Datum mins, Datum maxs)
 	}
 }
 
+/*
+ * The thresholds set with counters.set_thresholds: per value column, its thresholds in ascending order and the
+ * callback.
+ */
+void
+ReadThresholds(CompiledCounter *c)
+{
+	CounterDef *def = c->def;
+	MemoryContext cxt = CurrentMemoryContext;
+	c->has_thresholds = true;
+	c->nthresholds = (int *)palloc0(sizeof(int) * def->nvalues);
+	c->thresholds = (Datum **)palloc0(sizeof(Datum *) * def->nvalues);
+	c->callbacks = (Oid *)palloc0(sizeof(Oid) * def->nvalues);
+	c->callback_missing = (bool *)palloc0(sizeof(bool) * def->nvalues);
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(def->name)};
+	int ret = SPI_execute_with_args(
+	    "SELECT e.key, e.value OPERATOR(pg_catalog.->>) 'callback', "
+	    "pg_catalog.to_regprocedure(e.value OPERATOR(pg_catalog.->>) 'callback')::pg_catalog.oid, "
+	    "pg_catalog.array_agg(t::pg_catalog.numeric ORDER BY t::pg_catalog.numeric) "
+	    "FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') e, "
+	    "pg_catalog.jsonb_array_elements_text(e.value OPERATOR(pg_catalog.->) 'values') t "
+	    "WHERE c.name OPERATOR(pg_catalog.=) $1 GROUP BY 1, 2, 3",
+	    1, argtypes, args, nullptr, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading thresholds failed: %s", SPI_result_code_string(ret));
+	MemoryContextSwitchTo(cxt);
+	for (uint64 r = 0; r < SPI_processed; r++) {
+		HeapTuple tup = SPI_tuptable->vals[r];
+		TupleDesc desc = SPI_tuptable->tupdesc;
+		bool isnull, callback_null, oid_null;
+		char *column = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull));
+		Datum callback_text = SPI_getbinval(tup, desc, 2, &callback_null);
+		Datum callback = SPI_getbinval(tup, desc, 3, &oid_null);
+		/* A callback that no longer exists is reported when a crossing would call it (see AnnounceCrossings). */
+		(void)callback_text;
+		Datum *values;
+		bool *nulls;
+		int nvalues;
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 4, &isnull)), NUMERICOID, -1, false, TYPALIGN_INT,
+		                  &values, &nulls, &nvalues);
+		for (int v = 0; v < def->nvalues; v++) {
+			if (strcmp(def->values[v].column_name, column) != 0)
+				continue;
+			c->nthresholds[v] = nvalues;
+			c->thresholds[v] = (Datum *)palloc(sizeof(Datum) * nvalues);
+			for (int t = 0; t < nvalues; t++)
+				c->thresholds[v][t] = datumCopy(values[t], false, -1);
+			c->callbacks[v] = oid_null ? InvalidOid : DatumGetObjectId(callback);
+			c->callback_missing[v] = !callback_null && oid_null;
+		}
+	}
+	SPI_freetuptable(SPI_tuptable);
+}
+
 /* Build the entry's counters; on error the half-built context (child of the caller's) goes away with it. */
 void
 BuildEntry(SourceCounters *entry)
@@ -477,7 +532,8 @@ BuildEntry(SourceCounters *entry)
 	Datum args[1] = {ObjectIdGetDatum(source)};
 	int ret = SPI_execute_with_args("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
 	                                "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
-	                                "b.columns, b.mins, b.maxs FROM counters.counter c, LATERAL ("
+	                                "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds' "
+	                                "FROM counters.counter c, LATERAL ("
 	                                "SELECT pg_catalog.array_agg(e.key) AS columns, "
 	                                "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
 	                                " AS mins, "
@@ -492,6 +548,7 @@ BuildEntry(SourceCounters *entry)
 		elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
 
 	int n = (int)SPI_processed;
+	SPITupleTable *catalog = SPI_tuptable;
 	MemoryContextSwitchTo(cxt);
 	CompiledCounter *compiled = (CompiledCounter *)palloc0(sizeof(CompiledCounter) * (n > 0 ? n : 1));
 	/* Plans are kept under CacheMemoryContext by SPI_keepplan: release them if anything below fails. */
@@ -500,8 +557,8 @@ BuildEntry(SourceCounters *entry)
 	{
 		for (int i = 0; i < n; i++) {
 			MemoryContextSwitchTo(cxt);
-			HeapTuple tup = SPI_tuptable->vals[i];
-			TupleDesc tupdesc = SPI_tuptable->tupdesc;
+			HeapTuple tup = catalog->vals[i];
+			TupleDesc tupdesc = catalog->tupdesc;
 			bool isnull;
 			char *name = TextDatumGetCString(SPI_getbinval(tup, tupdesc, 1, &isnull));
 			Oid target = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 2, &isnull));
@@ -533,6 +590,8 @@ BuildEntry(SourceCounters *entry)
 			ResolveColumns(c);
 			ReadBounds(c, SPI_getbinval(tup, tupdesc, 7, &isnull), SPI_getbinval(tup, tupdesc, 8, &isnull),
 			           SPI_getbinval(tup, tupdesc, 9, &isnull));
+			if (DatumGetBool(SPI_getbinval(tup, tupdesc, 10, &isnull)))
+				ReadThresholds(c);
 			/* Statements are analysed with the owner's privileges, as they will run (e.g. USAGE on its schema). */
 			Oid saved_user;
 			int saved_sec;

@@ -25,6 +25,7 @@ extern "C" {
 #include "access/tableam.h"
 #include "access/tupconvert.h"
 #include "catalog/pg_type.h"
+#include "commands/async.h"
 #include "commands/trigger.h"
 #include "common/hashfn.h"
 #include "common/int.h"
@@ -35,11 +36,14 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 }
 
@@ -522,9 +526,12 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 				     SPI_result_code_string(ret));
 			SPITupleTable *upserted = SPI_tuptable;
 			bool isnull;
-			for (int v = 0; r->c->has_min != nullptr && v < def->nvalues; v++)
-				CheckBounds(r->c, v, SPI_getbinval(upserted->vals[0], upserted->tupdesc, 3 + v, &isnull),
-				            SPI_gettypeid(upserted->tupdesc, 3 + v), params, nulls);
+			for (int v = 0; (r->c->has_min != nullptr || r->c->has_thresholds) && v < def->nvalues; v++) {
+				Datum value = SPI_getbinval(upserted->vals[0], upserted->tupdesc, 3 + v, &isnull);
+				Oid type = SPI_gettypeid(upserted->tupdesc, 3 + v);
+				CheckBounds(r->c, v, value, type, params, nulls);
+				NoteCrossings(r->c, v, value, type, params[def->nkeys + v], params, nulls);
+			}
 			bool all_zero = DatumGetBool(SPI_getbinval(upserted->vals[0], upserted->tupdesc, 2, &isnull));
 			if (all_zero) {
 				Datum ctid = SPI_getbinval(upserted->vals[0], upserted->tupdesc, 1, &isnull);
@@ -538,12 +545,15 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 			elog(ERROR, "counters: applying a delta to counter \"%s\" failed: %s", def->name,
 			     SPI_result_code_string(ret));
 		} else {
-			for (uint64 row = 0; row < SPI_processed && r->c->has_min != nullptr; row++)
+			for (uint64 row = 0; row < SPI_processed && (r->c->has_min != nullptr || r->c->has_thresholds); row++)
 				for (int v = 0; v < def->nvalues; v++) {
 					bool isnull;
 					Datum value = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1 + v, &isnull);
-					if (!isnull)
-						CheckBounds(r->c, v, value, SPI_gettypeid(SPI_tuptable->tupdesc, 1 + v), params, nulls);
+					Oid type = SPI_gettypeid(SPI_tuptable->tupdesc, 1 + v);
+					if (isnull)
+						continue;
+					CheckBounds(r->c, v, value, type, params, nulls);
+					NoteCrossings(r->c, v, value, type, params[def->nkeys + v], params, nulls);
 				}
 			SPI_freetuptable(SPI_tuptable);
 		}
@@ -664,7 +674,8 @@ ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
 	error_context_stack = &context;
 	Identity id;
 	Enter(&id, r->c->owner);
-	if (n > 1 && r->c->bulk_plan != nullptr)
+	/* (Crossing thresholds needs each key's delta next to its new value: key by key.) */
+	if (n > 1 && r->c->bulk_plan != nullptr && !r->c->has_thresholds)
 		ApplyBulk(r, sorted, n, params);
 	else
 		ApplyEach(r, sorted, n, params, nulls);
@@ -684,6 +695,98 @@ ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
 	pfree(sorted);
 }
 
+/* A value that crossed a threshold (counters.set_thresholds). */
+struct Crossing {
+	CompiledCounter *c;
+	int v;
+	Datum *keys;
+	bool *key_nulls;
+	Datum old_value; /* numeric */
+	Datum new_value;
+	Datum threshold;
+	bool up;
+};
+
+/* The crossings of the statement being applied (allocated in CurTransactionContext). */
+List *crossings = NIL;
+
+void
+AppendJsonValue(StringInfo buf, Oid type, Datum value)
+{
+	Oid out;
+	bool varlena;
+	getTypeOutputInfo(type, &out, &varlena);
+	char *text = OidOutputFunctionCall(out, value);
+	switch (type) {
+	case INT2OID:
+	case INT4OID:
+	case INT8OID:
+	case NUMERICOID:
+	case OIDOID:
+		appendStringInfoString(buf, text);
+		break;
+	case BOOLOID:
+		appendStringInfoString(buf, DatumGetBool(value) ? "true" : "false");
+		break;
+	default:
+		escape_json(buf, text);
+	}
+}
+
+/*
+ * Announce each crossing: NOTIFY on channel "counters.<counter>" (delivered if the transaction commits) with a JSON
+ * payload, then the counter's callback for the column, if any, called as the user whose statement crossed it.
+ */
+void
+AnnounceCrossings(List *list)
+{
+	ListCell *lc;
+	foreach (lc, list) {
+		Crossing *x = (Crossing *)lfirst(lc);
+		CompiledCounter *c = x->c;
+		CounterDef *def = c->def;
+		StringInfoData key;
+		initStringInfo(&key);
+		appendStringInfoChar(&key, '{');
+		for (int k = 0; k < def->nkeys; k++) {
+			if (k > 0)
+				appendStringInfoString(&key, ", ");
+			escape_json(&key, c->key_columns[k]);
+			appendStringInfoString(&key, ": ");
+			if (x->key_nulls[k])
+				appendStringInfoString(&key, "null");
+			else
+				AppendJsonValue(&key, def->keys[k].type, x->keys[k]);
+		}
+		appendStringInfoChar(&key, '}');
+		char *old_text = DatumGetCString(DirectFunctionCall1(numeric_out, x->old_value));
+		char *new_text = DatumGetCString(DirectFunctionCall1(numeric_out, x->new_value));
+		char *threshold_text = DatumGetCString(DirectFunctionCall1(numeric_out, x->threshold));
+		const char *direction = x->up ? "up" : "down";
+		StringInfoData payload;
+		initStringInfo(&payload);
+		appendStringInfoString(&payload, "{\"counter\": ");
+		escape_json(&payload, def->name);
+		appendStringInfo(&payload, ", \"key\": %s, \"column\": ", key.data);
+		escape_json(&payload, def->values[x->v].column_name);
+		appendStringInfo(&payload, ", \"old\": %s, \"new\": %s, \"threshold\": %s, \"direction\": \"%s\"}", old_text,
+		                 new_text, threshold_text, direction);
+		Async_Notify(psprintf("counters.%s", def->name), payload.data);
+		Oid callback = c->callbacks[x->v];
+		if (c->callback_missing[x->v] ||
+		    (OidIsValid(callback) && !SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(callback))))
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
+			                errmsg("counter \"%s\": the threshold callback of column \"%s\" no longer exists",
+			                       def->name, def->values[x->v].column_name),
+			                errhint("Set the thresholds again with counters.set_thresholds().")));
+		if (OidIsValid(callback))
+			OidFunctionCall7Coll(callback, InvalidOid, CStringGetTextDatum(def->name),
+			                     DirectFunctionCall1(jsonb_in, CStringGetDatum(key.data)),
+			                     CStringGetTextDatum(def->values[x->v].column_name), x->old_value, x->new_value,
+			                     x->threshold, CStringGetTextDatum(direction));
+	}
+}
+
 void
 ApplyDeltas(Run *run)
 {
@@ -698,8 +801,14 @@ ApplyDeltas(Run *run)
 		char *nulls = (char *)palloc(sizeof(char) * maxparams);
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "counters: SPI_connect failed");
+		/* This statement's threshold crossings; a nested statement (a callback's) collects its own. */
+		List *outer = crossings;
+		crossings = NIL;
 		for (int i = 0; i < run->ncounters; i++)
 			ApplyCounter(run, &run->runs[i], params, nulls);
+		List *mine = crossings;
+		crossings = outer;
+		AnnounceCrossings(mine);
 		SPI_finish();
 	}
 }
@@ -714,25 +823,27 @@ FinishRun(Run *run)
 
 } // namespace
 
+Datum
+ToNumeric(Datum value, Oid type)
+{
+	switch (type) {
+	case INT8OID:
+		return DirectFunctionCall1(int8_numeric, value);
+	case INT4OID:
+		return DirectFunctionCall1(int4_numeric, value);
+	case INT2OID:
+		return DirectFunctionCall1(int2_numeric, value);
+	default:
+		return value;
+	}
+}
+
 void
 CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, const char *key_nulls)
 {
 	if (c->has_min == nullptr || (!c->has_min[v] && !c->has_max[v]))
 		return;
-	Datum n;
-	switch (type) {
-	case INT8OID:
-		n = DirectFunctionCall1(int8_numeric, value);
-		break;
-	case INT4OID:
-		n = DirectFunctionCall1(int4_numeric, value);
-		break;
-	case INT2OID:
-		n = DirectFunctionCall1(int2_numeric, value);
-		break;
-	default:
-		n = value;
-	}
+	Datum n = ToNumeric(value, type);
 	bool below = c->has_min[v] && DatumGetInt32(DirectFunctionCall2(numeric_cmp, n, c->min[v])) < 0;
 	bool above = c->has_max[v] && DatumGetInt32(DirectFunctionCall2(numeric_cmp, n, c->max[v])) > 0;
 	if (!below && !above)
@@ -759,6 +870,41 @@ CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, const
 	         errmsg("counter \"%s\": %s would be %s for key (%s)=(%s), %s its %s %s", def->name, c->value_columns[v],
 	                would, names.data, vals.data, below ? "below" : "above", below ? "minimum" : "maximum", bound),
 	         errhint("The bounds were set with counters.set_bounds().")));
+}
+
+void
+NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Datum *keys, const char *key_nulls)
+{
+	if (!c->has_thresholds || c->nthresholds[v] == 0)
+		return;
+	CounterDef *def = c->def;
+	MemoryContext old = MemoryContextSwitchTo(CurTransactionContext);
+	Datum new_value = ToNumeric(value, type);
+	Datum old_value = DirectFunctionCall2(
+	    numeric_sub, new_value,
+	    def->values[v].accum == AccumKind::Int64 ? DirectFunctionCall1(int8_numeric, delta) : delta);
+	for (int t = 0; t < c->nthresholds[v]; t++) {
+		Datum threshold = c->thresholds[v][t];
+		bool was_below = DatumGetInt32(DirectFunctionCall2(numeric_cmp, old_value, threshold)) < 0;
+		bool is_below = DatumGetInt32(DirectFunctionCall2(numeric_cmp, new_value, threshold)) < 0;
+		if (was_below == is_below)
+			continue;
+		Crossing *x = (Crossing *)palloc(sizeof(Crossing));
+		x->c = c;
+		x->v = v;
+		x->keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
+		x->key_nulls = (bool *)palloc(sizeof(bool) * def->nkeys);
+		for (int k = 0; k < def->nkeys; k++) {
+			x->key_nulls[k] = key_nulls != nullptr && key_nulls[k] == 'n';
+			x->keys[k] = x->key_nulls[k] ? (Datum)0 : datumCopy(keys[k], c->key_byval[k], c->key_typlen[k]);
+		}
+		x->old_value = old_value;
+		x->new_value = new_value;
+		x->threshold = threshold;
+		x->up = was_below;
+		crossings = lappend(crossings, x);
+	}
+	MemoryContextSwitchTo(old);
 }
 
 void

@@ -106,6 +106,12 @@ struct CompiledCounter {
 	bool *has_max;
 	Datum *min;
 	Datum *max;
+	/* counters.set_thresholds: per value column, sorted numeric thresholds and a callback (InvalidOid if none) */
+	bool has_thresholds;
+	int *nthresholds;
+	Datum **thresholds;
+	Oid *callbacks;
+	bool *callback_missing;      /* a callback was set but no longer exists */
 	Oid key_index;               /* the unique index on the key columns, found by the first DirectBegin */
 	int *key_of_column;          /* its columns' key numbers; NULL until then */
 	SPIPlanPtr apply_plan;       /* upsert (owned table) or UPDATE (existing target) of one key */
@@ -156,6 +162,13 @@ void ZeroCounters(Relation rel);
  * type or numeric) outside its bounds for the key in keys/nulls ('n' = NULL, as SPI takes them).
  */
 void CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, const char *key_nulls);
+/*
+ * Note every threshold of value column `v` that its value crossed, now `value` (of type `type`) after adding
+ * `delta` (int8 or numeric as the column accumulates); they are announced once the statement's deltas are applied.
+ */
+void NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Datum *keys, const char *key_nulls);
+/* An integer or numeric value as numeric. */
+Datum ToNumeric(Datum value, Oid type);
 
 /* The compaction background worker (worker.cpp): GUCs, and workers registered when preloaded. */
 void InitWorkers();

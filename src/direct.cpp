@@ -278,10 +278,12 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls)
 			next->tts_values[a] = Int64GetDatum(sum);
 			all_zero &= sum == 0;
 			CheckBounds(d->c, v, next->tts_values[a], INT8OID, params, nulls);
+			NoteCrossings(d->c, v, next->tts_values[a], INT8OID, delta, params, nulls);
 		} else {
 			Datum sum = DirectFunctionCall2(numeric_add, next->tts_values[a], delta);
 			next->tts_values[a] = sum;
 			CheckBounds(d->c, v, sum, NUMERICOID, params, nulls);
+			NoteCrossings(d->c, v, sum, NUMERICOID, delta, params, nulls);
 			all_zero &= DatumGetInt32(DirectFunctionCall2(numeric_cmp, sum, d->zero)) == 0;
 		}
 	}

@@ -486,7 +486,7 @@ COUNTERS_FUNCTION(counters_describe_keys)
 	return (Datum)0;
 }
 
-/* Whether a counter has bounds (counters.set_bounds). */
+/* Whether a counter has bounds or thresholds (counters.set_bounds, counters.set_thresholds). */
 static bool
 HasBounds(text *name)
 {
@@ -495,7 +495,7 @@ HasBounds(text *name)
 	Oid argtypes[1] = {TEXTOID};
 	Datum args[1] = {PointerGetDatum(name)};
 	int ret = SPI_execute_with_args("SELECT 1 FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1 "
-	                                "AND options OPERATOR(pg_catalog.?) 'bounds'",
+	                                "AND options OPERATOR(pg_catalog.?|) '{bounds,thresholds}'::pg_catalog.text[]",
 	                                1, argtypes, args, nullptr, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
@@ -515,8 +515,10 @@ COUNTERS_FUNCTION(counters_set_mode)
 	RequireOwner(cname, source);
 	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(2)), "exact") != 0 && HasBounds(name))
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\" has bounds, which only exact mode can check at write time", cname),
-		                errhint("Remove them first with counters.set_bounds(name, column_name).")));
+		                errmsg("counter \"%s\" has bounds or thresholds, which only exact mode can check at write time",
+		                       cname),
+		                errhint("Remove them first with counters.set_bounds(name, column_name) or "
+		                        "counters.set_thresholds(name, column_name, '{}').")));
 	Oid argtypes[5] = {TEXTOID, OIDOID, TEXTOID, OIDOID, OIDOID};
 	Datum values[5] = {PointerGetDatum(name), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
 	                   PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3),
