@@ -42,6 +42,20 @@ BEGIN
 	END IF;
 END $$;
 
+-- Functions that lock the source and then read must see everything committed before the lock: a transaction
+-- snapshot (REPEATABLE READ, SERIALIZABLE) taken earlier would not.
+CREATE FUNCTION counters._require_read_committed(what text) RETURNS void
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION '% must run at READ COMMITTED, not %', what,
+			pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
+			USING ERRCODE = 'active_sql_transaction',
+			      HINT = 'Its lock on the source must come before the snapshot it reads with.';
+	END IF;
+END $$;
+
 -- ---------------------------------------------------------------------------------------------------------------
 -- bounds
 -- ---------------------------------------------------------------------------------------------------------------
@@ -81,6 +95,7 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	IF set_bounds.min IS NOT NULL OR set_bounds.max IS NOT NULL THEN
+		PERFORM counters._require_read_committed('counters.set_bounds()');
 		EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE MODE', c.source);
 		outside := pg_catalog.concat_ws(' OR ',
 			pg_catalog.format('%I < %L', col.table_name, set_bounds.min) || CASE WHEN set_bounds.min IS NOT NULL THEN '' END,
@@ -179,3 +194,178 @@ SELECT c.name AS counter, t.key AS column_name,
        'counters.' || c.name AS channel
   FROM counters.counter c, pg_catalog.jsonb_each(c.options -> 'thresholds') t;
 GRANT SELECT ON counters.thresholds TO PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- repair
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- Make stored counters equal to their definition again; returns how many counter rows it inserted, updated or
+-- deleted. `condition` (optional) is an SQL condition over the counter's key columns, as named in the counter
+-- table ('blog_id = 7'): only those keys are rebuilt.
+-- Locking: the source is locked in SHARE mode for the duration, so writers of the source wait until the rebuild
+-- commits (they would otherwise change counters being recomputed) while readers of the source and of the counters
+-- go on. A log-mode counter is compacted first, then its totals rebuilt. Progress is reported with NOTICEs (keys
+-- recomputed, rows changed) per counter.
+CREATE FUNCTION counters.rebuild(name text DEFAULT NULL, condition text DEFAULT NULL) RETURNS bigint
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	t regclass;
+	keys text;
+	view_cols text;
+	table_cols text;
+	stored_cols text;
+	expected_cols text;
+	sums text;
+	differs text;
+	nonzero text;
+	new_values text;
+	sets text;
+	cols text;
+	value_cols text;
+	diff text;
+	inserted bigint;
+	updated bigint;
+	deleted bigint;
+	total bigint := 0;
+	started timestamptz;
+	message text;
+	state text;
+BEGIN
+	IF name IS NOT NULL AND NOT EXISTS (SELECT FROM counters.counter k WHERE k.name = rebuild.name) THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	IF condition IS NOT NULL AND name IS NULL THEN
+		RAISE EXCEPTION 'a rebuild condition needs a counter name' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	PERFORM counters._require_read_committed('counters.rebuild()');
+	FOR c IN
+		SELECT k.* FROM counters.counter k WHERE rebuild.name IS NULL OR k.name = rebuild.name ORDER BY k.name
+	LOOP
+		started := pg_catalog.clock_timestamp();
+		EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE MODE', c.source);
+		IF c.mode = 'log' THEN
+			PERFORM counters.compact(c.name);
+		END IF;
+		t := COALESCE(c.totals, c.target);
+		-- Columns as the counter table names them (by position for a table create_counter made, by name otherwise).
+		WITH d AS (
+			SELECT x.name AS tname, x.definition_name AS vname, x.is_key, x.ord
+			  FROM counters._columns(t, c.query) x WHERE c.owns_target
+			UNION ALL
+			SELECT a.attname, a.attname, a.attname IN (SELECT counters._describe_keys(c.query)), a.attnum
+			  FROM pg_catalog.pg_attribute a
+			 WHERE NOT c.owns_target AND a.attrelid = c.query AND a.attnum > 0 AND NOT a.attisdropped)
+		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(tname), ', ' ORDER BY ord) FILTER (WHERE is_key),
+		       pg_catalog.string_agg(pg_catalog.format('v.%I AS %I', vname, tname), ', ' ORDER BY ord) FILTER (WHERE is_key),
+		       pg_catalog.string_agg(pg_catalog.format('COALESCE(%I, 0)::pg_catalog.numeric AS %I, NULL::pg_catalog.numeric AS %I',
+		                             tname, 's_' || ord, 'e_' || ord), ', ' ORDER BY ord) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('NULL::pg_catalog.numeric AS %I, COALESCE(v.%I, 0)::pg_catalog.numeric AS %I',
+		                             's_' || ord, vname, 'e_' || ord), ', ' ORDER BY ord) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('COALESCE(pg_catalog.sum(%I), 0) AS %I, COALESCE(pg_catalog.sum(%I), 0) AS %I',
+		                             's_' || ord, 's_' || ord, 'e_' || ord, 'e_' || ord), ', ' ORDER BY ord)
+		           FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('d.%I IS DISTINCT FROM d.%I', 's_' || ord, 'e_' || ord), ' OR '
+		                             ORDER BY ord) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('d.%I OPERATOR(pg_catalog.<>) 0', 'e_' || ord), ' OR '
+		                             ORDER BY ord) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('d.%I', 'e_' || ord), ', ' ORDER BY ord) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('%I = EXCLUDED.%I', tname, tname), ', ' ORDER BY ord)
+		           FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.quote_ident(tname), ', ' ORDER BY ord),
+		       pg_catalog.string_agg(pg_catalog.quote_ident(tname), ', ' ORDER BY ord) FILTER (WHERE NOT is_key)
+		  INTO keys, view_cols, stored_cols, expected_cols, sums, differs, nonzero, new_values, sets, cols, value_cols
+		  FROM d;
+		-- The condition must be a boolean expression over the key columns (it runs with the caller's privileges).
+		IF condition IS NOT NULL THEN
+			BEGIN
+				EXECUTE pg_catalog.format('SELECT 1 FROM (SELECT %s FROM %s LIMIT 0) k WHERE (%s)', keys, t, condition);
+			EXCEPTION WHEN OTHERS THEN
+				GET STACKED DIAGNOSTICS message = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
+				RAISE EXCEPTION 'counter "%": rebuild condition "%" is not a condition over the key columns (%): %',
+					c.name, condition, keys, message
+					USING ERRCODE = state;
+			END;
+		END IF;
+		-- The keys whose stored values differ from the definition (a missing row is zeros), computed in one
+		-- snapshot: stored and recomputed rows grouped by key, so that NULL keys group as the counter groups them.
+		-- The condition sees only the key columns.
+		diff := pg_catalog.format(
+			'SELECT %s, %s, pg_catalog.max(u.row_id) AS row_id
+			   FROM (SELECT * FROM (SELECT %s, %s, ctid AS row_id FROM %s) s WHERE %s
+			         UNION ALL
+			         SELECT * FROM (SELECT %s, %s, NULL::pg_catalog.tid FROM %s v) e WHERE %s) u
+			  GROUP BY %s',
+			keys, sums, keys, stored_cols, t, COALESCE('(' || condition || ')', 'true'),
+			view_cols, expected_cols, c.query, COALESCE('(' || condition || ')', 'true'), keys);
+		EXECUTE pg_catalog.format('CREATE TEMP TABLE counters_rebuild ON COMMIT DROP AS SELECT * FROM (%s) d WHERE %s',
+		                          diff, differs);
+		GET DIAGNOSTICS updated = ROW_COUNT;
+		RAISE NOTICE 'counter "%": % keys differ from the definition (% s)', c.name, updated,
+			pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp() - started)::pg_catalog.numeric, 1);
+		IF c.owns_target THEN
+			-- Rows that should not exist (all zeros), then the upsert of the others.
+			EXECUTE pg_catalog.format(
+				'DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(
+				     SELECT d.row_id FROM counters_rebuild d WHERE d.row_id IS NOT NULL AND NOT (%s)))',
+				t, nonzero);
+			GET DIAGNOSTICS deleted = ROW_COUNT;
+			EXECUTE pg_catalog.format(
+				'WITH up AS (INSERT INTO %s AS t (%s) SELECT %s, %s FROM counters_rebuild d WHERE %s ORDER BY %s
+				             ON CONFLICT (%s) DO UPDATE SET %s RETURNING (t.xmax OPERATOR(pg_catalog.=) 0) AS inserted)
+				 SELECT pg_catalog.count(*) FILTER (WHERE inserted), pg_catalog.count(*) FILTER (WHERE NOT inserted) FROM up',
+				t, cols, keys, new_values, nonzero, keys, keys, sets)
+			   INTO inserted, updated;
+		ELSE
+			-- A counter kept in an existing table: its rows are updated, none created or deleted.
+			EXECUTE pg_catalog.format(
+				'UPDATE %s AS t SET (%s) = (SELECT %s) FROM counters_rebuild d
+				  WHERE t.ctid OPERATOR(pg_catalog.=) d.row_id',
+				t, value_cols, new_values);
+			GET DIAGNOSTICS updated = ROW_COUNT;
+			inserted := 0;
+			deleted := 0;
+		END IF;
+		DROP TABLE counters_rebuild;
+		PERFORM counters._set_option(c.name, 'last_rebuild', pg_catalog.to_jsonb(pg_catalog.now()));
+		RAISE NOTICE 'counter "%": % rows inserted, % updated, % deleted (% s)', c.name, inserted, updated, deleted,
+			pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp() - started)::pg_catalog.numeric, 1);
+		total := total + inserted + updated + deleted;
+	END LOOP;
+	RETURN total;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- observability
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- One row per counter, for people and for monitoring. Everything comes from PostgreSQL's cumulative statistics of
+-- the counter's own tables (shared by all backends, kept across restarts, reset with pg_stat_reset()), so it works
+-- without shared_preload_libraries:
+--   rows, log_rows          live rows of the counter table (totals in log mode) and of the log (estimates)
+--   rows_inserted/_updated/_deleted   writes the trigger (and compaction, rebuild) made to the counter table
+--   log_appends             delta rows appended to the log (log mode): one per statement and key
+--   source_writes           rows inserted, updated and deleted in the source since statistics were reset
+--   trigger_calls           calls of counters.capture() for all counters (track_functions = 'all' needed)
+--   last_rebuild            when counters.rebuild() last changed or checked this counter
+CREATE VIEW counters.stats AS
+SELECT c.name AS counter,
+       c.mode,
+       c.source,
+       c.target,
+       t.n_live_tup AS rows,
+       l.n_live_tup AS log_rows,
+       t.n_tup_ins AS rows_inserted,
+       t.n_tup_upd AS rows_updated,
+       t.n_tup_del AS rows_deleted,
+       l.n_tup_ins AS log_appends,
+       s.n_tup_ins + s.n_tup_upd + s.n_tup_del AS source_writes,
+       (SELECT f.calls FROM pg_catalog.pg_stat_user_functions f
+         WHERE f.funcid = 'counters.capture()'::pg_catalog.regprocedure) AS trigger_calls,
+       (c.options ->> 'last_rebuild')::timestamptz AS last_rebuild
+  FROM counters.counter c
+  LEFT JOIN pg_catalog.pg_stat_all_tables t ON t.relid = COALESCE(c.totals, c.target)
+  LEFT JOIN pg_catalog.pg_stat_all_tables l ON l.relid = c.log
+  LEFT JOIN pg_catalog.pg_stat_all_tables s ON s.relid = c.source;
+GRANT SELECT ON counters.stats TO PUBLIC;
