@@ -204,7 +204,7 @@ GRANT SELECT ON counters.thresholds TO PUBLIC;
 -- table ('blog_id = 7'): only those keys are rebuilt.
 -- Locking: the source is locked in SHARE mode for the duration, so writers of the source wait until the rebuild
 -- commits (they would otherwise change counters being recomputed) while readers of the source and of the counters
--- go on. A log-mode counter is compacted first, then its totals rebuilt. Progress is reported with NOTICEs (keys
+-- go on. A log-mode or sharded counter is compacted first, then its totals rebuilt. Progress is reported with NOTICEs (keys
 -- recomputed, rows changed) per counter.
 CREATE FUNCTION counters.rebuild(name text DEFAULT NULL, condition text DEFAULT NULL) RETURNS bigint
 	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
@@ -245,7 +245,7 @@ BEGIN
 	LOOP
 		started := pg_catalog.clock_timestamp();
 		EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE MODE', c.source);
-		IF c.mode = 'log' THEN
+		IF c.mode IN ('log', 'sharded') THEN
 			PERFORM counters.compact(c.name);
 		END IF;
 		t := COALESCE(c.totals, c.target);
@@ -369,3 +369,297 @@ SELECT c.name AS counter,
   LEFT JOIN pg_catalog.pg_stat_all_tables l ON l.relid = c.log
   LEFT JOIN pg_catalog.pg_stat_all_tables s ON s.relid = c.source;
 GRANT SELECT ON counters.stats TO PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- sharded mode
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- 'sharded': the counter keeps up to max_slots rows per key in <name>_slots; a writer updates a slot row no other
+-- transaction holds (it never waits while one is free), creates a new slot when all are busy, and waits only when
+-- max_slots are all busy. counters.compact() folds idle slots into <name>_totals. As in log mode, <name> is a view
+-- adding both: exact and transactional. "log" holds the slots table.
+ALTER TABLE counters.counter DROP CONSTRAINT counter_mode_check,
+	ADD CONSTRAINT counter_mode_check CHECK (mode IN ('exact', 'log', 'sharded'));
+ALTER TABLE counters.counter DROP CONSTRAINT counter_check,
+	ADD CONSTRAINT counter_check CHECK ((mode IN ('log', 'sharded')) = (log IS NOT NULL AND totals IS NOT NULL));
+
+-- Switch a counter between modes; values stay exact throughout (the source is locked against writes meanwhile).
+--   exact -> log:     the counter table becomes <name>_totals, deltas go to a new <name>_log, and <name> becomes a
+--                     view adding both, so readers keep reading the same name.
+--   exact -> sharded: the same, with <name>_slots (keys, values, slot number) in place of the log.
+--   back to exact:    everything is folded, the view and log/slots are dropped, <name>_totals gets the name back.
+--   log <-> sharded:  through exact.
+-- max_slots (sharded mode, default 16) bounds the slot rows per key; giving it alone changes it.
+DROP FUNCTION counters.alter_counter(text, text);
+CREATE FUNCTION counters.alter_counter(name text, mode text, max_slots integer DEFAULT NULL) RETURNS void
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	nsp name;
+	rel name;
+	totals regclass;
+	log regclass;
+	suffix text;
+	keys text;
+	cols text;
+	sums text;
+	nonzero text;
+	nullable boolean;
+	grantee regrole;
+BEGIN
+	SELECT k.* INTO c FROM counters.counter k WHERE k.name = alter_counter.name;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	IF mode IS NULL OR mode NOT IN ('exact', 'log', 'sharded') THEN
+		RAISE EXCEPTION 'counter "%": unknown mode %', name, pg_catalog.quote_literal(mode)
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'The modes are ''exact'', ''sharded'' and ''log''.';
+	END IF;
+	IF max_slots IS NOT NULL AND (mode <> 'sharded' OR max_slots NOT BETWEEN 1 AND 1024) THEN
+		RAISE EXCEPTION 'counter "%": max_slots applies to sharded mode, from 1 to 1024', name
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF c.mode = mode THEN
+		IF max_slots IS NOT NULL THEN
+			PERFORM counters._set_option(name, 'max_slots', pg_catalog.to_jsonb(max_slots));
+		END IF;
+		RETURN;
+	END IF;
+	IF NOT c.owns_target THEN
+		RAISE EXCEPTION 'counter "%": a counter kept in columns of an existing table can only be exact', name
+			USING ERRCODE = 'feature_not_supported';
+	END IF;
+	IF c.mode <> 'exact' AND mode <> 'exact' THEN
+		PERFORM counters.alter_counter(name, 'exact');
+		SELECT k.* INTO c FROM counters.counter k WHERE k.name = alter_counter.name;
+	END IF;
+	EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', c.source);
+
+	IF mode IN ('log', 'sharded') THEN
+		suffix := CASE mode WHEN 'log' THEN '_log' ELSE '_slots' END;
+		SELECT n.nspname, r.relname INTO nsp, rel
+		  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace WHERE r.oid = c.target;
+		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord) FILTER (WHERE d.is_key),
+		       pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I)::%s AS %I', d.name,
+		                             pg_catalog.format_type(a.atttypid, a.atttypmod), d.name), ', ' ORDER BY d.ord)
+		           FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) OPERATOR(pg_catalog.<>) 0', d.name),
+		                             ' OR ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
+		       pg_catalog.bool_or(NOT a.attnotnull) FILTER (WHERE d.is_key)
+		  INTO keys, cols, sums, nonzero, nullable
+		  FROM counters._columns(c.target, c.query) d
+		  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.target AND a.attname = d.name;
+		EXECUTE pg_catalog.format('ALTER TABLE %s RENAME TO %I', c.target, pg_catalog.left(rel, 56) || '_totals');
+		totals := c.target;
+		EXECUTE pg_catalog.format('CREATE TABLE %I.%I (LIKE %s INCLUDING DEFAULTS)', nsp,
+			pg_catalog.left(rel, 57) || suffix, totals);
+		log := pg_catalog.format('%I.%I', nsp, pg_catalog.left(rel, 57) || suffix)::regclass;
+		IF mode = 'log' THEN
+			EXECUTE pg_catalog.format('CREATE INDEX ON %s (%s)', log, keys);
+		ELSE
+			-- the slot number: the column after the definition's (the trigger finds it by position)
+			EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN counters_slot integer NOT NULL', log);
+			EXECUTE pg_catalog.format('ALTER TABLE %s ADD UNIQUE %s (%s, counters_slot)', log,
+				CASE WHEN nullable THEN 'NULLS NOT DISTINCT' ELSE '' END, keys);
+			PERFORM counters._set_option(name, 'max_slots', pg_catalog.to_jsonb(COALESCE(max_slots, 16)));
+		END IF;
+		-- Readers see totals plus pending deltas as of their snapshot: exact and transactional, never a cache.
+		EXECUTE pg_catalog.format(
+			'CREATE VIEW %I.%I AS SELECT %s, %s FROM (SELECT %s FROM %s UNION ALL SELECT %s FROM %s) u '
+			'GROUP BY %s HAVING %s', nsp, rel, keys, sums, cols, totals, cols, log, keys, nonzero);
+		FOR grantee IN
+			SELECT DISTINCT g.grantee::regrole FROM pg_catalog.pg_class r, pg_catalog.aclexplode(r.relacl) g
+			 WHERE r.oid = totals AND g.privilege_type = 'SELECT' AND g.grantee <> r.relowner AND g.grantee <> 0
+		LOOP
+			EXECUTE pg_catalog.format('GRANT SELECT ON %I.%I TO %s', nsp, rel, grantee);
+		END LOOP;
+		IF EXISTS (SELECT FROM pg_catalog.pg_class r, pg_catalog.aclexplode(r.relacl) g
+		            WHERE r.oid = totals AND g.privilege_type = 'SELECT' AND g.grantee = 0) THEN
+			EXECUTE pg_catalog.format('GRANT SELECT ON %I.%I TO PUBLIC', nsp, rel);
+		END IF;
+		PERFORM counters._set_mode(name, pg_catalog.format('%I.%I', nsp, rel)::regclass, mode, totals, log);
+	ELSE
+		PERFORM counters.compact(name);
+		SELECT n.nspname, r.relname INTO nsp, rel
+		  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace WHERE r.oid = c.target;
+		PERFORM counters._set_mode(name, c.totals, 'exact', NULL, NULL);
+		PERFORM counters._set_option(name, 'max_slots', NULL);
+		-- SELECT grants on the view go back to the table that takes its name.
+		FOR grantee IN
+			SELECT DISTINCT g.grantee::regrole FROM pg_catalog.pg_class r, pg_catalog.aclexplode(r.relacl) g
+			 WHERE r.oid = c.target AND g.privilege_type = 'SELECT' AND g.grantee <> r.relowner AND g.grantee <> 0
+		LOOP
+			EXECUTE pg_catalog.format('GRANT SELECT ON %s TO %s', c.totals, grantee);
+		END LOOP;
+		IF EXISTS (SELECT FROM pg_catalog.pg_class r, pg_catalog.aclexplode(r.relacl) g
+		            WHERE r.oid = c.target AND g.privilege_type = 'SELECT' AND g.grantee = 0) THEN
+			EXECUTE pg_catalog.format('GRANT SELECT ON %s TO PUBLIC', c.totals);
+		END IF;
+		EXECUTE pg_catalog.format('DROP VIEW %s', c.target);
+		EXECUTE pg_catalog.format('DROP TABLE %s', c.log);
+		EXECUTE pg_catalog.format('ALTER TABLE %s RENAME TO %I', c.totals, rel);
+	END IF;
+END
+$$;
+
+-- Fold pending deltas into the totals, one key at a time in sorted order, in one statement: readers see the pending
+-- rows or their folded sum, never both or neither. Log mode: every log row (writers keep appending and are never
+-- blocked). Sharded mode: the slot rows no transaction holds (busy slots wait for the next compaction), so idle
+-- slots disappear and a cold key is back to its one row in the totals. Returns the number of rows folded.
+-- Compactions of one counter queue behind each other.
+CREATE OR REPLACE FUNCTION counters.compact(name text DEFAULT NULL) RETURNS bigint
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	keys text;
+	cols text;
+	sums text;
+	nonzero text;
+	updates text;
+	zero text;
+	pending text;
+	folded bigint;
+	zero_rows tid[];
+	total bigint := 0;
+BEGIN
+	IF name IS NOT NULL AND NOT EXISTS (SELECT FROM counters.counter k WHERE k.name = compact.name) THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	FOR c IN
+		SELECT k.* FROM counters.counter k
+		 WHERE k.mode IN ('log', 'sharded') AND (compact.name IS NULL OR k.name = compact.name) ORDER BY k.name
+	LOOP
+		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord) FILTER (WHERE d.is_key),
+		       pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I)', d.name), ', ' ORDER BY d.ord)
+		           FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) OPERATOR(pg_catalog.<>) 0', d.name),
+		                             ' OR ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.format('%I = t.%I OPERATOR(pg_catalog.+) EXCLUDED.%I',
+		                             d.name, d.name, d.name), ', ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.format('t.%I OPERATOR(pg_catalog.=) 0', d.name), ' AND '
+		                             ORDER BY d.ord) FILTER (WHERE NOT d.is_key)
+		  INTO keys, cols, sums, nonzero, updates, zero
+		  FROM counters._columns(c.totals, c.query) d;
+		pending := CASE c.mode WHEN 'log' THEN 'true'
+		           ELSE pg_catalog.format('ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM %s FOR UPDATE SKIP LOCKED))',
+		                                  c.log) END;
+		EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE', c.log);
+		EXECUTE pg_catalog.format(
+			'WITH moved AS (DELETE FROM %s WHERE %s RETURNING %s), '
+			'     folded AS (INSERT INTO %s AS t (%s) SELECT %s, %s FROM moved GROUP BY %s HAVING %s ORDER BY %s '
+			'                ON CONFLICT (%s) DO UPDATE SET %s RETURNING t.ctid, (%s) AS zero) '
+			'SELECT (SELECT pg_catalog.count(*) FROM moved), '
+			'       ARRAY(SELECT f.ctid FROM folded f WHERE f.zero)',
+			c.log, pending, cols, c.totals, cols, keys, sums, keys, nonzero, keys, keys, updates, zero)
+			INTO folded, zero_rows;
+		IF pg_catalog.cardinality(zero_rows) > 0 THEN
+			EXECUTE pg_catalog.format('DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)', c.totals)
+				USING zero_rows;
+		END IF;
+		total := total + folded;
+	END LOOP;
+	RETURN total;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION counters.drop_counter(name text) RETURNS void
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	m record;
+BEGIN
+	IF NOT EXISTS (SELECT FROM counters.counter k WHERE k.name = drop_counter.name) THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	SELECT k.mode, k.totals, k.log INTO m FROM counters.counter k WHERE k.name = drop_counter.name;
+	SELECT * INTO c FROM counters._unregister(name);
+	IF NOT EXISTS (SELECT FROM counters.counter k WHERE k.source = c.source) THEN
+		PERFORM counters.detach(c.source);
+	END IF;
+	EXECUTE pg_catalog.format('DROP VIEW %s', c.query);
+	IF m.mode IN ('log', 'sharded') THEN
+		EXECUTE pg_catalog.format('DROP VIEW %s', c.target);
+		EXECUTE pg_catalog.format('DROP TABLE %s, %s', m.log, m.totals);
+	ELSIF c.owns_target THEN
+		EXECUTE pg_catalog.format('DROP TABLE %s', c.target);
+	END IF;
+END
+$$;
+
+-- The k largest keys of a counter by one value column, exactly, as of the caller's snapshot. In log or sharded
+-- mode it reads
+-- the top k + m keys of the totals (add an index on the column to make that an index scan) plus the m keys that have
+-- pending deltas: any key without pending deltas is exact in the totals, so these contain the true top k.
+-- `filter` is an SQL condition on the counter's columns, e.g. 'blog_id = 7'.
+CREATE OR REPLACE FUNCTION counters.top(name text, column_name text, k integer, filter text DEFAULT NULL)
+	RETURNS TABLE (key jsonb, value numeric)
+	LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	keys text;
+	key_json text;
+	match text;
+	null_match text;
+	any_null text;
+	nonzero text;
+	xcols text;
+	cond text := COALESCE('(' || filter || ')', 'true');
+	col name;
+BEGIN
+	SELECT x.* INTO c FROM counters.counter x WHERE x.name = top.name;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	SELECT d.name INTO col FROM counters._columns(COALESCE(c.totals, c.target), c.query) d
+	 WHERE NOT d.is_key AND d.name = column_name;
+	IF col IS NULL THEN
+		RAISE EXCEPTION 'counter "%" has no value column %', name, pg_catalog.quote_ident(column_name)
+			USING ERRCODE = 'undefined_column';
+	END IF;
+	SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord),
+	       pg_catalog.string_agg(pg_catalog.format('%L, %I', d.name, d.name), ', ' ORDER BY d.ord),
+	       pg_catalog.string_agg(pg_catalog.format('x.%I OPERATOR(pg_catalog.=) p.%I', d.name, d.name), ' AND '
+	                             ORDER BY d.ord),
+	       pg_catalog.string_agg(pg_catalog.format('x.%I IS NOT DISTINCT FROM p.%I', d.name, d.name), ' AND '
+	                             ORDER BY d.ord),
+	       pg_catalog.string_agg(pg_catalog.format('x.%I IS NULL', d.name), ' OR ' ORDER BY d.ord)
+	  INTO keys, key_json, match, null_match, any_null
+	  FROM counters._columns(COALESCE(c.totals, c.target), c.query) d WHERE d.is_key;
+	-- a key is present when some value is nonzero, as in the counter's view
+	SELECT pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) OPERATOR(pg_catalog.<>) 0', d.name), ' OR '),
+	       pg_catalog.string_agg(pg_catalog.format('x.%I', d.name), ', ' ORDER BY d.ord)
+	  INTO nonzero, xcols
+	  FROM counters._columns(COALESCE(c.totals, c.target), c.query) d WHERE NOT d.is_key;
+	xcols := (SELECT pg_catalog.string_agg(pg_catalog.format('x.%I', d.name), ', ' ORDER BY d.ord)
+	            FROM counters._columns(COALESCE(c.totals, c.target), c.query) d);
+	IF c.mode = 'exact' THEN
+		RETURN QUERY EXECUTE pg_catalog.format(
+			'SELECT pg_catalog.jsonb_build_object(%s), %I::pg_catalog.numeric FROM %s WHERE %s '
+			'ORDER BY %I DESC, %s LIMIT %s', key_json, col, c.target, cond, col, keys, k);
+	ELSE
+		RETURN QUERY EXECUTE pg_catalog.format(
+			'WITH pending AS MATERIALIZED (SELECT DISTINCT %s FROM %s WHERE %s), '
+			'     candidates AS MATERIALIZED ( '
+			'         (SELECT %s FROM %s WHERE %s ORDER BY %I DESC, %s LIMIT %s + (SELECT pg_catalog.count(*) FROM pending)) '
+			'         UNION SELECT * FROM pending) '
+			'SELECT pg_catalog.jsonb_build_object(%s), pg_catalog.sum(%I) '
+			'  FROM (SELECT %s FROM %s x JOIN candidates p ON %s '
+			'        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s '
+			'        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s WHERE %s '
+			'        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s WHERE %s) u '
+			' GROUP BY %s HAVING %s ORDER BY 2 DESC, %s LIMIT %s',
+			keys, c.log, cond,
+			keys, c.totals, cond, col, keys, k,
+			key_json, col,
+			xcols, c.totals, match, xcols, c.log, match,
+			xcols, c.totals, null_match, any_null, xcols, c.log, null_match, any_null,
+			keys, nonzero, keys, k);
+	END IF;
+END
+$$;

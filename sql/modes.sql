@@ -411,7 +411,7 @@ SELECT counters.create_counter('bad_mode', 'SELECT blog_id, count(*) AS n FROM p
 \echo SQLSTATE :SQLSTATE
 SELECT count(*) AS catalog_rows FROM counters.counter WHERE name = 'bad_mode';
 SELECT count(*) AS relations FROM pg_class WHERE relname LIKE 'bad_mode%';
-SELECT counters.alter_counter('lb', 'sharded');
+SELECT counters.alter_counter('lb', 'turbo');
 \echo SQLSTATE :SQLSTATE
 SELECT counters.alter_counter('lb', NULL);
 \echo SQLSTATE :SQLSTATE

@@ -246,12 +246,19 @@ ResolveColumns(CompiledCounter *c)
 			c->value_attnums[cd->index] = att->attnum;
 		}
 	}
-	table_close(rel, AccessShareLock);
 	if (col < def->ncolumns)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 		                errmsg("counter \"%s\": counter table %s has fewer columns than the definition", def->name,
 		                       get_rel_name(c->write_rel)),
 		                errhint("Drop and declare the counter again.")));
+	/* sharded mode: the slot number is the integer column after the definition's */
+	AttrNumber last = Max(c->key_attnums[def->nkeys - 1], c->value_attnums[def->nvalues - 1]);
+	for (int a = 0; c->sharded && a < desc->natts && c->slot_attnum == InvalidAttrNumber; a++) {
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		if (!att->attisdropped && att->attnum > last && att->atttypid == INT4OID)
+			c->slot_attnum = att->attnum;
+	}
+	table_close(rel, AccessShareLock);
 }
 
 char *
@@ -309,6 +316,39 @@ PreparePlans(CompiledCounter *c)
 			appendStringInfoString(&sql, ")");
 			c->bulk_plan = PrepareKept(sql.data, nparams, array_types);
 		}
+
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "WITH l AS (DELETE FROM %s) DELETE FROM %s", target, QualifiedName(c->totals));
+		c->truncate_plan = PrepareKept(sql.data, 0, nullptr);
+	} else if (c->sharded) {
+		/*
+		 * Sharded mode: existing slot rows are updated directly (direct.cpp); this upsert creates a slot row, the
+		 * slot number coming as the last parameter, or adds to an existing one, waiting for its lock, when every
+		 * slot of the key is taken. Zero rows are deleted as in exact mode.
+		 */
+		Oid *slot_argtypes = (Oid *)palloc(sizeof(Oid) * (nparams + 1));
+		memcpy(slot_argtypes, argtypes, sizeof(Oid) * nparams);
+		slot_argtypes[nparams] = INT4OID;
+		const char *slot_col = quote_identifier(get_attname(c->write_rel, c->slot_attnum, false));
+		appendStringInfo(&sql, "INSERT INTO %s AS c (", target);
+		AppendColumnList(&sql, c, true, true);
+		appendStringInfo(&sql, ", %s) VALUES (", slot_col);
+		for (int i = 0; i <= nparams; i++)
+			appendStringInfo(&sql, "%s$%d", i ? ", " : "", i + 1);
+		appendStringInfoString(&sql, ")");
+		StringInfoData tail;
+		initStringInfo(&tail);
+		AppendUpsertTail(&tail, c);
+		/* ON CONFLICT (keys) -> ON CONFLICT (keys, slot) */
+		const char *paren = strchr(tail.data, ')');
+		appendBinaryStringInfo(&sql, tail.data, paren - tail.data);
+		appendStringInfo(&sql, ", %s%s", slot_col, paren);
+		c->apply_plan = PrepareKept(sql.data, nparams + 1, slot_argtypes);
+
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) $1", target);
+		Oid tid_type = TIDOID;
+		c->delete_plan = PrepareKept(sql.data, 1, &tid_type);
 
 		resetStringInfo(&sql);
 		appendStringInfo(&sql, "WITH l AS (DELETE FROM %s) DELETE FROM %s", target, QualifiedName(c->totals));
@@ -532,7 +572,8 @@ BuildEntry(SourceCounters *entry)
 	Datum args[1] = {ObjectIdGetDatum(source)};
 	int ret = SPI_execute_with_args("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
 	                                "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
-	                                "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds' "
+	                                "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds', c.mode, "
+	                                "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16) "
 	                                "FROM counters.counter c, LATERAL ("
 	                                "SELECT pg_catalog.array_agg(e.key) AS columns, "
 	                                "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
@@ -580,7 +621,9 @@ BuildEntry(SourceCounters *entry)
 			c->target = target;
 			c->query = query_oid;
 			c->owns_target = owns;
-			c->append_only = log_mode;
+			c->sharded = strcmp(TextDatumGetCString(SPI_getbinval(tup, tupdesc, 11, &isnull)), "sharded") == 0;
+			c->max_slots = DatumGetInt32(SPI_getbinval(tup, tupdesc, 12, &isnull));
+			c->append_only = log_mode && !c->sharded;
 			c->write_rel = log_mode ? DatumGetObjectId(log) : target;
 			c->totals = log_mode && !isnull ? DatumGetObjectId(totals) : InvalidOid;
 			Relation trel = table_open(c->write_rel, AccessShareLock);

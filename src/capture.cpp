@@ -513,8 +513,14 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 			else
 				params[p] = TakeNumeric(e, v, zero_numeric);
 		}
-		if (direct != nullptr && DirectAdd(direct, params, nulls) == DirectResult::Applied)
+		int free_slot = 0;
+		if (direct != nullptr && DirectAdd(direct, params, nulls, &free_slot) == DirectResult::Applied)
 			continue;
+		if (r->c->sharded) {
+			/* no slot row free: create one (or wait for this backend's own, if all max_slots exist) */
+			params[def->nkeys + def->nvalues] = Int32GetDatum(free_slot);
+			nulls[def->nkeys + def->nvalues] = ' ';
+		}
 		int ret = SPI_execute_plan(r->c->apply_plan, params, nulls, false, 0);
 		if (r->c->append_only) {
 			if (ret != SPI_OK_INSERT)
@@ -792,7 +798,7 @@ ApplyDeltas(Run *run)
 {
 	int maxparams = 1;
 	for (int i = 0; i < run->ncounters; i++)
-		maxparams = Max(maxparams, run->runs[i].c->def->nkeys + run->runs[i].c->def->nvalues);
+		maxparams = Max(maxparams, run->runs[i].c->def->nkeys + run->runs[i].c->def->nvalues + 1);
 	bool any = false;
 	for (int i = 0; i < run->ncounters; i++)
 		any |= run->runs[i].nentries > 0;

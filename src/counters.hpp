@@ -87,6 +87,9 @@ struct CompiledCounter {
 	Oid write_rel;
 	Oid totals;
 	bool append_only;
+	bool sharded; /* sharded mode: write_rel holds up to max_slots rows per key, column slot_attnum */
+	int max_slots;
+	AttrNumber slot_attnum;
 	Oid owner; /* owner of the target: deltas are applied with its privileges */
 	bool owns_target;
 	/* per key: comparison, hashing and equality support */
@@ -125,12 +128,13 @@ struct CompiledCounter {
 /*
  * Adding deltas to existing rows of a counter table without the executor (direct.cpp). DirectBegin returns NULL
  * when the counter's table needs the SPI upsert (see direct.cpp); DirectAdd takes the keys then the deltas (int8 or
- * numeric) in `params` and reports Missing when the key has no row, for the caller to insert it.
+ * numeric) in `params` and reports Missing when the key has no row, for the caller to insert it (sharded mode: no
+ * slot row it could lock without waiting; *free_slot says which slot to insert, or wait for).
  */
 struct DirectTarget;
 enum class DirectResult { Applied, Missing };
 DirectTarget *DirectBegin(CompiledCounter *c);
-DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls);
+DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot);
 void DirectEnd(DirectTarget *d);
 
 /* All counters fed by one relation (a source table or one of its partitions), in name order. */

@@ -38,7 +38,9 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "nodes/execnodes.h"
+#include "storage/backendid.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -84,6 +86,8 @@ Oid
 FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
 {
 	CounterDef *def = c->def;
+	/* sharded: (keys..., slot) with the slot column last */
+	int ncols = def->nkeys + (c->sharded ? 1 : 0);
 	List *indexes = RelationGetIndexList(rel);
 	Oid result = InvalidOid;
 	ListCell *lc;
@@ -92,9 +96,9 @@ FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
 		Relation index = index_open(indexoid, AccessShareLock);
 		Form_pg_index form = index->rd_index;
 		bool ok = form->indisunique && form->indisvalid && form->indimmediate && index->rd_rel->relam == BTREE_AM_OID &&
-		          form->indnkeyatts == def->nkeys &&
-		          heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL) &&
-		          heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL);
+		          form->indnkeyatts == ncols && heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL) &&
+		          heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+		          (!c->sharded || form->indkey.values[def->nkeys] == c->slot_attnum);
 		for (int j = 0; ok && j < def->nkeys; j++) {
 			key_of_column[j] = -1;
 			for (int k = 0; k < def->nkeys; k++)
@@ -110,6 +114,23 @@ FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
 	}
 	list_free(indexes);
 	return result;
+}
+
+/* The scan keys of the index's key columns, for the key in params/nulls. */
+void
+SetScanKeys(DirectTarget *d, Datum *params, char *nulls)
+{
+	for (int j = 0; j < d->c->def->nkeys; j++) {
+		int k = d->key_of_column[j];
+		ScanKey sk = &d->scankeys[j];
+		if (nulls[k] == 'n') {
+			sk->sk_flags = SK_ISNULL | SK_SEARCHNULL;
+			sk->sk_argument = (Datum)0;
+		} else {
+			sk->sk_flags = 0;
+			sk->sk_argument = params[k];
+		}
+	}
 }
 
 void
@@ -128,17 +149,7 @@ LockKeyRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid)
 {
 	CounterDef *def = d->c->def;
 	int nkeys = def->nkeys;
-	for (int j = 0; j < nkeys; j++) {
-		int k = d->key_of_column[j];
-		ScanKey sk = &d->scankeys[j];
-		if (nulls[k] == 'n') {
-			sk->sk_flags = SK_ISNULL | SK_SEARCHNULL;
-			sk->sk_argument = (Datum)0;
-		} else {
-			sk->sk_flags = 0;
-			sk->sk_argument = params[k];
-		}
-	}
+	SetScanKeys(d, params, nulls);
 	Snapshot snapshot = GetActiveSnapshot();
 	CommandId cid = GetCurrentCommandId(true);
 	for (;;) {
@@ -205,6 +216,8 @@ DirectBegin(CompiledCounter *c)
 {
 	if (!c->owns_target || c->append_only || c->key_attnums == nullptr)
 		return nullptr;
+	if (c->sharded && (c->slot_attnum == InvalidAttrNumber || c->max_slots < 1))
+		return nullptr;
 	Relation rel = table_open(c->write_rel, RowExclusiveLock);
 	if (!DirectAllowed(rel)) {
 		table_close(rel, NoLock);
@@ -248,12 +261,93 @@ DirectBegin(CompiledCounter *c)
 	return d;
 }
 
+namespace {
+
+/*
+ * Sharded mode: lock one slot row of the key without waiting. The key's slot rows are read through the index (dirty
+ * snapshot: rows being inserted count as taken); then, starting at this backend's own slot so that concurrent
+ * writers spread out, each is tried with a conditional lock, skipping those locked or changed by others. False if
+ * none could be locked; *free_slot is then a slot number not in use (or this backend's own if all are, for the
+ * caller to wait on).
+ */
+bool
+LockSlotRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid, int *free_slot)
+{
+	CompiledCounter *c = d->c;
+	int nkeys = c->def->nkeys;
+	int max_slots = c->max_slots;
+	SetScanKeys(d, params, nulls);
+	ItemPointerData *tids = (ItemPointerData *)palloc(sizeof(ItemPointerData) * max_slots);
+	bool *taken = (bool *)palloc0(sizeof(bool) * max_slots);
+	int *at = (int *)palloc(sizeof(int) * max_slots); /* slot number -> index in tids, or -1 */
+	for (int i = 0; i < max_slots; i++)
+		at[i] = -1;
+	int n = 0;
+	SnapshotData dirty;
+	InitDirtySnapshot(dirty);
+	IndexScanDesc scan = index_beginscan(d->rel, d->index, &dirty, nkeys, 0);
+	index_rescan(scan, d->scankeys, nkeys, nullptr, 0);
+	while (index_getnext_slot(scan, ForwardScanDirection, d->found)) {
+		bool isnull;
+		int slot = DatumGetInt32(slot_getattr(d->found, c->slot_attnum, &isnull));
+		if (isnull || slot < 0 || slot >= max_slots)
+			continue; /* (max_slots lowered: such rows are only folded by compaction) */
+		taken[slot] = true;
+		if (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax))
+			continue; /* being inserted or changed: busy */
+		at[slot] = n;
+		tids[n++] = d->found->tts_tid;
+	}
+	index_endscan(scan);
+
+	Snapshot snapshot = GetActiveSnapshot();
+	CommandId cid = GetCurrentCommandId(true);
+	int start = (int)(MyBackendId % max_slots);
+	bool locked = false;
+	for (int i = 0; i < max_slots && !locked; i++) {
+		int slot = (start + i) % max_slots;
+		if (at[slot] < 0)
+			continue;
+		*tid = tids[at[slot]];
+		TM_FailureData tmfd;
+		TM_Result res =
+		    table_tuple_lock(d->rel, tid, snapshot, d->found, cid, LockTupleNoKeyExclusive, LockWaitSkip, 0, &tmfd);
+		if (res != TM_Ok)
+			continue; /* locked by another writer, or changed since we looked: try the next slot */
+		/* Under a transaction snapshot, a version committed after it may not be built upon: use another slot. */
+		if (IsolationUsesXactSnapshot() && !table_tuple_satisfies_snapshot(d->rel, d->found, snapshot)) {
+			bool isnull;
+			Datum xmin = slot_getsysattr(d->found, MinTransactionIdAttributeNumber, &isnull);
+			if (!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin)))
+				continue;
+		}
+		locked = true;
+	}
+	if (!locked) {
+		*free_slot = start;
+		for (int i = 0; i < max_slots; i++)
+			if (!taken[(start + i) % max_slots]) {
+				*free_slot = (start + i) % max_slots;
+				break;
+			}
+	}
+	pfree(tids);
+	pfree(taken);
+	pfree(at);
+	return locked;
+}
+
+} // namespace
+
 DirectResult
-DirectAdd(DirectTarget *d, Datum *params, char *nulls)
+DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 {
 	CounterDef *def = d->c->def;
 	ItemPointerData tid;
-	if (!LockKeyRow(d, params, nulls, &tid))
+	if (d->c->sharded) {
+		if (!LockSlotRow(d, params, nulls, &tid, free_slot))
+			return DirectResult::Missing;
+	} else if (!LockKeyRow(d, params, nulls, &tid))
 		return DirectResult::Missing;
 
 	slot_getallattrs(d->found);

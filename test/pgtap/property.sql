@@ -15,7 +15,8 @@
 -- starts in log mode, and the batches compact more often (one counter or all, between batches and inside batches that
 -- commit or roll back; every such compaction is a test that it folded exactly the pending log rows and left the log
 -- empty) and switch modes inside batches too. A log-mode counter is read through its view, and each check also
--- requires that its totals hold no row whose values are all zero.
+-- requires that its totals hold no row whose values are all zero. test/pgtap/property_sharded.sql does the same with
+-- sharded mode (slot rows instead of log rows; switches go between exact and sharded, through exact from log).
 --
 -- Each batch is a transaction (committed, rolled back, or rolled back to a savepoint and committed); everything lives
 -- in schema counters_property, dropped at the end with the extension. After a failed check the counter is reset to its
@@ -129,7 +130,10 @@ INSERT INTO counter_defs VALUES
 	       'WHERE kind IS DISTINCT FROM ''spam'' GROUP BY day / 7', NULL);
 -- In the log variant every counter with a table of its own starts in log mode, but ph (exact: two modes on posts).
 SELECT set_config('prop.counters_mode', :'counters_mode', false) \gset
-UPDATE counter_defs SET mode = 'log' WHERE current_setting('prop.counters_mode') = 'log' AND target IS NULL AND name <> 'ph';
+UPDATE counter_defs SET mode = current_setting('prop.counters_mode')
+ WHERE current_setting('prop.counters_mode') <> 'exact' AND target IS NULL AND name <> 'ph';
+-- the mode switches and re-declarations go between exact and this one
+SELECT set_config('prop.other_mode', CASE :'counters_mode' WHEN 'exact' THEN 'log' ELSE :'counters_mode' END, false) \gset
 SELECT count(*) FROM counter_defs d, counters.create_counter(d.name, d.definition, d.target, d.mode) \gset
 -- two counters start in log mode (insert-only deltas, compacted now and then); batches switch modes at random
 SELECT count(*) FROM (VALUES ('ub'), ('ek')) v(name), counters.alter_counter(v.name, 'log') \gset
@@ -188,7 +192,7 @@ BEGIN
 		tbl := substring(r.have FROM ' FROM (\w+)$');
 		cols := substring(r.have FROM '^SELECT (.*) FROM \w+$');
 		have := r.have;
-		IF k.mode = 'log' THEN
+		IF k.mode IN ('log', 'sharded') THEN
 			SELECT string_agg(format('%I OPERATOR(pg_catalog.=) 0', a.attname), ' AND ') INTO zero
 			  FROM pg_attribute a WHERE a.attrelid = k.totals AND a.attnum > 0 AND NOT a.attisdropped AND a.atthasdef;
 			have := format('%s UNION ALL SELECT %s FROM %s WHERE %s', have, cols, k.totals, zero);
@@ -198,7 +202,7 @@ BEGIN
 		IF result LIKE 'not ok%' THEN
 			IF tbl = 'blogs' THEN
 				EXECUTE format('UPDATE blogs b SET (%s) = (SELECT %s FROM (%s) w(%s) WHERE w.id = b.id)', cols, cols, r.want, cols);
-			ELSIF k.mode = 'log' THEN
+			ELSIF k.mode IN ('log', 'sharded') THEN
 				EXECUTE format('DELETE FROM %s', k.log);
 				EXECUTE format('DELETE FROM %s', k.totals);
 				EXECUTE format('INSERT INTO %s (%s) %s', k.totals, cols, r.want);
@@ -617,12 +621,12 @@ DECLARE
 	folded bigint;
 	left_over bigint := 0;
 BEGIN
-	FOR k IN SELECT * FROM counters.counter c WHERE c.mode = 'log' AND (cname IS NULL OR c.name = cname) LOOP
+	FOR k IN SELECT * FROM counters.counter c WHERE c.mode IN ('log', 'sharded') AND (cname IS NULL OR c.name = cname) LOOP
 		EXECUTE format('SELECT count(*) FROM %s', k.log) INTO n;
 		pending := pending + n;
 	END LOOP;
 	folded := counters.compact(cname);
-	FOR k IN SELECT * FROM counters.counter c WHERE c.mode = 'log' AND (cname IS NULL OR c.name = cname) LOOP
+	FOR k IN SELECT * FROM counters.counter c WHERE c.mode IN ('log', 'sharded') AND (cname IS NULL OR c.name = cname) LOOP
 		EXECUTE format('SELECT count(*) FROM %s', k.log) INTO n;
 		left_over := left_over + n;
 	END LOOP;
@@ -633,7 +637,7 @@ $$;
 -- A random counter with a table of its own switches to the other mode (as a statement of the script).
 CREATE FUNCTION switch_stmt() RETURNS text LANGUAGE sql AS $$
 	SELECT format('DO $do$ BEGIN PERFORM counters.alter_counter(c.name, CASE c.mode WHEN %L THEN %L ELSE %L END) '
-	              'FROM counters.counter c WHERE c.name = %L; END $do$;', 'log', 'exact', 'log',
+	              'FROM counters.counter c WHERE c.name = %L; END $do$;', 'exact', current_setting('prop.other_mode'), 'exact',
 	              pick(VARIADIC ARRAY(SELECT name FROM counter_defs WHERE target IS NULL ORDER BY name)))
 $$;
 
@@ -650,7 +654,7 @@ DECLARE
 	ncounters int := (SELECT count(*) FROM recounts);
 	cname text;
 	label text;
-	log_variant constant boolean := current_setting('prop.counters_mode') = 'log';
+	log_variant constant boolean := current_setting('prop.counters_mode') <> 'exact';
 BEGIN
 	FOR b IN 1 .. batches LOOP
 		labels := '{}';
@@ -720,7 +724,7 @@ BEGIN
 			IF log_variant THEN -- in either mode
 				out := out || format('DO $do$ BEGIN PERFORM counters.drop_counter(%1$L); '
 				                     'PERFORM counters.create_counter(name, definition, target, CASE WHEN target IS NULL THEN %2$L ELSE %3$L END) '
-				                     'FROM counter_defs WHERE name = %1$L; END $do$;', cname, pick('log', 'exact'), 'exact');
+				                     'FROM counter_defs WHERE name = %1$L; END $do$;', cname, pick(current_setting('prop.other_mode'), 'exact'), 'exact');
 			ELSE
 				out := out || format('DO $do$ BEGIN PERFORM counters.drop_counter(%1$L); '
 				                     'PERFORM counters.create_counter(name, definition, target) FROM counter_defs WHERE name = %1$L; END $do$;', cname);
@@ -730,7 +734,8 @@ BEGIN
 		IF chance(0.05) THEN -- a counter switches mode, exact <-> log: values stay exact
 			cname := pick(VARIADIC ARRAY(SELECT name FROM counter_defs WHERE target IS NULL ORDER BY name));
 			out := out || format('DO $do$ BEGIN PERFORM counters.alter_counter(%1$L, CASE (SELECT mode FROM counters.counter '
-			                     'WHERE name = %1$L) WHEN ''exact'' THEN ''log'' ELSE ''exact'' END); END $do$;', cname);
+			                     'WHERE name = %1$L) WHEN ''exact'' THEN %2$L ELSE ''exact'' END); END $do$;', cname,
+			                     current_setting('prop.other_mode'));
 			labels := labels || ('switch_mode_' || cname);
 		END IF;
 		IF chance(0.1) THEN -- log-mode counters are compacted
