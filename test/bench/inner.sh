@@ -5,7 +5,7 @@ cd "$(dirname "$0")"
 ROWS=${ROWS:-1000000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 RUNS=${RUNS:-3}
-VARIANTS=${VARIANTS:-none plpgsql_row plpgsql_stmt exact log}
+VARIANTS=${VARIANTS:-none plpgsql_row plpgsql_stmt exact log sharded}
 BULK_TIMEOUT=${BULK_TIMEOUT:-120}
 SYNC=${SYNC:-off on}
 DB=counters_bench
@@ -22,7 +22,7 @@ seed() { # variant
 	"${PSQL[@]}" -v rows="$ROWS" -f schema.sql
 	"${PSQL[@]}" -f "variant_$1.sql" >/dev/null
 	case $1 in
-	exact | log) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp; CREATE VIEW bp_counter AS SELECT * FROM bp" ;;
+	exact | log | sharded) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp; CREATE VIEW bp_counter AS SELECT * FROM bp" ;;
 	plpgsql_*) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp_plpgsql;
 	                            CREATE VIEW bp_counter AS SELECT * FROM bp_plpgsql" ;;
 	esac
@@ -127,8 +127,8 @@ done
 
 # Median per (sync, workload, variant), then ratios against "none" and the PL/pgSQL triggers.
 {
-	echo "| sync commit | workload | unit | $(echo $VARIANTS | sed 's/ / | /g') | exact / none | exact / plpgsql_row | exact / plpgsql_stmt | log / none | log / plpgsql_row |"
-	echo "|---|---|---|$(for v in $VARIANTS; do printf -- '---|'; done)---|---|---|---|---|"
+	echo "| sync commit | workload | unit | $(echo $VARIANTS | sed 's/ / | /g') | exact / none | exact / plpgsql_row | exact / plpgsql_stmt | log / none | log / plpgsql_row | sharded / none | sharded / plpgsql_row |"
+	echo "|---|---|---|$(for v in $VARIANTS; do printf -- '---|'; done)---|---|---|---|---|---|---|"
 	for sync in $SYNC; do
 		awk -F'\t' -v s="$sync" '$1 == s {print $3 "\t" $4}' "$raw" | sort -u | while IFS=$'\t' read -r w unit; do
 			row="| $sync | $w | $unit |"
@@ -138,7 +138,7 @@ done
 					'$1==s && $2==v && $3==w && $4==u {print $5}' "$raw" | median)
 				row+=" ${med[$v]} |"
 			done
-			for pair in exact:none exact:plpgsql_row exact:plpgsql_stmt log:none log:plpgsql_row; do
+			for pair in exact:none exact:plpgsql_row exact:plpgsql_stmt log:none log:plpgsql_row sharded:none sharded:plpgsql_row; do
 				mode=${pair%%:*}
 				base=${pair#*:}
 				if [ -n "${med[$mode]:-}" ] && [ -n "${med[$base]:-}" ] && [ "$unit" != "failed %" ]; then

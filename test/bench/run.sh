@@ -7,7 +7,7 @@
 #   ROWS=200000 SECONDS_PER_RUN=5 RUNS=1 bash test/bench/run.sh      # a quick look
 #
 # Settings (environment): ROWS (seeded posts, default 1000000), SECONDS_PER_RUN (pgbench duration, 10), RUNS
-# (repetitions, median reported, 3), VARIANTS (default "none plpgsql_row plpgsql_stmt exact"), SYNC ("off on").
+# (repetitions, median reported, 3), VARIANTS (default "none plpgsql_row plpgsql_stmt exact log sharded"), SYNC ("off on").
 # Results: test/bench/results.md (a Markdown table), raw numbers in test/bench/results.tsv.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
