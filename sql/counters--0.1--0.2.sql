@@ -232,6 +232,7 @@ DECLARE
 	started timestamptz;
 	message text;
 	state text;
+	live text;
 BEGIN
 	IF name IS NOT NULL AND NOT EXISTS (SELECT FROM counters.counter k WHERE k.name = rebuild.name) THEN
 		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
@@ -277,6 +278,8 @@ BEGIN
 		       pg_catalog.string_agg(pg_catalog.quote_ident(tname), ', ' ORDER BY ord) FILTER (WHERE NOT is_key)
 		  INTO keys, view_cols, stored_cols, expected_cols, sums, differs, nonzero, new_values, sets, cols, value_cols
 		  FROM d;
+		-- (with a retention, only the buckets kept; the view side's columns carry the table's names here)
+		live := counters._retention_filter(c.name, false);
 		-- The condition must be a boolean expression over the key columns (it runs with the caller's privileges).
 		IF condition IS NOT NULL THEN
 			BEGIN
@@ -297,8 +300,8 @@ BEGIN
 			         UNION ALL
 			         SELECT * FROM (SELECT %s, %s, NULL::pg_catalog.tid FROM %s v) e WHERE %s) u
 			  GROUP BY %s',
-			keys, sums, keys, stored_cols, t, COALESCE('(' || condition || ')', 'true'),
-			view_cols, expected_cols, c.query, COALESCE('(' || condition || ')', 'true'), keys);
+			keys, sums, keys, stored_cols, t, COALESCE('(' || condition || ')', 'true') || ' AND ' || live,
+			view_cols, expected_cols, c.query, COALESCE('(' || condition || ')', 'true') || ' AND ' || live, keys);
 		EXECUTE pg_catalog.format('CREATE TEMP TABLE counters_rebuild ON COMMIT DROP AS SELECT * FROM (%s) d WHERE %s',
 		                          diff, differs);
 		GET DIAGNOSTICS updated = ROW_COUNT;
@@ -562,6 +565,8 @@ BEGIN
 		END IF;
 		total := total + folded;
 	END LOOP;
+	-- the maintenance entry point: expired buckets go too (not counted in the result)
+	PERFORM counters.apply_retention(name);
 	RETURN total;
 END
 $$;
@@ -661,5 +666,172 @@ BEGIN
 			xcols, c.totals, null_match, any_null, xcols, c.log, null_match, any_null,
 			keys, nonzero, keys, k);
 	END IF;
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- retention
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- Keep only recent time buckets of a counter keyed by one (a key column of type date, timestamp or timestamptz, e.g.
+-- date_trunc('hour', used_at) AS hour): buckets older than now() - keep are deleted by counters.apply_retention()
+-- (which counters.compact(), the worker and a pg_cron job call), and deltas to them are dropped by the trigger, so a
+-- late change to an old source row cannot bring an expired bucket back. verify() and rebuild() compare only the
+-- buckets kept. keep NULL removes the retention. For timestamp (without time zone) buckets the horizon is computed in
+-- the session's time zone: keep writers and the compacting job in one TimeZone (UTC is simplest).
+CREATE FUNCTION counters.set_retention(name text, column_name text, keep interval) RETURNS void
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c counters.counter;
+	col record;
+	typ regtype;
+BEGIN
+	SELECT * INTO c FROM counters.counter k WHERE k.name = set_retention.name;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'counter "%" does not exist', set_retention.name USING ERRCODE = 'undefined_object';
+	END IF;
+	IF keep IS NULL THEN
+		PERFORM counters._set_option(c.name, 'retention', NULL);
+		RETURN;
+	END IF;
+	IF NOT c.owns_target THEN
+		RAISE EXCEPTION 'counter "%": retention applies to counters with a table of their own', c.name
+			USING ERRCODE = 'feature_not_supported';
+	END IF;
+	SELECT x.definition_name, x.name AS table_name, a.atttypid::regtype AS typ INTO col
+	  FROM counters._columns(COALESCE(c.totals, c.target), c.query) x
+	  JOIN pg_catalog.pg_attribute a ON a.attrelid = COALESCE(c.totals, c.target) AND a.attname = x.name
+	 WHERE x.is_key AND (x.definition_name = column_name OR x.name = column_name)
+	 ORDER BY x.definition_name = column_name DESC LIMIT 1;
+	IF col IS NULL OR col.typ NOT IN ('date'::regtype, 'timestamp'::regtype, 'timestamptz'::regtype) THEN
+		RAISE EXCEPTION 'counter "%": retention needs a key column of type date, timestamp or timestamptz, not "%"',
+			c.name, column_name
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF keep <= interval '0' THEN
+		RAISE EXCEPTION 'counter "%": retention must keep a positive interval, not %', c.name, keep
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	PERFORM counters._set_option(c.name, 'retention',
+		pg_catalog.jsonb_build_object('column', col.definition_name, 'keep', keep::text));
+END $$;
+
+-- The condition selecting the buckets a counter keeps (its retention), over the counter table's columns or (expected)
+-- the definition view's; 'true' without retention.
+CREATE FUNCTION counters._retention_filter(name text, expected boolean) RETURNS text
+	LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT COALESCE((
+		SELECT pg_catalog.format('%I OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)::%s',
+		                         CASE WHEN expected THEN x.definition_name ELSE x.name END,
+		                         c.options -> 'retention' ->> 'keep', a.atttypid::regtype)
+		  FROM counters.counter c
+		  JOIN counters._columns(COALESCE(c.totals, c.target), c.query) x
+		    ON x.definition_name = c.options -> 'retention' ->> 'column'
+		  JOIN pg_catalog.pg_attribute a ON a.attrelid = COALESCE(c.totals, c.target) AND a.attname = x.name
+		 WHERE c.name = $1 AND c.options ? 'retention'), 'true')
+$$;
+
+-- Delete the expired buckets of one or all counters with a retention (from the totals and the log or slots too);
+-- returns the number of rows deleted. counters.compact() calls it.
+CREATE FUNCTION counters.apply_retention(name text DEFAULT NULL) RETURNS bigint
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	n bigint;
+	total bigint := 0;
+	live text;
+BEGIN
+	FOR c IN
+		SELECT k.* FROM counters.counter k
+		 WHERE k.options ? 'retention' AND (apply_retention.name IS NULL OR k.name = apply_retention.name)
+		 ORDER BY k.name
+	LOOP
+		live := counters._retention_filter(c.name, false);
+		EXECUTE pg_catalog.format('DELETE FROM %s WHERE NOT (%s)', COALESCE(c.totals, c.target), live);
+		GET DIAGNOSTICS n = ROW_COUNT;
+		total := total + n;
+		IF c.log IS NOT NULL THEN
+			EXECUTE pg_catalog.format('DELETE FROM %s WHERE NOT (%s)', c.log, live);
+			GET DIAGNOSTICS n = ROW_COUNT;
+			total := total + n;
+		END IF;
+	END LOOP;
+	RETURN total;
+END $$;
+-- One row per counter value that differs from its definition recomputed now, in one snapshot (a plain read: it takes
+-- no lock that blocks writers). A missing counter row counts as zeros; for a counter kept in an existing table, keys
+-- that have no row there are not reported (their deltas are skipped by design); with a retention, buckets older than
+-- it are not compared.
+CREATE OR REPLACE FUNCTION counters.verify(name text DEFAULT NULL)
+	RETURNS TABLE (counter text, key jsonb, column_name text, stored numeric, expected numeric)
+	LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	keys text;
+	target_keys text;
+	key_json text;
+	stored_cols text;
+	expected_cols text;
+	sums text;
+	differs text;
+	unpivot text;
+BEGIN
+	IF name IS NOT NULL AND NOT EXISTS (SELECT FROM counters.counter k WHERE k.name = verify.name) THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	FOR c IN
+		SELECT k.name, k.target, k.query, k.owns_target, counters._retention_filter(k.name, false) AS live_stored,
+		       counters._retention_filter(k.name, true) AS live_expected
+		  FROM counters.counter k
+		 WHERE verify.name IS NULL OR k.name = verify.name ORDER BY k.name
+	LOOP
+		-- Columns of the definition view and, by position (create_counter made it) or by name (an existing
+		-- table), of the counter table.
+		WITH v AS (SELECT a.attname, pg_catalog.row_number() OVER (ORDER BY a.attnum) AS ord
+		             FROM pg_catalog.pg_attribute a
+		            WHERE a.attrelid = c.query AND a.attnum > 0 AND NOT a.attisdropped),
+		     t AS (SELECT a.attname, pg_catalog.row_number() OVER (ORDER BY a.attnum) AS ord
+		             FROM pg_catalog.pg_attribute a
+		            WHERE a.attrelid = c.target AND a.attnum > 0 AND NOT a.attisdropped),
+		     cols AS (SELECT v.attname, CASE WHEN c.owns_target THEN t.attname ELSE v.attname END AS tname,
+		                     v.ord AS attnum, v.attname IN (SELECT counters._describe_keys(c.query)) AS is_key
+		                FROM v LEFT JOIN t ON t.ord = v.ord)
+		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(attname), ', ' ORDER BY attnum) FILTER (WHERE is_key),
+		       pg_catalog.string_agg(pg_catalog.format('%I AS %I', tname, attname), ', ' ORDER BY attnum)
+		           FILTER (WHERE is_key),
+		       pg_catalog.string_agg(pg_catalog.format('%L, %I', attname, attname), ', ' ORDER BY attnum)
+		           FILTER (WHERE is_key),
+		       pg_catalog.string_agg(pg_catalog.format('COALESCE(%I, 0)::pg_catalog.numeric AS %I, 0::pg_catalog.numeric AS %I',
+		                             tname, 's_' || attname, 'e_' || attname), ', ' ORDER BY attnum) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('0::pg_catalog.numeric, COALESCE(%I, 0)::pg_catalog.numeric',
+		                             attname), ', ' ORDER BY attnum) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) AS %I, pg_catalog.sum(%I) AS %I',
+		                             's_' || attname, 's_' || attname, 'e_' || attname, 'e_' || attname), ', '
+		                             ORDER BY attnum) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) IS DISTINCT FROM pg_catalog.sum(%I)',
+		                             's_' || attname, 'e_' || attname), ' OR ' ORDER BY attnum) FILTER (WHERE NOT is_key),
+		       pg_catalog.string_agg(pg_catalog.format('(%L, d.%I, d.%I)', attname, 's_' || attname, 'e_' || attname),
+		                             ', ' ORDER BY attnum) FILTER (WHERE NOT is_key)
+		  INTO keys, target_keys, key_json, stored_cols, expected_cols, sums, differs, unpivot
+		  FROM cols;
+		RETURN QUERY EXECUTE pg_catalog.format(
+			'SELECT %L::text, pg_catalog.jsonb_build_object(%s), v.column_name::text, v.stored, v.expected
+			   FROM (SELECT %s, %s, pg_catalog.bool_or(u.in_target) AS in_target
+			           FROM (SELECT %s, %s, true AS in_target FROM %s WHERE %s
+			                 UNION ALL
+			                 SELECT %s, %s, false FROM %s WHERE %s) u
+			          GROUP BY %s
+			         HAVING %s) d
+			  CROSS JOIN LATERAL (VALUES %s) v(column_name, stored, expected)
+			  WHERE v.stored IS DISTINCT FROM v.expected AND (%L OR d.in_target)
+			  ORDER BY 2, 3',
+			c.name, key_json, keys, sums, target_keys, stored_cols, c.target, c.live_stored, keys, expected_cols, c.query,
+			c.live_expected, keys, differs,
+			unpivot, c.owns_target);
+	END LOOP;
 END
 $$;

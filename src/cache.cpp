@@ -573,7 +573,10 @@ BuildEntry(SourceCounters *entry)
 	int ret = SPI_execute_with_args("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
 	                                "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
 	                                "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds', c.mode, "
-	                                "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16) "
+	                                "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16), "
+	                                "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
+	                                "(c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) "
+	                                "'keep')::pg_catalog.interval "
 	                                "FROM counters.counter c, LATERAL ("
 	                                "SELECT pg_catalog.array_agg(e.key) AS columns, "
 	                                "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
@@ -607,7 +610,8 @@ BuildEntry(SourceCounters *entry)
 			bool owns = DatumGetBool(SPI_getbinval(tup, tupdesc, 4, &isnull));
 			Datum log = SPI_getbinval(tup, tupdesc, 5, &isnull);
 			bool log_mode = !isnull;
-			Datum totals = SPI_getbinval(tup, tupdesc, 6, &isnull);
+			bool totals_null;
+			Datum totals = SPI_getbinval(tup, tupdesc, 6, &totals_null);
 
 			Relation view = relation_open(query_oid, AccessShareLock);
 			if (view->rd_rel->relkind != RELKIND_VIEW)
@@ -623,9 +627,20 @@ BuildEntry(SourceCounters *entry)
 			c->owns_target = owns;
 			c->sharded = strcmp(TextDatumGetCString(SPI_getbinval(tup, tupdesc, 11, &isnull)), "sharded") == 0;
 			c->max_slots = DatumGetInt32(SPI_getbinval(tup, tupdesc, 12, &isnull));
+			c->retention_key = -1;
+			Datum retention_column = SPI_getbinval(tup, tupdesc, 13, &isnull);
+			if (!isnull) {
+				char *column = TextDatumGetCString(retention_column);
+				Datum keep = SPI_getbinval(tup, tupdesc, 14, &isnull);
+				for (int k = 0; k < c->def->nkeys && !isnull; k++)
+					if (strcmp(c->def->keys[k].column_name, column) == 0) {
+						c->retention_key = k;
+						c->retention_keep = datumCopy(keep, false, sizeof(Interval));
+					}
+			}
 			c->append_only = log_mode && !c->sharded;
 			c->write_rel = log_mode ? DatumGetObjectId(log) : target;
-			c->totals = log_mode && !isnull ? DatumGetObjectId(totals) : InvalidOid;
+			c->totals = log_mode && !totals_null ? DatumGetObjectId(totals) : InvalidOid;
 			Relation trel = table_open(c->write_rel, AccessShareLock);
 			c->owner = trel->rd_rel->relowner;
 			table_close(trel, AccessShareLock);

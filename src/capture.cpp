@@ -24,6 +24,7 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/tupconvert.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "commands/trigger.h"
@@ -34,6 +35,7 @@ extern "C" {
 #include "nodes/makefuncs.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/date.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/json.h"
@@ -44,6 +46,7 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 }
 
@@ -649,6 +652,22 @@ ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params)
 	pfree(elem_nulls);
 }
 
+/* now() - keep, as the bucket column's type (date, timestamp in the session's time zone, or timestamptz). */
+Datum
+RetentionHorizon(CompiledCounter *c)
+{
+	Datum start = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	Datum horizon = DirectFunctionCall2(timestamptz_mi_interval, start, c->retention_keep);
+	switch (c->def->keys[c->retention_key].type) {
+	case TIMESTAMPOID:
+		return DirectFunctionCall1(timestamptz_timestamp, horizon);
+	case DATEOID:
+		return DirectFunctionCall1(timestamptz_date, horizon);
+	default:
+		return horizon;
+	}
+}
+
 void
 ApplyErrorContext(void *arg)
 {
@@ -663,9 +682,14 @@ ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
 		return;
 	DeltaEntry **sorted = (DeltaEntry **)palloc(sizeof(DeltaEntry *) * r->nentries);
 	uint32 n = 0;
+	/* Retention: buckets older than the horizon are no longer kept (counters.set_retention); their deltas go. */
+	int rk = r->c->retention_key;
+	Datum horizon = rk >= 0 ? RetentionHorizon(r->c) : (Datum)0;
 	for (uint32 b = 0; b < r->nbuckets; b++)
 		for (DeltaEntry *e = r->buckets[b]; e; e = e->next)
-			if (!EntryIsZero(def, e))
+			if (!EntryIsZero(def, e) && (rk < 0 || e->key_nulls[rk] ||
+			                             DatumGetInt32(FunctionCall2Coll(&r->c->key_cmp[rk], def->keys[rk].collation,
+			                                                             e->keys[rk], horizon)) >= 0))
 				sorted[n++] = e;
 	if (n == 0)
 		return;

@@ -114,7 +114,10 @@ struct CompiledCounter {
 	int *nthresholds;
 	Datum **thresholds;
 	Oid *callbacks;
-	bool *callback_missing;      /* a callback was set but no longer exists */
+	bool *callback_missing; /* a callback was set but no longer exists */
+	/* counters.set_retention: deltas to buckets older than now() - keep are dropped (-1: no retention) */
+	int retention_key;
+	Datum retention_keep;        /* interval */
 	Oid key_index;               /* the unique index on the key columns, found by the first DirectBegin */
 	int *key_of_column;          /* its columns' key numbers; NULL until then */
 	SPIPlanPtr apply_plan;       /* upsert (owned table) or UPDATE (existing target) of one key */
