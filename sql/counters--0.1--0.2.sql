@@ -433,6 +433,8 @@ BEGIN
 		RAISE EXCEPTION 'counter "%": a counter kept in columns of an existing table can only be exact', name
 			USING ERRCODE = 'feature_not_supported';
 	END IF;
+	-- (folding the log or slots after locking writers out must see every delta committed before the lock)
+	PERFORM counters._require_read_committed('counters.alter_counter()');
 	IF c.mode <> 'exact' AND mode <> 'exact' THEN
 		PERFORM counters.alter_counter(name, 'exact');
 		SELECT k.* INTO c FROM counters.counter k WHERE k.name = alter_counter.name;
@@ -834,4 +836,17 @@ BEGIN
 			unpivot, c.owns_target);
 	END LOOP;
 END
+$$;
+
+-- Declaring a counter locks writers of the source out and then fills the counter table: at REPEATABLE READ or
+-- SERIALIZABLE the fill would read with a snapshot taken before the lock and could miss rows committed in between.
+CREATE OR REPLACE FUNCTION counters.create_counter(name text, definition text, target text DEFAULT NULL,
+                                                   mode text DEFAULT 'exact')
+	RETURNS regclass
+	LANGUAGE sql
+AS $$
+	SELECT counters._require_read_committed('counters.create_counter()');
+	SELECT counters._create_counter($1, $2, $3, pg_catalog.current_setting('search_path'));
+	SELECT counters.alter_counter($1, mode => $4);
+	SELECT k.target FROM counters.counter k WHERE k.name OPERATOR(pg_catalog.=) $1;
 $$;

@@ -83,9 +83,15 @@ SELECT counters.rebuild('user_blog', 'no_such_column = 1');
 \echo SQLSTATE :SQLSTATE
 SELECT counters.rebuild(NULL, 'blog_id = 1');
 \echo SQLSTATE :SQLSTATE
--- (its lock must come before its snapshot)
+-- (its lock must come before its snapshot; so must declaring a counter and switching its mode)
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT counters.rebuild('user_blog');
+ROLLBACK;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT counters.create_counter('rr_counter', 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT counters.alter_counter('user_blog', 'log');
 ROLLBACK;
 
 -- counters.stats: one row per counter, with its tables' cumulative statistics.
