@@ -645,6 +645,16 @@ BEGIN
 	  FROM counters._columns(COALESCE(c.totals, c.target), c.query) d WHERE NOT d.is_key;
 	xcols := (SELECT pg_catalog.string_agg(pg_catalog.format('x.%I', d.name), ', ' ORDER BY d.ord)
 	            FROM counters._columns(COALESCE(c.totals, c.target), c.query) d);
+	-- In log and sharded mode a key's value is spread over several rows: the filter may name key columns only.
+	IF c.mode <> 'exact' AND filter IS NOT NULL THEN
+		BEGIN
+			EXECUTE pg_catalog.format('SELECT 1 FROM (SELECT %s FROM %s LIMIT 0) x WHERE %s', keys, c.totals, cond);
+		EXCEPTION WHEN undefined_column THEN
+			RAISE EXCEPTION 'counter "%": in % mode the filter of top() may name key columns only (%)', name, c.mode, keys
+				USING ERRCODE = 'feature_not_supported',
+				      HINT = pg_catalog.format('Filter the result instead: SELECT * FROM %s WHERE ... ORDER BY ... LIMIT ...', c.target);
+		END;
+	END IF;
 	IF c.mode = 'exact' THEN
 		RETURN QUERY EXECUTE pg_catalog.format(
 			'SELECT pg_catalog.jsonb_build_object(%s), %I::pg_catalog.numeric FROM %s WHERE %s '

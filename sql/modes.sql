@@ -520,6 +520,9 @@ SELECT log_rows('pl') AS pl_log;
 SELECT * FROM top_cases_tied();
 SELECT * FROM counters.top('pl', 'n', 3);
 SELECT * FROM counters.top('pl', 'w', 3, 'post_id IS NULL OR post_id > 2');
+-- in log mode a filter may name key columns only (a key's value is spread over the totals and the log)
+SELECT * FROM counters.top('pl', 'n', 3, 'w >= 5');
+\echo SQLSTATE :SQLSTATE
 SELECT * FROM top_checks(false);
 -- a pending key whose log rows outweigh its total, and pending keys tied with keys that only have totals
 INSERT INTO likes (post_id, weight) SELECT 7, 0 FROM generate_series(1, 2);
