@@ -91,6 +91,17 @@ INSERT INTO votes (post_id, value) SELECT 5 + g % 2000, 500 FROM generate_series
 SELECT count(*) AS crossings, count(DISTINCT key) AS keys, min(old) AS min_old, max(new) AS max_new FROM crossings;
 SELECT * FROM counters.verify('post_rating');
 
+-- A callback in LANGUAGE sql returning void (its NULL result is ignored).
+CREATE FUNCTION note_sql(counter text, key jsonb, column_name text, old numeric, new numeric, threshold numeric,
+                         direction text) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO thresholds_test.crossings (counter, key, column_name, old, new, threshold, direction)
+	VALUES (counter, key, column_name, old, new, threshold, direction)
+$$;
+SELECT counters.set_thresholds('post_rating', 'rating', '{2000}', 'note_sql'::regproc);
+TRUNCATE crossings;
+INSERT INTO votes (post_id, value) VALUES (5, 1000);
+SELECT key, column_name, old, new, threshold, direction FROM crossings;
+
 -- Without a callback: only the NOTIFY (see the isolation spec).
 SELECT counters.set_thresholds('post_rating', 'rating', '{2000}');
 SELECT * FROM counters.thresholds;

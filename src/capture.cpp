@@ -809,11 +809,25 @@ AnnounceCrossings(List *list)
 			                errmsg("counter \"%s\": the threshold callback of column \"%s\" no longer exists",
 			                       def->name, def->values[x->v].column_name),
 			                errhint("Set the thresholds again with counters.set_thresholds().")));
-		if (OidIsValid(callback))
-			OidFunctionCall7Coll(callback, InvalidOid, CStringGetTextDatum(def->name),
-			                     DirectFunctionCall1(jsonb_in, CStringGetDatum(key.data)),
-			                     CStringGetTextDatum(def->values[x->v].column_name), x->old_value, x->new_value,
-			                     x->threshold, CStringGetTextDatum(direction));
+		if (OidIsValid(callback)) {
+			/* (called directly: its result, void or NULL, is ignored) */
+			FmgrInfo flinfo;
+			fmgr_info(callback, &flinfo);
+			LOCAL_FCINFO(fcinfo, 7);
+			InitFunctionCallInfoData(*fcinfo, &flinfo, 7, InvalidOid, nullptr, nullptr);
+			Datum args[7] = {CStringGetTextDatum(def->name),
+			                 DirectFunctionCall1(jsonb_in, CStringGetDatum(key.data)),
+			                 CStringGetTextDatum(def->values[x->v].column_name),
+			                 x->old_value,
+			                 x->new_value,
+			                 x->threshold,
+			                 CStringGetTextDatum(direction)};
+			for (int a = 0; a < 7; a++) {
+				fcinfo->args[a].value = args[a];
+				fcinfo->args[a].isnull = false;
+			}
+			(void)FunctionCallInvoke(fcinfo);
+		}
 	}
 }
 
