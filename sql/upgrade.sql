@@ -54,3 +54,42 @@ SELECT counters.drop_counter('blog_posts');
 SELECT counters.drop_counter('blog_posts_log');
 RESET search_path;
 DROP SCHEMA upgrade_test CASCADE;
+
+--
+-- DROP EXTENSION counters CASCADE with counters declared: no trigger or function of the extension is left on user
+-- tables, the source and its data stay; the counter tables stay as plain tables (yours); CREATE EXTENSION works again
+-- and counters can be declared anew.
+--
+CREATE SCHEMA dropext_test;
+SET search_path = dropext_test;
+CREATE TABLE posts (id serial PRIMARY KEY, blog_id int NOT NULL);
+INSERT INTO posts (blog_id) SELECT 1 + g % 3 FROM generate_series(1, 30) g;
+SELECT counters.create_counter('dx_exact', 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
+SELECT counters.create_counter('dx_log', 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id', mode => 'log');
+SELECT count(*) AS triggers_before FROM pg_trigger WHERE tgrelid = 'posts'::regclass AND NOT tgisinternal;
+SET client_min_messages = warning;
+DROP EXTENSION counters CASCADE;
+RESET client_min_messages;
+SELECT count(*) AS triggers_after FROM pg_trigger WHERE tgrelid = 'posts'::regclass AND NOT tgisinternal;
+SELECT count(*) AS extension_functions FROM pg_proc WHERE pronamespace::regnamespace::text = 'counters';
+SELECT count(*) AS event_triggers FROM pg_event_trigger WHERE evtname LIKE 'counters%';
+SELECT to_regnamespace('counters') AS counters_schema;
+SELECT count(*) AS posts_kept FROM posts;
+SELECT c.relname, c.relkind FROM pg_class c WHERE c.relnamespace = 'dropext_test'::regnamespace AND c.relname LIKE 'dx%' ORDER BY 1;
+-- writes no longer touch the leftover tables
+INSERT INTO posts (blog_id) VALUES (1);
+SELECT n FROM dx_exact WHERE blog_id = 1;
+-- (PostgreSQL records the first schema of the search_path as the extension's schema: create it from public, not
+-- from a schema that may be dropped with the extension in it)
+RESET search_path;
+CREATE EXTENSION counters;
+SELECT extnamespace::regnamespace FROM pg_extension WHERE extname = 'counters';
+SET search_path = dropext_test;
+DROP TABLE dx_exact, dx_log_totals, dx_log_log CASCADE;
+DROP VIEW IF EXISTS dx_exact_definition, dx_log_definition;
+SELECT counters.create_counter('dx_exact', 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
+INSERT INTO posts (blog_id) VALUES (2);
+SELECT * FROM counters.verify();
+SELECT counters.drop_counter('dx_exact');
+RESET search_path;
+DROP SCHEMA dropext_test CASCADE;
