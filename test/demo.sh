@@ -8,7 +8,10 @@
 # article the project started from (blogs, users, posts), then runs real writes -- a draft published, a soft delete,
 # a post moved to another blog, an author change, a bulk INSERT ... SELECT, a bulk UPDATE, a DELETE, a rolled-back
 # transaction, a COPY, 4 concurrent pgbench clients and a TRUNCATE -- and after each step prints the counters next to
-# a recount from scratch. Exits non-zero if any counter differs from its recount. Safe to re-run; works as root.
+# a recount from scratch. Then the seeds' other stories: a hot "like" counter under 8 pgbench clients in each mode
+# (exact, sharded, log) next to a no-counter baseline, an excursion that refuses its 21st paid participant (bounds),
+# trending hashtags per region over the last 24 hours, and thumbnails ranked by CTR. Exits non-zero if any counter
+# differs from its recount. Safe to re-run; works as root.
 set -euo pipefail
 PGVER=${PGVER:-15}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -391,19 +394,22 @@ SQL
 echo
 echo "=== 16. A hot key: 8 clients 'like' the same post for 3 seconds, per mode and isolation level"
 echo "        exact: one counter row per key, updated by each writer (they queue; REPEATABLE READ writers fail)."
+echo "        sharded: up to 16 slot rows per key; a writer takes a slot no one holds. Reads stay exact."
 echo "        log:   each statement appends its delta; counters.compact() folds the log later. Reads stay exact."
 sql -q <<'SQL'
 CREATE TABLE likes (id bigserial PRIMARY KEY, post_id int NOT NULL, liked_at timestamp NOT NULL DEFAULT now());
-SELECT counters.create_counter('post_likes', 'SELECT post_id, count(*) AS likes FROM likes GROUP BY post_id') \gset
 SQL
 echo 'INSERT INTO likes (post_id) VALUES (1);' >"$tmp/like.sql"
-printf '    %-6s %-16s %10s %18s\n' mode isolation tps "failed transactions"
-for mode in exact log; do
+printf '    %-8s %-16s %10s %18s\n' mode isolation tps "failed transactions"
+pgbench -n -c 8 -j 8 -T 3 -f "$tmp/like.sql" >"$tmp/like.out" 2>&1 || { cat "$tmp/like.out"; exit 1; }
+printf '    %-8s %-16s %10s %18s\n' "(none)" "read committed" "$(awk '/^tps/ {printf "%.0f", $3}' "$tmp/like.out")" "no counter"
+sql -q -c "SELECT counters.create_counter('post_likes', 'SELECT post_id, count(*) AS likes FROM likes GROUP BY post_id')" >/dev/null
+for mode in exact sharded log; do
 	sql -q -c "SELECT counters.alter_counter('post_likes', '$mode')" >/dev/null
 	for iso in "read committed" "repeatable read"; do
 		PGOPTIONS="-c default_transaction_isolation=${iso// /\\ }" pgbench -n -c 8 -j 8 -T 3 -f "$tmp/like.sql" \
 			>"$tmp/like.out" 2>&1 || { cat "$tmp/like.out"; exit 1; }
-		printf '    %-6s %-16s %10s %18s\n' "$mode" "$iso" "$(awk '/^tps/ {printf "%.0f", $3}' "$tmp/like.out")" \
+		printf '    %-8s %-16s %10s %18s\n' "$mode" "$iso" "$(awk '/^tps/ {printf "%.0f", $3}' "$tmp/like.out")" \
 			"$(awk '/number of failed transactions/ {print $5, $6}' "$tmp/like.out")"
 	done
 done
@@ -411,6 +417,66 @@ sql <<'SQL'
 SELECT (SELECT count(*) FROM post_likes_log) AS pending_log_rows, counters.compact('post_likes') AS folded,
        (SELECT likes FROM post_likes WHERE post_id = 1) AS likes_counter,
        (SELECT count(*) FROM likes WHERE post_id = 1) AS likes_recount;
+SELECT CASE WHEN (SELECT count(*) FROM counters.verify()) = 0 THEN 'drift: 0 (counters.verify(): 0 rows)'
+            ELSE 'DRIFT FOUND' END AS line \gset
+\echo :line
+SELECT :'line' = 'DRIFT FOUND' AS drift \gset
+\if :drift
+\quit 3
+\endif
+
+\echo
+\echo '=== 17. An excursion takes at most 20 paid participants: the 21st is refused (bounds, SQLSTATE 23514)'
+CREATE TABLE bookings (id serial PRIMARY KEY, excursion_id int NOT NULL, paid boolean NOT NULL DEFAULT false);
+SELECT counters.create_counter('seats', 'SELECT excursion_id, count(*) FILTER (WHERE paid) AS paid FROM bookings GROUP BY excursion_id') \gset
+SELECT counters.set_bounds('seats', 'paid', max => 20) \gset
+INSERT INTO bookings (excursion_id, paid) SELECT 7, true FROM generate_series(1, 20);
+\set ON_ERROR_STOP 0
+INSERT INTO bookings (excursion_id, paid) VALUES (7, true);
+\set ON_ERROR_STOP 1
+\echo 'SQLSTATE' :SQLSTATE
+SELECT excursion_id, paid, (SELECT count(*) FROM bookings WHERE paid) AS paid_bookings FROM seats;
+
+\echo
+\echo '=== 18. Trending hashtags: uses per (region, tag, hour); top 2 per region in the last 24 hours'
+CREATE TABLE hashtag_uses (id serial PRIMARY KEY, region text NOT NULL, tag text NOT NULL, used_at timestamp NOT NULL);
+SELECT counters.create_counter('tag_hourly', $$SELECT region, tag, date_trunc('hour', used_at) AS hour, count(*) AS uses
+                                              FROM hashtag_uses GROUP BY region, tag, date_trunc('hour', used_at)$$) \gset
+CREATE INDEX ON tag_hourly (region, hour);
+INSERT INTO hashtag_uses (region, tag, used_at)
+SELECT (ARRAY['eu', 'us'])[1 + g % 2], '#' || (ARRAY['cats', 'postgres', 'rain', 'news', 'cats'])[1 + (g / 2 + g / 7) % 5],
+       localtimestamp - (g % 40) * interval '1 hour' FROM generate_series(1, 4000) g;
+SELECT r.region, t.tag, t.uses,
+       (SELECT count(*) FROM hashtag_uses h WHERE h.region = r.region AND h.tag = t.tag
+           AND date_trunc('hour', h.used_at) >= date_trunc('hour', localtimestamp) - interval '24 hours') AS recount
+  FROM (SELECT DISTINCT region FROM tag_hourly) r
+  CROSS JOIN LATERAL (SELECT tag, sum(uses) AS uses FROM tag_hourly
+                       WHERE region = r.region AND hour >= date_trunc('hour', localtimestamp) - interval '24 hours'
+                       GROUP BY tag ORDER BY 2 DESC, 1 LIMIT 2) t ORDER BY 1, 3 DESC;
+
+\echo
+\echo '=== 19. Thumbnails ranked by CTR = clicks / shows, since the last regeneration and in total'
+CREATE TABLE thumbnails (video_id int, thumbnail_id int, category text, generation int NOT NULL DEFAULT 1,
+                         PRIMARY KEY (video_id, thumbnail_id));
+CREATE TABLE thumb_events (id serial PRIMARY KEY, video_id int, thumbnail_id int, generation int, kind text);
+INSERT INTO thumbnails SELECT v, t, (ARRAY['music', 'news'])[1 + v % 2] FROM generate_series(1, 6) v, generate_series(1, 2) t;
+SELECT counters.create_counter('thumb_total', $$SELECT video_id, thumbnail_id, count(*) FILTER (WHERE kind = 'click') AS clicks,
+       count(*) FILTER (WHERE kind = 'show') AS shows FROM thumb_events GROUP BY video_id, thumbnail_id$$) \gset
+SELECT counters.create_counter('thumb_generation', $$SELECT video_id, thumbnail_id, generation,
+       count(*) FILTER (WHERE kind = 'click') AS clicks, count(*) FILTER (WHERE kind = 'show') AS shows
+       FROM thumb_events GROUP BY video_id, thumbnail_id, generation$$) \gset
+INSERT INTO thumb_events (video_id, thumbnail_id, generation, kind)
+SELECT 1 + g % 6, 1 + (g / 6) % 2, 1, CASE WHEN g % (7 + g % 11) = 0 THEN 'click' ELSE 'show' END FROM generate_series(1, 3000) g;
+UPDATE thumbnails SET generation = 2 WHERE video_id = 2 AND thumbnail_id = 1;   -- regenerated: its CTR restarts
+INSERT INTO thumb_events (video_id, thumbnail_id, generation, kind) VALUES (2, 1, 2, 'show'), (2, 1, 2, 'click');
+SELECT category, video_id, thumbnail_id, ctr, ctr_total FROM (
+  SELECT t.category, t.video_id, t.thumbnail_id,
+         round(g.clicks::numeric / nullif(g.shows, 0), 3) AS ctr, round(tt.clicks::numeric / nullif(tt.shows, 0), 3) AS ctr_total,
+         row_number() OVER (PARTITION BY t.category ORDER BY g.clicks::numeric / nullif(g.shows, 0) DESC NULLS LAST) AS rank
+    FROM thumbnails t LEFT JOIN thumb_generation g USING (video_id, thumbnail_id, generation)
+    LEFT JOIN thumb_total tt USING (video_id, thumbnail_id)) r
+ WHERE rank <= 2 ORDER BY category, rank;
+
 SELECT CASE WHEN (SELECT count(*) FROM counters.verify()) = 0 THEN 'drift: 0 (counters.verify(): 0 rows)'
             ELSE 'DRIFT FOUND' END AS line \gset
 \echo :line
