@@ -34,3 +34,9 @@ $(OBJS): $(wildcard src/*.hpp)
 .PHONY: format
 format:
 	clang-format -i src/*.cpp src/*.hpp
+
+# A versioned source archive for PGXN (and anyone): counters-<version>.zip from the committed tree (git archive).
+DISTVERSION = $(shell sed -n 's/^ *"version": "\([0-9.]*\)",/\1/p' META.json | head -1)
+.PHONY: dist
+dist:
+	git archive --format zip --prefix=counters-$(DISTVERSION)/ -o counters-$(DISTVERSION).zip HEAD
