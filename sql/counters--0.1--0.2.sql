@@ -195,6 +195,25 @@ SELECT c.name AS counter, t.key AS column_name,
   FROM counters.counter c, pg_catalog.jsonb_each(c.options -> 'thresholds') t;
 GRANT SELECT ON counters.thresholds TO PUBLIC;
 
+
+-- A counter table that lost a column (ALTER TABLE ... DROP COLUMN on it) can no longer be compared or repaired.
+CREATE FUNCTION counters._check_columns(name text) RETURNS void
+	LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c counters.counter;
+BEGIN
+	SELECT * INTO c FROM counters.counter k WHERE k.name = _check_columns.name;
+	IF c.owns_target AND
+	   (SELECT pg_catalog.count(*) FROM counters._columns(COALESCE(c.totals, c.target), c.query)) <
+	   (SELECT pg_catalog.count(*) FROM pg_catalog.pg_attribute a
+	     WHERE a.attrelid = c.query AND a.attnum > 0 AND NOT a.attisdropped) THEN
+		RAISE EXCEPTION 'counter "%": counter table % has fewer columns than the definition', c.name,
+			COALESCE(c.totals, c.target)
+			USING ERRCODE = 'invalid_table_definition', HINT = 'Drop and declare the counter again.';
+	END IF;
+END $$;
+
 -- ---------------------------------------------------------------------------------------------------------------
 -- repair
 -- ---------------------------------------------------------------------------------------------------------------
@@ -245,6 +264,7 @@ BEGIN
 		SELECT k.* FROM counters.counter k WHERE rebuild.name IS NULL OR k.name = rebuild.name ORDER BY k.name
 	LOOP
 		started := pg_catalog.clock_timestamp();
+		PERFORM counters._check_columns(c.name);
 		EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE MODE', c.source);
 		IF c.mode IN ('log', 'sharded') THEN
 			PERFORM counters.compact(c.name);
@@ -801,6 +821,7 @@ BEGIN
 		  FROM counters.counter k
 		 WHERE verify.name IS NULL OR k.name = verify.name ORDER BY k.name
 	LOOP
+		PERFORM counters._check_columns(c.name);
 		-- Columns of the definition view and, by position (create_counter made it) or by name (an existing
 		-- table), of the counter table.
 		WITH v AS (SELECT a.attname, pg_catalog.row_number() OVER (ORDER BY a.attnum) AS ord

@@ -57,9 +57,10 @@ SELECT differences();
 -- rebuild repairs kept buckets only
 SELECT counters.alter_counter('tag_hourly', 'exact');
 UPDATE tag_hourly SET uses = uses + 5 WHERE hour = (SELECT max(hour) FROM tag_hourly);
-SELECT count(*) AS wrong FROM counters.verify();
+SELECT count(*) AS corrupted INTO TEMP corrupted FROM tag_hourly WHERE hour = (SELECT max(hour) FROM tag_hourly);
+SELECT (SELECT count(*) FROM counters.verify()) = corrupted AS verify_found_exactly_them FROM corrupted;
 SET client_min_messages = warning;
-SELECT counters.rebuild('tag_hourly');
+SELECT counters.rebuild('tag_hourly') = corrupted AS rebuilt_exactly_them FROM corrupted;
 RESET client_min_messages;
 SELECT differences();
 

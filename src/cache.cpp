@@ -238,6 +238,16 @@ ResolveColumns(CompiledCounter *c)
 			continue;
 		ColumnDef *cd = &def->columns[col++];
 		char *name = pstrdup(NameStr(att->attname));
+		/* The trigger writes datums of the definition's types: a retyped column must not be written blindly. */
+		Oid expected = cd->is_key ? def->keys[cd->index].type
+		                          : (def->values[cd->index].accum == AccumKind::Int64 ? INT8OID : NUMERICOID);
+		if (getBaseType(att->atttypid) != getBaseType(expected))
+			ereport(ERROR,
+			        (errcode(ERRCODE_DATATYPE_MISMATCH),
+			         errmsg("counter \"%s\": column \"%s\" of counter table %s has type %s, the counter writes %s",
+			                def->name, name, get_rel_name(c->write_rel), format_type_be(att->atttypid),
+			                format_type_be(expected)),
+			         errhint("Change the column back, or drop and declare the counter again.")));
 		if (cd->is_key) {
 			c->key_columns[cd->index] = name;
 			c->key_attnums[cd->index] = att->attnum;
@@ -687,10 +697,18 @@ SourceOf(Oid relid)
 	return get_rel_relispartition(relid) ? llast_oid(get_partition_ancestors(relid)) : relid;
 }
 
+/* A renamed schema changes the qualified names the prepared statements were built from: rebuild everything. */
+void
+NamespaceCallback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	InvalidateCallback(arg, InvalidOid);
+}
+
 void
 InitCache()
 {
 	CacheRegisterRelcacheCallback(InvalidateCallback, (Datum)0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, NamespaceCallback, (Datum)0);
 	RegisterXactCallback(FreeRetired, nullptr);
 }
 
