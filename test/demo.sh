@@ -8,10 +8,12 @@
 # article the project started from (blogs, users, posts), then runs real writes -- a draft published, a soft delete,
 # a post moved to another blog, an author change, a bulk INSERT ... SELECT, a bulk UPDATE, a DELETE, a rolled-back
 # transaction, a COPY, 4 concurrent pgbench clients and a TRUNCATE -- and after each step prints the counters next to
-# a recount from scratch. Then the seeds' other stories: a hot "like" counter under 8 pgbench clients in each mode
-# (exact, sharded, log) next to a no-counter baseline, an excursion that refuses its 21st paid participant (bounds),
-# trending hashtags per region over the last 24 hours, and thumbnails ranked by CTR. Exits non-zero if any counter
-# differs from its recount. Safe to re-run; works as root.
+# a recount from scratch. Then the seeds' other stories, each checked against a recount: an excursion that refuses
+# its 21st paid participant (bounds, 23514 caught; 8 pgbench clients rushing the last seats), a hot "like" counter
+# under 8 pgbench clients in each mode (exact, sharded, log) next to a no-counter baseline, trending hashtags per
+# region over the last 24 hours (hourly buckets, an index-backed top 3 per region compared with the raw events, a
+# threshold announcing a trend), and thumbnails ranked by CTR since their last regeneration and in total. Takes
+# about a minute. Exits non-zero if any counter differs from its recount. Safe to re-run; works as root.
 set -euo pipefail
 PGVER=${PGVER:-15}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -391,99 +393,544 @@ SELECT check_drift() AS line \gset
 \echo :line
 SQL
 
-echo
-echo "=== 16. A hot key: 8 clients 'like' the same post for 3 seconds, per mode and isolation level"
-echo "        exact: one counter row per key, updated by each writer (they queue; REPEATABLE READ writers fail)."
-echo "        sharded: up to 16 slot rows per key; a writer takes a slot no one holds. Reads stay exact."
-echo "        log:   each statement appends its delta; counters.compact() folds the log later. Reads stay exact."
-sql -q <<'SQL'
-CREATE TABLE likes (id bigserial PRIMARY KEY, post_id int NOT NULL, liked_at timestamp NOT NULL DEFAULT now());
-SQL
-echo 'INSERT INTO likes (post_id) VALUES (1);' >"$tmp/like.sql"
-printf '    %-8s %-16s %10s %18s\n' mode isolation tps "failed transactions"
-pgbench -n -c 8 -j 8 -T 3 -f "$tmp/like.sql" >"$tmp/like.out" 2>&1 || { cat "$tmp/like.out"; exit 1; }
-printf '    %-8s %-16s %10s %18s\n' "(none)" "read committed" "$(awk '/^tps/ {printf "%.0f", $3}' "$tmp/like.out")" "no counter"
-sql -q -c "SELECT counters.create_counter('post_likes', 'SELECT post_id, count(*) AS likes FROM likes GROUP BY post_id')" >/dev/null
-for mode in exact sharded log; do
-	sql -q -c "SELECT counters.alter_counter('post_likes', '$mode')" >/dev/null
-	for iso in "read committed" "repeatable read"; do
-		PGOPTIONS="-c default_transaction_isolation=${iso// /\\ }" pgbench -n -c 8 -j 8 -T 3 -f "$tmp/like.sql" \
-			>"$tmp/like.out" 2>&1 || { cat "$tmp/like.out"; exit 1; }
-		printf '    %-8s %-16s %10s %18s\n' "$mode" "$iso" "$(awk '/^tps/ {printf "%.0f", $3}' "$tmp/like.out")" \
-			"$(awk '/number of failed transactions/ {print $5, $6}' "$tmp/like.out")"
-	done
-done
+# ---------------------------------------------------------------------------------------------------------------------
+# The seeds' other stories. recount_check(counter) compares a counter row by row with its definition recomputed from
+# scratch (<name>_definition is the declared GROUP BY query; EXCEPT ALL both ways) and asks counters.verify() too; it
+# fails the demo (ON_ERROR_STOP) if either finds a difference. expect(ok, what) fails the demo when ok is not true.
+# ---------------------------------------------------------------------------------------------------------------------
 sql <<'SQL'
-SELECT (SELECT count(*) FROM post_likes_log) AS pending_log_rows, counters.compact('post_likes') AS folded,
-       (SELECT likes FROM post_likes WHERE post_id = 1) AS likes_counter,
-       (SELECT count(*) FROM likes WHERE post_id = 1) AS likes_recount;
-SELECT CASE WHEN (SELECT count(*) FROM counters.verify()) = 0 THEN 'drift: 0 (counters.verify(): 0 rows)'
-            ELSE 'DRIFT FOUND' END AS line \gset
-\echo :line
-SELECT :'line' = 'DRIFT FOUND' AS drift \gset
-\if :drift
-\quit 3
-\endif
+CREATE FUNCTION recount_check(counter text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    counter_rows bigint;
+    differing bigint;
+    verify_rows bigint;
+BEGIN
+    EXECUTE format('SELECT count(*) FROM %I', counter) INTO counter_rows;
+    EXECUTE format('SELECT count(*) FROM ((TABLE %1$I EXCEPT ALL TABLE %2$I) UNION ALL (TABLE %2$I EXCEPT ALL TABLE %1$I)) d',
+                   counter, counter || '_definition') INTO differing;
+    SELECT count(*) INTO verify_rows FROM counters.verify(counter);
+    IF differing <> 0 OR verify_rows <> 0 THEN
+        RAISE EXCEPTION 'DRIFT FOUND in counter %: % rows differ from the recount, counters.verify() returned % rows',
+            counter, differing, verify_rows;
+    END IF;
+    RETURN format('recount: %s row(s) of %s, all equal to a GROUP BY over the source; counters.verify(): 0 rows',
+                  counter_rows, counter);
+END
+$$;
+SQL
 
+sql <<'SQL'
 \echo
-\echo '=== 17. An excursion takes at most 20 paid participants: the 21st is refused (bounds, SQLSTATE 23514)'
-CREATE TABLE bookings (id serial PRIMARY KEY, excursion_id int NOT NULL, paid boolean NOT NULL DEFAULT false);
-SELECT counters.create_counter('seats', 'SELECT excursion_id, count(*) FILTER (WHERE paid) AS paid FROM bookings GROUP BY excursion_id') \gset
+\echo '=== 16. Counters that decide: an excursion takes at most 20 paid participants (counters.set_bounds)'
+\echo '        seats counts paid and booked participants per excursion, with set_bounds(seats, paid, max => 20).'
+\echo '        A statement that would make "paid" 21 fails with SQLSTATE 23514 (check_violation) and changes'
+\echo '        nothing; the application catches it and tells the customer that the excursion is full.'
+CREATE TABLE excursions (id int PRIMARY KEY, title text NOT NULL);
+CREATE TABLE bookings (
+    id           bigserial PRIMARY KEY,
+    excursion_id int     NOT NULL REFERENCES excursions,
+    customer     text    NOT NULL,
+    paid         boolean NOT NULL DEFAULT false
+);
+INSERT INTO excursions VALUES (1, 'Old town walk'), (2, 'Night train to Porto');
+SELECT counters.create_counter('seats', $$
+    SELECT excursion_id, count(*) FILTER (WHERE paid) AS paid, count(*) AS booked
+      FROM bookings
+     GROUP BY excursion_id
+$$) \gset
 SELECT counters.set_bounds('seats', 'paid', max => 20) \gset
-INSERT INTO bookings (excursion_id, paid) SELECT 7, true FROM generate_series(1, 20);
-\set ON_ERROR_STOP 0
-INSERT INTO bookings (excursion_id, paid) VALUES (7, true);
-\set ON_ERROR_STOP 1
-\echo 'SQLSTATE' :SQLSTATE
-SELECT excursion_id, paid, (SELECT count(*) FROM bookings WHERE paid) AS paid_bookings FROM seats;
+TABLE counters.bounds;
 
-\echo
-\echo '=== 18. Trending hashtags: uses per (region, tag, hour); top 2 per region in the last 24 hours'
-CREATE TABLE hashtag_uses (id serial PRIMARY KEY, region text NOT NULL, tag text NOT NULL, used_at timestamp NOT NULL);
-SELECT counters.create_counter('tag_hourly', $$SELECT region, tag, date_trunc('hour', used_at) AS hour, count(*) AS uses
-                                              FROM hashtag_uses GROUP BY region, tag, date_trunc('hour', used_at)$$) \gset
-CREATE INDEX ON tag_hourly (region, hour);
-INSERT INTO hashtag_uses (region, tag, used_at)
-SELECT (ARRAY['eu', 'us'])[1 + g % 2], '#' || (ARRAY['cats', 'postgres', 'rain', 'news', 'cats'])[1 + (g / 2 + g / 7) % 5],
-       localtimestamp - (g % 40) * interval '1 hour' FROM generate_series(1, 4000) g;
-SELECT r.region, t.tag, t.uses,
-       (SELECT count(*) FROM hashtag_uses h WHERE h.region = r.region AND h.tag = t.tag
-           AND date_trunc('hour', h.used_at) >= date_trunc('hour', localtimestamp) - interval '24 hours') AS recount
-  FROM (SELECT DISTINCT region FROM tag_hourly) r
-  CROSS JOIN LATERAL (SELECT tag, sum(uses) AS uses FROM tag_hourly
-                       WHERE region = r.region AND hour >= date_trunc('hour', localtimestamp) - interval '24 hours'
-                       GROUP BY tag ORDER BY 2 DESC, 1 LIMIT 2) t ORDER BY 1, 3 DESC;
-
-\echo
-\echo '=== 19. Thumbnails ranked by CTR = clicks / shows, since the last regeneration and in total'
-CREATE TABLE thumbnails (video_id int, thumbnail_id int, category text, generation int NOT NULL DEFAULT 1,
-                         PRIMARY KEY (video_id, thumbnail_id));
-CREATE TABLE thumb_events (id serial PRIMARY KEY, video_id int, thumbnail_id int, generation int, kind text);
-INSERT INTO thumbnails SELECT v, t, (ARRAY['music', 'news'])[1 + v % 2] FROM generate_series(1, 6) v, generate_series(1, 2) t;
-SELECT counters.create_counter('thumb_total', $$SELECT video_id, thumbnail_id, count(*) FILTER (WHERE kind = 'click') AS clicks,
-       count(*) FILTER (WHERE kind = 'show') AS shows FROM thumb_events GROUP BY video_id, thumbnail_id$$) \gset
-SELECT counters.create_counter('thumb_generation', $$SELECT video_id, thumbnail_id, generation,
-       count(*) FILTER (WHERE kind = 'click') AS clicks, count(*) FILTER (WHERE kind = 'show') AS shows
-       FROM thumb_events GROUP BY video_id, thumbnail_id, generation$$) \gset
-INSERT INTO thumb_events (video_id, thumbnail_id, generation, kind)
-SELECT 1 + g % 6, 1 + (g / 6) % 2, 1, CASE WHEN g % (7 + g % 11) = 0 THEN 'click' ELSE 'show' END FROM generate_series(1, 3000) g;
-UPDATE thumbnails SET generation = 2 WHERE video_id = 2 AND thumbnail_id = 1;   -- regenerated: its CTR restarts
-INSERT INTO thumb_events (video_id, thumbnail_id, generation, kind) VALUES (2, 1, 2, 'show'), (2, 1, 2, 'click');
-SELECT category, video_id, thumbnail_id, ctr, ctr_total FROM (
-  SELECT t.category, t.video_id, t.thumbnail_id,
-         round(g.clicks::numeric / nullif(g.shows, 0), 3) AS ctr, round(tt.clicks::numeric / nullif(tt.shows, 0), 3) AS ctr_total,
-         row_number() OVER (PARTITION BY t.category ORDER BY g.clicks::numeric / nullif(g.shows, 0) DESC NULLS LAST) AS rank
-    FROM thumbnails t LEFT JOIN thumb_generation g USING (video_id, thumbnail_id, generation)
-    LEFT JOIN thumb_total tt USING (video_id, thumbnail_id)) r
- WHERE rank <= 2 ORDER BY category, rank;
-
-SELECT CASE WHEN (SELECT count(*) FROM counters.verify()) = 0 THEN 'drift: 0 (counters.verify(): 0 rows)'
-            ELSE 'DRIFT FOUND' END AS line \gset
+-- The booking story on excursion 1, one statement per step: attempt() runs it, catches check_violation as an
+-- application would, and records the outcome with the counter and a recount of excursion 1 after the step.
+CREATE TABLE story (step serial, action text, outcome text, paid bigint, booked bigint,
+                    recount_paid bigint, recount_booked bigint, error text);
+CREATE PROCEDURE attempt(action text, statement text) LANGUAGE plpgsql AS $$
+DECLARE
+    outcome text;
+    error text;
+    n bigint;
+BEGIN
+    BEGIN
+        EXECUTE statement;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        outcome := format('accepted (%s row%s)', n, CASE WHEN n = 1 THEN '' ELSE 's' END);
+    EXCEPTION WHEN check_violation THEN
+        outcome := 'REFUSED: ' || SQLSTATE;
+        error := SQLERRM;
+    END;
+    INSERT INTO story (action, outcome, paid, booked, recount_paid, recount_booked, error)
+    SELECT action, outcome, coalesce(s.paid, 0), coalesce(s.booked, 0),
+           (SELECT count(*) FILTER (WHERE paid) FROM bookings WHERE excursion_id = 1),
+           (SELECT count(*) FROM bookings WHERE excursion_id = 1), error
+      FROM (SELECT) one LEFT JOIN seats s ON s.excursion_id = 1;
+END
+$$;
+CALL attempt('19 customers book and pay (one INSERT)',
+               $$INSERT INTO bookings (excursion_id, customer, paid)
+                 SELECT 1, 'customer ' || g, true FROM generate_series(1, 19) g$$);
+CALL attempt('customer 20 books, will pay later',
+               $$INSERT INTO bookings (excursion_id, customer) VALUES (1, 'customer 20')$$);
+CALL attempt('customer 20 pays (UPDATE)',
+               $$UPDATE bookings SET paid = true WHERE excursion_id = 1 AND customer = 'customer 20'$$);
+CALL attempt('customer 21 books and pays',
+               $$INSERT INTO bookings (excursion_id, customer, paid) VALUES (1, 'customer 21', true)$$);
+CALL attempt('customer 21 books unpaid (waiting list)',
+               $$INSERT INTO bookings (excursion_id, customer) VALUES (1, 'customer 21')$$);
+CALL attempt('customer 21 pays',
+               $$UPDATE bookings SET paid = true WHERE excursion_id = 1 AND customer = 'customer 21'$$);
+CALL attempt('a family pays 2 seats on excursion 2 and 1 on excursion 1 (one INSERT)',
+               $$INSERT INTO bookings (excursion_id, customer, paid)
+                 VALUES (2, 'family A', true), (2, 'family B', true), (1, 'family C', true)$$);
+CALL attempt('customer 7 cancels (DELETE)',
+               $$DELETE FROM bookings WHERE excursion_id = 1 AND customer = 'customer 7'$$);
+CALL attempt('customer 21 pays',
+               $$UPDATE bookings SET paid = true WHERE excursion_id = 1 AND customer = 'customer 21'$$);
+\echo '--- excursion 1, after each step: the counter (paid, booked) next to a recount of the bookings'
+SELECT step, action, outcome, paid, booked, recount_paid, recount_booked FROM story ORDER BY step;
+\echo '--- what the application caught at the refused steps (the whole statement was undone: in step 7 excursion 2'
+\echo '    got no seats either)'
+SELECT step, error FROM story WHERE error IS NOT NULL ORDER BY step;
+SELECT expect((SELECT count(*) FROM story WHERE (paid, booked) <> (recount_paid, recount_booked)) = 0,
+              'after every step the counter equals the recount') AS line \gset
 \echo :line
-SELECT :'line' = 'DRIFT FOUND' AS drift \gset
-\if :drift
-\quit 3
-\endif
+SELECT expect((SELECT array_agg(step ORDER BY step) FROM story WHERE outcome LIKE 'REFUSED: 23514') = '{4,6,7}'
+              AND (SELECT max(paid) FROM story) = 20
+              AND NOT EXISTS (SELECT FROM bookings WHERE excursion_id = 2),
+              'exactly the steps that would have sold a 21st seat were refused, and nothing of them remained') AS line \gset
+\echo :line
+
+\echo
+\echo '--- 8 clients rush excursion 2 at the same time (pgbench): 6 paid booking attempts each, 48 for 20 seats'
+CREATE TABLE rush (client int, outcome text);
+CREATE FUNCTION book_paid(excursion int, client int) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN
+        INSERT INTO bookings (excursion_id, customer, paid) VALUES (excursion, 'client ' || client, true);
+    EXCEPTION WHEN check_violation THEN
+        INSERT INTO rush VALUES (client, 'sorry, full');
+        RETURN 'full';
+    END;
+    INSERT INTO rush VALUES (client, 'booked');
+    RETURN 'booked';
+END
+$$;
+SQL
+echo 'SELECT book_paid(2, :client_id);' >"$tmp/book.sql"
+pgbench -n -c 8 -j 8 -t 6 -f "$tmp/book.sql" >"$tmp/book.out" 2>&1 || {
+	cat "$tmp/book.out"
+	echo "pgbench failed" >&2
+	exit 1
+}
+sql <<'SQL'
+SELECT outcome, count(*) AS attempts, count(DISTINCT client) AS clients FROM rush GROUP BY outcome ORDER BY outcome;
+SELECT e.id AS excursion_id, e.title, s.paid, s.booked,
+       (SELECT count(*) FILTER (WHERE paid) FROM bookings b WHERE b.excursion_id = e.id) AS recount_paid,
+       (SELECT count(*) FROM bookings b WHERE b.excursion_id = e.id) AS recount_booked
+  FROM excursions e LEFT JOIN seats s ON s.excursion_id = e.id ORDER BY e.id;
+SELECT expect((SELECT paid FROM seats WHERE excursion_id = 2) = 20
+              AND (SELECT count(*) FROM bookings WHERE excursion_id = 2 AND paid) = 20
+              AND (SELECT count(*) FROM rush WHERE outcome = 'booked') = 20
+              AND (SELECT count(*) FROM rush) = 48,
+              '48 concurrent attempts: exactly 20 seats sold, 28 refused') AS line \gset
+\echo :line
+SELECT recount_check('seats') AS line \gset
+\echo :line
+SQL
+
+echo
+echo "=== 17. A hot 'like' button: 8 pgbench clients like the same post for 5 seconds, in each mode"
+echo "        no counter: the baseline, likes are only inserted (into a table of their own)"
+echo "        exact:      one counter row for the post; every writer updates it, so writers queue for its row lock"
+echo "        sharded:    up to 16 slot rows for the post; a writer updates a slot no other transaction holds"
+echo "        log:        each statement appends its delta; counters.compact() folds the log into the totals later"
+echo "        Reads are exact in every mode: after each run the counter is compared with count(*) of the likes,"
+echo "        before and after compaction. Then 2 seconds per mode at REPEATABLE READ: failed = serialization failures."
+sql <<'SQL'
+CREATE TABLE likes (
+    id       bigserial PRIMARY KEY,
+    post_id  int       NOT NULL,
+    user_id  int       NOT NULL,
+    liked_at timestamp NOT NULL DEFAULT localtimestamp
+);
+CREATE TABLE likes_no_counter (
+    id       bigserial PRIMARY KEY,
+    post_id  int       NOT NULL,
+    user_id  int       NOT NULL,
+    liked_at timestamp NOT NULL DEFAULT localtimestamp
+);
+SELECT counters.create_counter('post_likes', 'SELECT post_id, count(*) AS likes FROM likes GROUP BY post_id') \gset
+SQL
+echo 'INSERT INTO likes_no_counter (post_id, user_id) VALUES (1, :client_id);' >"$tmp/like_none.sql"
+echo 'INSERT INTO likes (post_id, user_id) VALUES (1, :client_id);' >"$tmp/like.sql"
+
+# like VARIANT ISOLATION SECONDS: one pgbench run, then the counter next to its recount (fails the demo on drift).
+baseline_tps=""
+like() {
+	local variant=$1 iso=$2 seconds=$3 script=$tmp/like.sql tps failed counter recount pending="" line
+	[ "$variant" = "no counter" ] && script=$tmp/like_none.sql
+	if [ "$variant" != "no counter" ]; then
+		sql -q -c "SELECT counters.alter_counter('post_likes', '$variant')" >/dev/null
+	fi
+	PGOPTIONS="-c default_transaction_isolation=${iso// /\\ }" pgbench -n -c 8 -j 8 -T "$seconds" -f "$script" \
+		>"$tmp/like.out" 2>&1 || {
+		cat "$tmp/like.out"
+		echo "pgbench failed" >&2
+		exit 1
+	}
+	tps=$(awk '/^tps/ {printf "%.0f", $3}' "$tmp/like.out")
+	failed=$(awk '/number of failed transactions/ {print $5, $6}' "$tmp/like.out")
+	[ -n "$baseline_tps" ] || baseline_tps=$tps
+	if [ "$variant" = "no counter" ]; then
+		counter="-"
+		recount=$(sql -At -c "SELECT count(*) FROM likes_no_counter WHERE post_id = 1")
+		pending="-"
+	else
+		# The counter as a reader sees it (the view adds pending slot or log rows), the rows waiting for
+		# compaction, then a compaction and the same comparison again.
+		case $variant in
+		sharded) pending="(SELECT count(*) || ' slot rows' FROM post_likes_slots)" ;;
+		log) pending="(SELECT count(*) || ' log rows' FROM post_likes_log)" ;;
+		*) pending="'-'" ;;
+		esac
+		line=$(sql -At -c "SELECT (SELECT likes FROM post_likes WHERE post_id = 1),
+		                          (SELECT count(*) FROM likes WHERE post_id = 1), $pending")
+		IFS='|' read -r counter recount pending <<<"$line"
+		[ -n "$counter" ] && [ "$counter" = "$recount" ] || {
+			echo "DRIFT FOUND: post_likes says $counter likes, the likes table has $recount" >&2
+			exit 1
+		}
+		sql -At -c "SELECT recount_check('post_likes')" >/dev/null
+		sql -At -c "SELECT counters.compact('post_likes')" >/dev/null
+		sql -At -c "SELECT expect((SELECT likes FROM post_likes WHERE post_id = 1)
+		                          = (SELECT count(*) FROM likes WHERE post_id = 1), 'after compaction')" >/dev/null
+		sql -At -c "SELECT recount_check('post_likes')" >/dev/null
+	fi
+	printf '    %-10s %-15s %3ss %8s %8s %16s %12s %10s %15s\n' "$variant" "$iso" "$seconds" "$tps" \
+		"$(awk -v a="$tps" -v b="$baseline_tps" 'BEGIN {printf "%.2f", a / b}')" "$failed" "$counter" "$recount" \
+		"$pending"
+}
+printf '    %-10s %-15s %4s %8s %8s %16s %12s %10s %15s\n' variant isolation time tps "vs none" "failed" \
+	"likes (read)" recount "before compact"
+like "no counter" "read committed" 5
+like exact "read committed" 5
+like sharded "read committed" 5
+like log "read committed" 5
+like exact "repeatable read" 2
+like sharded "repeatable read" 2
+like log "repeatable read" 2
+sql <<'SQL'
+SELECT recount_check('post_likes') AS line \gset
+\echo :line
+\echo '    (every run above: the likes read from the counter = count(*) of the likes, before and after'
+\echo '     counters.compact(), and recount_check() passed; a failed transaction inserted no like)'
+SQL
+
+sql <<'SQL'
+\echo
+\echo '=== 18. Trending hashtags: uses per (region, tag, hour), top 3 per region over the last 24 hours'
+\echo '        The counter is keyed by an hour bucket, date_trunc(hour, used_at) on a timestamp WITHOUT time zone'
+\echo '        (on a timestamptz date_trunc depends on the session time zone: not immutable, so refused).'
+CREATE TABLE regions (region text PRIMARY KEY);
+INSERT INTO regions VALUES ('africa'), ('asia'), ('europe'), ('latam'), ('north america');
+CREATE TABLE hashtag_uses (
+    id      bigserial PRIMARY KEY,
+    region  text      NOT NULL REFERENCES regions,
+    tag     text      NOT NULL,
+    used_at timestamp NOT NULL
+);
+-- the raw events get an index for the same query too, to make the comparison fair
+CREATE INDEX hashtag_uses_region_time ON hashtag_uses (region, used_at);
+SELECT counters.create_counter('tag_hourly', $$
+    SELECT region, tag, date_trunc('hour', used_at) AS hour, count(*) AS uses
+      FROM hashtag_uses
+     GROUP BY region, tag, date_trunc('hour', used_at)
+$$) \gset
+-- the counter table's primary key is (region, tag, hour); a window per region is a range of this index:
+CREATE INDEX tag_hourly_window ON tag_hourly (region, hour);
+\d tag_hourly
+
+-- "now" is fixed for this step, so that the counter and the raw events are read over the same window.
+SELECT localtimestamp(0) AS now \gset
+\echo '--- 72 hours of history: 200,000 uses of 20 hashtags in 5 regions (one INSERT ... SELECT), then ANALYZE'
+\echo '    (each region has its own favourite tags)'
+INSERT INTO hashtag_uses (region, tag, used_at)
+SELECT (ARRAY['africa', 'asia', 'europe', 'latam', 'north america'])[1 + g % 5],
+       (ARRAY['#postgres', '#cats', '#football', '#rain', '#music', '#coffee', '#travel', '#movies', '#sale',
+              '#science', '#art', '#jobs', '#food', '#games', '#books', '#tech', '#health', '#fashion', '#dogs',
+              '#news'])[1 + (floor(20 * power(((g::bigint * 7919) % 10007) / 10007.0, 2))::int + 3 * (g % 5)) % 20],
+       :'now'::timestamp - ((g::bigint * 104729) % (72 * 3600)) * interval '1 second'
+  FROM generate_series(1, 200000) g;
+ANALYZE hashtag_uses, tag_hourly;
+
+-- Uses per (region, tag) in the 24 hour buckets ending with the bucket of at_time, and the top k per region, from
+-- the counter and from the raw events. LANGUAGE sql STABLE functions are inlined: EXPLAIN shows the real plan.
+CREATE FUNCTION window_uses(at_time timestamp) RETURNS TABLE (region text, tag text, uses numeric)
+LANGUAGE sql STABLE AS $$
+    SELECT c.region, c.tag, sum(c.uses)
+      FROM tag_hourly c
+     WHERE c.hour BETWEEN date_trunc('hour', at_time) - interval '23 hours' AND date_trunc('hour', at_time)
+     GROUP BY c.region, c.tag
+$$;
+CREATE FUNCTION window_uses_raw(at_time timestamp) RETURNS TABLE (region text, tag text, uses numeric)
+LANGUAGE sql STABLE AS $$
+    SELECT h.region, h.tag, count(*)
+      FROM hashtag_uses h
+     WHERE h.used_at >= date_trunc('hour', at_time) - interval '23 hours'
+       AND h.used_at < date_trunc('hour', at_time) + interval '1 hour'
+     GROUP BY h.region, h.tag
+$$;
+CREATE FUNCTION top_tags(k int, at_time timestamp) RETURNS TABLE (region text, rank bigint, tag text, uses numeric)
+LANGUAGE sql STABLE AS $$
+    SELECT r.region, t.rank, t.tag, t.uses
+      FROM regions r
+      CROSS JOIN LATERAL (
+          SELECT c.tag, sum(c.uses) AS uses, row_number() OVER (ORDER BY sum(c.uses) DESC, c.tag) AS rank
+            FROM tag_hourly c
+           WHERE c.region = r.region
+             AND c.hour BETWEEN date_trunc('hour', at_time) - interval '23 hours' AND date_trunc('hour', at_time)
+           GROUP BY c.tag
+           ORDER BY 2 DESC, 1
+           LIMIT k) t
+$$;
+CREATE FUNCTION top_tags_raw(k int, at_time timestamp) RETURNS TABLE (region text, rank bigint, tag text, uses numeric)
+LANGUAGE sql STABLE AS $$
+    SELECT r.region, t.rank, t.tag, t.uses
+      FROM regions r
+      CROSS JOIN LATERAL (
+          SELECT h.tag, count(*)::numeric AS uses, row_number() OVER (ORDER BY count(*) DESC, h.tag) AS rank
+            FROM hashtag_uses h
+           WHERE h.region = r.region
+             AND h.used_at >= date_trunc('hour', at_time) - interval '23 hours'
+             AND h.used_at < date_trunc('hour', at_time) + interval '1 hour'
+           GROUP BY h.tag
+           ORDER BY 2 DESC, 1
+           LIMIT k) t
+$$;
+-- The best of 5 runs of a query, in milliseconds.
+CREATE FUNCTION best_ms(query text) RETURNS numeric LANGUAGE plpgsql AS $$
+DECLARE
+    started timestamptz;
+    best numeric;
+BEGIN
+    FOR i IN 1 .. 5 LOOP
+        started := clock_timestamp();
+        EXECUTE 'SELECT count(*) FROM (' || query || ') q';
+        best := least(best, extract(epoch FROM clock_timestamp() - started) * 1000);
+    END LOOP;
+    RETURN round(best, 2);
+END
+$$;
+\echo '--- top 3 per region in the last 24 hours: from the counter, next to the same query over the raw events'
+SELECT c.region, c.rank, c.tag, c.uses, r.tag AS raw_tag, r.uses AS raw_uses
+  FROM top_tags(3, :'now') c FULL JOIN top_tags_raw(3, :'now') r USING (region, rank)
+ ORDER BY 1, 2;
+\echo '--- the plan: one index range scan of the counter table per region'
+EXPLAIN (COSTS OFF) SELECT * FROM top_tags(3, :'now');
+SELECT (SELECT count(*) FROM tag_hourly
+         WHERE hour BETWEEN date_trunc('hour', :'now'::timestamp) - interval '23 hours'
+                        AND date_trunc('hour', :'now'::timestamp)) AS counter_rows_in_window,
+       (SELECT count(*) FROM hashtag_uses
+         WHERE used_at >= date_trunc('hour', :'now'::timestamp) - interval '23 hours') AS events_in_window,
+       best_ms(format('SELECT * FROM top_tags(3, %L)', :'now')) AS counter_ms,
+       best_ms(format('SELECT * FROM top_tags_raw(3, %L)', :'now')) AS raw_events_ms;
+SELECT expect((SELECT count(*) FROM ((SELECT * FROM top_tags(3, :'now') EXCEPT SELECT * FROM top_tags_raw(3, :'now'))
+                                     UNION ALL
+                                     (SELECT * FROM top_tags_raw(3, :'now') EXCEPT SELECT * FROM top_tags(3, :'now'))) d) = 0
+              AND (SELECT count(*) FROM top_tags(3, :'now')) = 15
+              AND (SELECT count(*) FROM ((SELECT * FROM window_uses(:'now') EXCEPT SELECT * FROM window_uses_raw(:'now'))
+                                         UNION ALL
+                                         (SELECT * FROM window_uses_raw(:'now') EXCEPT SELECT * FROM window_uses(:'now'))) d) = 0,
+              'top 3 per region and every (region, tag) sum of the window equal the raw events') AS line \gset
+\echo :line
+
+\echo
+\echo '--- A tag trends when one hour bucket reaches 1,000 uses: set_thresholds calls on_trending() in the writing'
+\echo '    transaction and sends NOTIFY "counters.tag_hourly" (this session LISTENs; psql prints what arrives).'
+CREATE TABLE trending (region text, tag text, hour timestamp, uses numeric);
+CREATE FUNCTION on_trending(counter text, key jsonb, column_name text, old numeric, new numeric,
+                            threshold numeric, direction text) RETURNS void LANGUAGE sql AS $$
+    -- callbacks run with search_path = pg_catalog, pg_temp: name the table with its schema
+    INSERT INTO public.trending
+    SELECT key ->> 'region', key ->> 'tag', (key ->> 'hour')::timestamp, new WHERE direction = 'up'
+$$;
+SELECT counters.set_thresholds('tag_hourly', 'uses', '{1000}', 'on_trending'::regproc) \gset
+LISTEN "counters.tag_hourly";
+\echo '--- news breaks: 4,000 uses of #eurovision in europe this hour, 2,000 of #typhoon in asia over 10 hours'
+INSERT INTO hashtag_uses (region, tag, used_at)
+SELECT 'europe', '#eurovision', date_trunc('hour', :'now'::timestamp) + (:'now'::timestamp - date_trunc('hour', :'now'::timestamp)) * (g / 4000.0)
+  FROM generate_series(1, 4000) g;
+INSERT INTO hashtag_uses (region, tag, used_at)
+SELECT 'asia', '#typhoon', :'now'::timestamp - (g % 600) * interval '1 minute' FROM generate_series(1, 2000) g;
+SELECT region, tag, hour, uses FROM trending ORDER BY region, tag;
+SELECT c.region, c.rank, c.tag, c.uses, r.tag AS raw_tag, r.uses AS raw_uses
+  FROM top_tags(3, :'now') c FULL JOIN top_tags_raw(3, :'now') r USING (region, rank)
+ WHERE region IN ('asia', 'europe')
+ ORDER BY 1, 2;
+SELECT expect((SELECT count(*) FROM ((SELECT * FROM top_tags(3, :'now') EXCEPT SELECT * FROM top_tags_raw(3, :'now'))
+                                     UNION ALL
+                                     (SELECT * FROM top_tags_raw(3, :'now') EXCEPT SELECT * FROM top_tags(3, :'now'))) d) = 0
+              AND (SELECT count(*) FROM trending) = 1
+              AND (SELECT tag FROM trending) = '#eurovision'
+              AND (SELECT tag FROM top_tags(3, :'now') WHERE region = 'europe' AND rank = 1) = '#eurovision',
+              'the top 3 follow the new uses; one bucket crossed 1,000 and was announced once') AS line \gset
+\echo :line
+UNLISTEN *;
+SELECT recount_check('tag_hourly') AS line \gset
+\echo :line
+SQL
+
+sql <<'SQL'
+\echo
+\echo '=== 19. Thumbnails by CTR: clicks and shows per (video, thumbnail), since the last regeneration and in total'
+\echo '        Events carry the thumbnail generation; regenerating a thumbnail bumps it. Two counters:'
+\echo '        thumb_total (video, thumbnail) and thumb_generation (video, thumbnail, generation). "Since the last'
+\echo '        regeneration" is the current generation row: it starts at zero by itself, the total is untouched.'
+CREATE TABLE videos (id int PRIMARY KEY, category text NOT NULL);
+CREATE TABLE thumbnails (
+    video_id       int       NOT NULL REFERENCES videos,
+    thumbnail      int       NOT NULL CHECK (thumbnail BETWEEN 1 AND 3),   -- three variants per video
+    generation     int       NOT NULL DEFAULT 1,                          -- bumped when the image is regenerated
+    regenerated_at timestamp,
+    PRIMARY KEY (video_id, thumbnail)
+);
+CREATE TABLE thumb_events (
+    id         bigserial PRIMARY KEY,
+    video_id   int  NOT NULL,
+    thumbnail  int  NOT NULL,
+    generation int  NOT NULL,                                    -- the thumbnail's generation when it happened
+    kind       text NOT NULL CHECK (kind IN ('show', 'click'))
+);
+SELECT counters.create_counter('thumb_total', $$
+    SELECT video_id, thumbnail,
+           count(*) FILTER (WHERE kind = 'click') AS clicks,
+           count(*) FILTER (WHERE kind = 'show') AS shows
+      FROM thumb_events
+     GROUP BY video_id, thumbnail
+$$) \gset
+SELECT counters.create_counter('thumb_generation', $$
+    SELECT video_id, thumbnail, generation,
+           count(*) FILTER (WHERE kind = 'click') AS clicks,
+           count(*) FILTER (WHERE kind = 'show') AS shows
+      FROM thumb_events
+     GROUP BY video_id, thumbnail, generation
+$$) \gset
+
+-- CTR is derived when reading: a view over both counters; ctr since the regeneration, ctr_total in total.
+CREATE VIEW thumbnail_ctr AS
+SELECT v.category, t.video_id, t.thumbnail, t.generation,
+       coalesce(g.clicks, 0) AS clicks, coalesce(g.shows, 0) AS shows,
+       g.clicks::numeric / nullif(g.shows, 0) AS ctr,
+       coalesce(a.clicks, 0) AS clicks_total, coalesce(a.shows, 0) AS shows_total,
+       a.clicks::numeric / nullif(a.shows, 0) AS ctr_total
+  FROM thumbnails t
+  JOIN videos v ON v.id = t.video_id
+  LEFT JOIN thumb_generation g
+         ON g.video_id = t.video_id AND g.thumbnail = t.thumbnail AND g.generation = t.generation
+  LEFT JOIN thumb_total a ON a.video_id = t.video_id AND a.thumbnail = t.thumbnail;
+-- The same, recomputed from the raw events.
+CREATE VIEW thumbnail_ctr_raw AS
+SELECT v.category, t.video_id, t.thumbnail, t.generation,
+       count(*) FILTER (WHERE e.kind = 'click' AND e.generation = t.generation) AS clicks,
+       count(*) FILTER (WHERE e.kind = 'show' AND e.generation = t.generation) AS shows,
+       count(*) FILTER (WHERE e.kind = 'click' AND e.generation = t.generation)::numeric
+           / nullif(count(*) FILTER (WHERE e.kind = 'show' AND e.generation = t.generation), 0) AS ctr,
+       count(*) FILTER (WHERE e.kind = 'click') AS clicks_total,
+       count(*) FILTER (WHERE e.kind = 'show') AS shows_total,
+       count(*) FILTER (WHERE e.kind = 'click')::numeric / nullif(count(*) FILTER (WHERE e.kind = 'show'), 0) AS ctr_total
+  FROM thumbnails t
+  JOIN videos v ON v.id = t.video_id
+  LEFT JOIN thumb_events e ON e.video_id = t.video_id AND e.thumbnail = t.thumbnail
+ GROUP BY v.category, t.video_id, t.thumbnail, t.generation;
+-- Top 90 per category by CTR since the regeneration, among thumbnails shown at least 100 times since then.
+CREATE VIEW thumbnail_top AS
+SELECT * FROM (
+    SELECT category, row_number() OVER (PARTITION BY category ORDER BY ctr DESC, shows DESC, video_id, thumbnail) AS rank,
+           video_id, thumbnail, generation, clicks, shows, ctr, clicks_total, shows_total, ctr_total
+      FROM thumbnail_ctr WHERE shows >= 100) r
+ WHERE rank <= 90;
+CREATE VIEW thumbnail_top_raw AS
+SELECT * FROM (
+    SELECT category, row_number() OVER (PARTITION BY category ORDER BY ctr DESC, shows DESC, video_id, thumbnail) AS rank,
+           video_id, thumbnail, generation, clicks, shows, ctr, clicks_total, shows_total, ctr_total
+      FROM thumbnail_ctr_raw WHERE shows >= 100) r
+ WHERE rank <= 90;
+CREATE VIEW top5 AS
+SELECT category, rank, video_id, thumbnail, generation AS gen, clicks, shows, round(100 * ctr, 2) AS "ctr %",
+       clicks_total, shows_total, round(100 * ctr_total, 2) AS "total ctr %"
+  FROM thumbnail_top WHERE rank <= 5 ORDER BY category, rank;
+CREATE FUNCTION ctr_matches_raw() RETURNS boolean LANGUAGE sql AS $$
+    SELECT (SELECT count(*) FROM ((TABLE thumbnail_ctr EXCEPT ALL TABLE thumbnail_ctr_raw)
+                                  UNION ALL (TABLE thumbnail_ctr_raw EXCEPT ALL TABLE thumbnail_ctr)) d) = 0
+       AND (SELECT count(*) FROM ((TABLE thumbnail_top EXCEPT ALL TABLE thumbnail_top_raw)
+                                  UNION ALL (TABLE thumbnail_top_raw EXCEPT ALL TABLE thumbnail_top)) d) = 0
+       AND (SELECT count(*) FROM thumbnail_top) > 0
+$$;
+
+\echo '--- 300 videos in 3 categories, 3 thumbnails each; their history: 180,000 shows and their clicks (one INSERT)'
+INSERT INTO videos SELECT v, (ARRAY['games', 'music', 'news'])[1 + (v - 1) / 100] FROM generate_series(1, 300) v;
+INSERT INTO thumbnails (video_id, thumbnail) SELECT v, t FROM generate_series(1, 300) v, generate_series(1, 3) t;
+INSERT INTO thumb_events (video_id, thumbnail, generation, kind)
+SELECT t.video_id, t.thumbnail, 1, CASE WHEN i <= n.clicks THEN 'click' ELSE 'show' END
+  FROM thumbnails t
+  CROSS JOIN LATERAL (SELECT 100 + (t.video_id * t.thumbnail * 37 + t.video_id * t.video_id) % 200 AS shows) s
+  CROSS JOIN LATERAL (SELECT floor(s.shows * (0.01 + (t.video_id * 7919 + t.thumbnail * 104729) % 1009 / 10090.0))::int
+                             AS clicks) n
+  CROSS JOIN generate_series(1, s.shows + n.clicks) i;
+\echo '--- a page of 24 thumbnails is shown (one INSERT of 24 "show" events, generation read from thumbnails),'
+\echo '    and two of them are clicked'
+INSERT INTO thumb_events (video_id, thumbnail, generation, kind)
+SELECT video_id, thumbnail, generation, 'show' FROM thumbnails WHERE video_id BETWEEN 100 AND 107;
+INSERT INTO thumb_events (video_id, thumbnail, generation, kind)
+SELECT video_id, thumbnail, generation, 'click' FROM thumbnails WHERE (video_id, thumbnail) IN ((101, 2), (105, 3));
+\echo '--- top 5 per category by CTR (the application reads the top 90 the same way)'
+TABLE top5;
+SELECT expect(ctr_matches_raw(), 'CTR of all 900 thumbnails and the top 90 per category equal the raw events') AS line \gset
+\echo :line
+
+SELECT video_id AS regen_video, thumbnail AS regen_thumbnail, clicks_total AS old_clicks, shows_total AS old_shows
+  FROM thumbnail_top WHERE category = 'music' AND rank = 1 \gset
+SELECT format('--- music number 1 (video %s, thumbnail %s) is regenerated: a new image, generation + 1',
+              :regen_video, :regen_thumbnail) AS line \gset
+\echo
+\echo :line
+UPDATE thumbnails SET generation = generation + 1, regenerated_at = localtimestamp
+ WHERE video_id = :regen_video AND thumbnail = :regen_thumbnail;
+SELECT video_id, thumbnail, generation, clicks, shows, ctr, clicks_total, shows_total, round(100 * ctr_total, 2) AS "total ctr %"
+  FROM thumbnail_ctr WHERE video_id = :regen_video AND thumbnail = :regen_thumbnail;
+SELECT expect((clicks, shows, clicks_total, shows_total) = (0, 0, :old_clicks, :old_shows) AND ctr IS NULL,
+              'since the regeneration: 0 clicks of 0 shows, CTR unknown; the totals are unchanged') AS line
+  FROM thumbnail_ctr WHERE video_id = :regen_video AND thumbnail = :regen_thumbnail \gset
+\echo :line
+\echo '--- the new image is shown 150 times and clicked 6 times'
+INSERT INTO thumb_events (video_id, thumbnail, generation, kind)
+SELECT video_id, thumbnail, generation, CASE WHEN i <= 6 THEN 'click' ELSE 'show' END
+  FROM thumbnails CROSS JOIN generate_series(1, 156) i
+ WHERE video_id = :regen_video AND thumbnail = :regen_thumbnail;
+SELECT video_id, thumbnail, generation, clicks, shows, round(100 * ctr, 2) AS "ctr %", clicks_total, shows_total,
+       round(100 * ctr_total, 2) AS "total ctr %"
+  FROM thumbnail_ctr WHERE video_id = :regen_video AND thumbnail = :regen_thumbnail;
+\echo '--- every generation stays in thumb_generation as history (one row per regeneration)'
+SELECT * FROM thumb_generation WHERE video_id = :regen_video AND thumbnail = :regen_thumbnail ORDER BY generation;
+SELECT expect((clicks, shows, clicks_total, shows_total) = (6, 150, :old_clicks + 6, :old_shows + 150),
+              'since the regeneration: exactly the new events; in total: old plus new') AS line
+  FROM thumbnail_ctr WHERE video_id = :regen_video AND thumbnail = :regen_thumbnail \gset
+\echo :line
+\echo '--- top 5 per category again (the regenerated thumbnail ranks by its new CTR)'
+TABLE top5;
+SELECT expect(ctr_matches_raw(), 'CTR of all 900 thumbnails and the top 90 per category equal the raw events') AS line \gset
+\echo :line
+SELECT recount_check('thumb_total') AS line \gset
+\echo :line
+SELECT recount_check('thumb_generation') AS line \gset
+\echo :line
+
+\echo
+\echo '=== 20. Every counter of the demo, one last time'
+SELECT name, mode, (SELECT count(*) FROM counters.verify(name)) AS verify_rows FROM counters.counters ORDER BY name;
+SELECT check_drift() AS line \gset
+\echo :line
+SELECT recount_check(name) FROM counters.counters WHERE created_target ORDER BY name;
 \echo
 \echo 'Demo finished: every counter matched its recount after every step.'
 SQL
