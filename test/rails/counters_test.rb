@@ -1,0 +1,75 @@
+# ActiveRecord (Debian's ruby-activerecord 6.1) against counters, without a Rails app: a migration declares the
+# counter, models write with update_all, insert_all, delete_all, create and a rolled-back transaction, and after each
+# step the counter table (read through a model) must equal a recount made with ActiveRecord's own grouping.
+require "active_record"
+require "minitest/autorun"
+
+ActiveRecord::Base.establish_connection(
+  adapter: "postgresql", database: ENV.fetch("RAILS_DB"), host: ENV["PGHOST"], port: ENV["PGPORT"],
+  username: ENV["PGUSER"], password: ENV["PGPASSWORD"]
+)
+
+class CreateBlogPosts < ActiveRecord::Migration[6.1]
+  def up
+    create_table :posts do |t|
+      t.integer :blog_id, null: false
+      t.integer :rating, null: false, default: 0
+      t.boolean :is_deleted, null: false, default: false
+    end
+    execute "CREATE EXTENSION IF NOT EXISTS counters"
+    execute <<~SQL
+      SELECT counters.create_counter('blog_posts', $$
+        SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts WHERE NOT is_deleted GROUP BY blog_id $$)
+    SQL
+  end
+
+  def down
+    execute "SELECT counters.drop_counter('blog_posts')"
+    drop_table :posts
+  end
+end
+
+class Post < ActiveRecord::Base; end
+
+class BlogPost < ActiveRecord::Base
+  self.table_name = "blog_posts"
+  self.primary_key = "blog_id"
+end
+
+class CountersWithActiveRecord < Minitest::Test
+  def setup
+    ActiveRecord::Migration.verbose = false
+    CreateBlogPosts.migrate(:up)
+  end
+
+  def teardown
+    CreateBlogPosts.migrate(:down)
+  end
+
+  def assert_exact(step)
+    recount = Post.where(is_deleted: false).group(:blog_id).pluck(:blog_id, Arel.sql("count(*)"), Arel.sql("sum(rating)"))
+                  .map { |b, n, r| [b, [n, r.to_i]] }.reject { |_, v| v == [0, 0] }.to_h
+    stored = BlogPost.pluck(:blog_id, :posts, :rating).map { |b, n, r| [b, [n, r]] }.to_h
+    assert_equal recount, stored, step
+    assert_equal 0, ActiveRecord::Base.connection.select_value("SELECT count(*) FROM counters.verify('blog_posts')"), step
+  end
+
+  def test_active_record_writes
+    Post.insert_all((1..50).map { |i| { blog_id: 1 + i % 3, rating: i } })
+    assert_exact "insert_all"
+    Post.create!(blog_id: 2, rating: 7)
+    assert_exact "create"
+    Post.where("rating < 10").update_all(blog_id: 3)
+    assert_exact "update_all moving posts"
+    Post.where("rating > 40").update_all(is_deleted: true)
+    assert_exact "update_all soft delete"
+    Post.transaction do
+      Post.update_all("rating = rating * 2")
+      Post.create!(blog_id: 1, rating: 100)
+      raise ActiveRecord::Rollback
+    end
+    assert_exact "rolled-back transaction"
+    Post.where(blog_id: 2).delete_all
+    assert_exact "delete_all"
+  end
+end
