@@ -881,3 +881,59 @@ AS $$
 	SELECT counters.alter_counter($1, mode => $4);
 	SELECT k.target FROM counters.counter k WHERE k.name OPERATOR(pg_catalog.=) $1;
 $$;
+
+-- (0.2) Keeping up with DDL without breaking restores: see the DETACH comment below.
+CREATE OR REPLACE FUNCTION counters._on_ddl_end() RETURNS event_trigger
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	src regclass;
+	rel regclass;
+	trg name;
+BEGIN
+	FOR src IN
+		SELECT DISTINCT k.source
+		  FROM pg_catalog.pg_event_trigger_ddl_commands() d
+		  JOIN pg_catalog.pg_class c ON c.oid = d.objid AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+		  CROSS JOIN LATERAL (SELECT a.relid FROM pg_catalog.pg_partition_ancestors(c.oid) a) a
+		  JOIN counters.counter k ON k.source = a.relid
+	LOOP
+		PERFORM counters.attach(src);
+	END LOOP;
+	-- A column of an existing target table was renamed: rename the definition's alias that named it.
+	FOR rel, trg, src IN
+		SELECT k.query, va.attname, d.objid::regclass
+		  FROM pg_catalog.pg_event_trigger_ddl_commands() d
+		  JOIN counters.counter k ON k.target = d.objid AND NOT k.owns_target
+		  JOIN pg_catalog.pg_attribute va ON va.attrelid = k.query AND va.attnum > 0
+		 WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid > 0
+		   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute ta
+		                    WHERE ta.attrelid = k.target AND ta.attname = va.attname AND NOT ta.attisdropped)
+	LOOP
+		EXECUTE pg_catalog.format('ALTER VIEW %s RENAME COLUMN %I TO %I', rel, trg,
+			(SELECT a.attname FROM pg_catalog.pg_attribute a
+			  WHERE a.attrelid = src
+			    AND a.attnum = (SELECT d.objsubid FROM pg_catalog.pg_event_trigger_ddl_commands() d
+			                     WHERE d.objid = src AND d.objsubid > 0 LIMIT 1)));
+	END LOOP;
+	-- A table that carries capture triggers but feeds no counter any more was detached from a counted table: looked
+	-- for only when the command altered a counted table (DETACH PARTITION names the partitioned source). Any other
+	-- ALTER TABLE leaves triggers alone: during a restore the triggers exist before the catalog rows are loaded.
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_ddl_commands() d
+	                 JOIN counters.counter k ON k.source = d.objid
+	                WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass) THEN
+		RETURN;
+	END IF;
+	FOR rel, trg IN
+		SELECT t.tgrelid::regclass, t.tgname
+		  FROM pg_catalog.pg_trigger t
+		  JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+		 WHERE t.tgfoid = 'counters.capture()'::pg_catalog.regprocedure
+		   AND NOT c.relispartition
+		   AND pg_catalog.pg_has_role(c.relowner, 'USAGE')
+		   AND NOT EXISTS (SELECT FROM counters.counter k WHERE k.source = t.tgrelid)
+	LOOP
+		EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trg, rel);
+	END LOOP;
+END
+$$;
