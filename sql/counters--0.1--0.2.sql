@@ -241,7 +241,6 @@ DECLARE
 	nonzero text;
 	new_values text;
 	sets text;
-	cols text;
 	value_cols text;
 	diff text;
 	inserted bigint;
@@ -294,9 +293,8 @@ BEGIN
 		       pg_catalog.string_agg(pg_catalog.format('d.%I', 'e_' || ord), ', ' ORDER BY ord) FILTER (WHERE NOT is_key),
 		       pg_catalog.string_agg(pg_catalog.format('%I = EXCLUDED.%I', tname, tname), ', ' ORDER BY ord)
 		           FILTER (WHERE NOT is_key),
-		       pg_catalog.string_agg(pg_catalog.quote_ident(tname), ', ' ORDER BY ord),
 		       pg_catalog.string_agg(pg_catalog.quote_ident(tname), ', ' ORDER BY ord) FILTER (WHERE NOT is_key)
-		  INTO keys, view_cols, stored_cols, expected_cols, sums, differs, nonzero, new_values, sets, cols, value_cols
+		  INTO keys, view_cols, stored_cols, expected_cols, sums, differs, nonzero, new_values, sets, value_cols
 		  FROM d;
 		-- (with a retention, only the buckets kept; the view side's columns carry the table's names here)
 		live := counters._retention_filter(c.name, false);
@@ -338,7 +336,7 @@ BEGIN
 				'WITH up AS (INSERT INTO %s AS t (%s) SELECT %s, %s FROM counters_rebuild d WHERE %s ORDER BY %s
 				             ON CONFLICT (%s) DO UPDATE SET %s RETURNING (t.xmax OPERATOR(pg_catalog.=) 0) AS inserted)
 				 SELECT pg_catalog.count(*) FILTER (WHERE inserted), pg_catalog.count(*) FILTER (WHERE NOT inserted) FROM up',
-				t, cols, keys, new_values, nonzero, keys, keys, sets)
+				t, keys || ', ' || value_cols, keys, new_values, nonzero, keys, keys, sets)
 			   INTO inserted, updated;
 		ELSE
 			-- A counter kept in an existing table: its rows are updated, none created or deleted.
@@ -467,9 +465,10 @@ BEGIN
 		  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace WHERE r.oid = c.target;
 		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord) FILTER (WHERE d.is_key),
 		       pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord),
-		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I)::%s AS %I', d.name,
-		                             pg_catalog.format_type(a.atttypid, a.atttypmod), d.name), ', ' ORDER BY d.ord)
-		           FILTER (WHERE NOT d.is_key),
+		       -- the view's columns in the counter table's order (keys and values interleaved as declared)
+		       pg_catalog.string_agg(CASE WHEN d.is_key THEN pg_catalog.quote_ident(d.name)
+		                             ELSE pg_catalog.format('pg_catalog.sum(%I)::%s AS %I', d.name,
+		                                 pg_catalog.format_type(a.atttypid, a.atttypmod), d.name) END, ', ' ORDER BY d.ord),
 		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) OPERATOR(pg_catalog.<>) 0', d.name),
 		                             ' OR ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
 		       pg_catalog.bool_or(NOT a.attnotnull) FILTER (WHERE d.is_key)
@@ -492,8 +491,8 @@ BEGIN
 		END IF;
 		-- Readers see totals plus pending deltas as of their snapshot: exact and transactional, never a cache.
 		EXECUTE pg_catalog.format(
-			'CREATE VIEW %I.%I AS SELECT %s, %s FROM (SELECT %s FROM %s UNION ALL SELECT %s FROM %s) u '
-			'GROUP BY %s HAVING %s', nsp, rel, keys, sums, cols, totals, cols, log, keys, nonzero);
+			'CREATE VIEW %I.%I AS SELECT %s FROM (SELECT %s FROM %s UNION ALL SELECT %s FROM %s) u '
+			'GROUP BY %s HAVING %s', nsp, rel, sums, cols, totals, cols, log, keys, nonzero);
 		FOR grantee IN
 			SELECT DISTINCT g.grantee::regrole FROM pg_catalog.pg_class r, pg_catalog.aclexplode(r.relacl) g
 			 WHERE r.oid = totals AND g.privilege_type = 'SELECT' AND g.grantee <> r.relowner AND g.grantee <> 0
@@ -546,6 +545,7 @@ DECLARE
 	updates text;
 	zero text;
 	pending text;
+	vals text;
 	folded bigint;
 	zero_rows tid[];
 	total bigint := 0;
@@ -566,8 +566,9 @@ BEGIN
 		       pg_catalog.string_agg(pg_catalog.format('%I = t.%I OPERATOR(pg_catalog.+) EXCLUDED.%I',
 		                             d.name, d.name, d.name), ', ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
 		       pg_catalog.string_agg(pg_catalog.format('t.%I OPERATOR(pg_catalog.=) 0', d.name), ' AND '
-		                             ORDER BY d.ord) FILTER (WHERE NOT d.is_key)
-		  INTO keys, cols, sums, nonzero, updates, zero
+		                             ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key)
+		  INTO keys, cols, sums, nonzero, updates, zero, vals
 		  FROM counters._columns(c.totals, c.query) d;
 		pending := CASE c.mode WHEN 'log' THEN 'true'
 		           ELSE pg_catalog.format('ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM %s FOR UPDATE SKIP LOCKED))',
@@ -579,7 +580,7 @@ BEGIN
 			'                ON CONFLICT (%s) DO UPDATE SET %s RETURNING t.ctid, (%s) AS zero) '
 			'SELECT (SELECT pg_catalog.count(*) FROM moved), '
 			'       ARRAY(SELECT f.ctid FROM folded f WHERE f.zero)',
-			c.log, pending, cols, c.totals, cols, keys, sums, keys, nonzero, keys, keys, updates, zero)
+			c.log, pending, cols, c.totals, keys || ', ' || vals, keys, sums, keys, nonzero, keys, keys, updates, zero)
 			INTO folded, zero_rows;
 		IF pg_catalog.cardinality(zero_rows) > 0 THEN
 			EXECUTE pg_catalog.format('DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)', c.totals)

@@ -79,5 +79,27 @@ SELECT * FROM counters.verify();
 SELECT counters.drop_counter('tweet_likes');
 SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'sharded_test'::regnamespace AND c.relname LIKE 'tweet_likes%';
 
+-- A value column declared before a key (found by fuzzing): the view, compaction and rebuild keep each column in its
+-- place, in log and sharded mode alike.
+CREATE TABLE t1 (k int, v int, d date);
+INSERT INTO t1 VALUES (1, 10, '2026-01-01'), (2, 3, '2026-01-02');
+SELECT counters.create_counter('value_first_log', 'SELECT sum(v) AS s, k FROM t1 GROUP BY k', mode => 'log');
+SELECT counters.create_counter('value_first_sharded', 'SELECT count(*) AS n, d FROM t1 GROUP BY d', mode => 'sharded');
+INSERT INTO t1 VALUES (1, 5, '2026-01-01'), (3, 1, '2026-01-03');
+SELECT counters.compact() > 0 AS compacted;
+SELECT count(*) AS differences FROM ((TABLE value_first_log EXCEPT SELECT sum(v), k FROM t1 GROUP BY k)
+                                     UNION ALL (SELECT sum(v), k FROM t1 GROUP BY k EXCEPT TABLE value_first_log)) x;
+SELECT count(*) AS differences FROM ((TABLE value_first_sharded EXCEPT SELECT count(*), d FROM t1 GROUP BY d)
+                                     UNION ALL (SELECT count(*), d FROM t1 GROUP BY d EXCEPT TABLE value_first_sharded)) x;
+UPDATE value_first_log_totals SET s = s + 100 WHERE k = 1;
+UPDATE value_first_sharded_totals SET n = n + 100;
+SELECT counter, key, column_name FROM counters.verify() ORDER BY 1, 2;
+SET client_min_messages = warning;
+SELECT counters.rebuild() AS repaired;
+RESET client_min_messages;
+SELECT * FROM counters.verify();
+SELECT counters.drop_counter('value_first_log');
+SELECT counters.drop_counter('value_first_sharded');
+
 RESET search_path;
 DROP SCHEMA sharded_test CASCADE;

@@ -845,14 +845,25 @@ ApplyDeltas(Run *run)
 		char *nulls = (char *)palloc(sizeof(char) * maxparams);
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "counters: SPI_connect failed");
-		/* This statement's threshold crossings; a nested statement (a callback's) collects its own. */
+		/*
+		 * This statement's threshold crossings; a nested statement (a callback's) collects its own. The outer list
+		 * is put back even when applying fails, so no pointer into an aborted context outlives the error.
+		 */
 		List *outer = crossings;
 		crossings = NIL;
-		for (int i = 0; i < run->ncounters; i++)
-			ApplyCounter(run, &run->runs[i], params, nulls);
-		List *mine = crossings;
-		crossings = outer;
-		AnnounceCrossings(mine);
+		PG_TRY();
+		{
+			for (int i = 0; i < run->ncounters; i++)
+				ApplyCounter(run, &run->runs[i], params, nulls);
+		}
+		PG_FINALLY();
+		{
+			List *mine = crossings;
+			crossings = outer;
+			outer = mine;
+		}
+		PG_END_TRY();
+		AnnounceCrossings(outer);
 		SPI_finish();
 	}
 }
