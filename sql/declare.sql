@@ -369,6 +369,65 @@ SELECT * FROM rejected(:'SQLSTATE');
 -- the target's values were not touched
 SELECT * FROM blog_cache ORDER BY id;
 
+-- system columns anywhere (0A000): they are not part of a row's contents
+SELECT counters.create_counter('bad', 'SELECT blog_id, count(xmin) AS n FROM posts GROUP BY blog_id');
+SELECT * FROM rejected(:'SQLSTATE');
+SELECT counters.create_counter('bad', 'SELECT blog_id, count(*) AS n FROM posts WHERE ctid IS NOT NULL GROUP BY blog_id');
+SELECT * FROM rejected(:'SQLSTATE');
+SELECT counters.create_counter('bad', 'SELECT tableoid AS t, count(*) AS n FROM posts GROUP BY 1');
+SELECT * FROM rejected(:'SQLSTATE');
+-- column names a counter table cannot have (42701): a system column's, sharded mode's slot column, twice the same
+SELECT counters.create_counter('bad', 'SELECT blog_id AS ctid, count(*) AS n FROM posts GROUP BY blog_id');
+SELECT * FROM rejected(:'SQLSTATE');
+SELECT counters.create_counter('bad', 'SELECT blog_id AS counters_slot, count(*) AS n FROM posts GROUP BY blog_id');
+SELECT * FROM rejected(:'SQLSTATE');
+SELECT counters.create_counter('bad', 'SELECT blog_id AS n, count(*) AS n FROM posts GROUP BY blog_id');
+SELECT * FROM rejected(:'SQLSTATE');
+-- more keys than a unique index (and a slot column) can hold (54011)
+SELECT counters.create_counter('bad', format('SELECT %s, count(*) AS n FROM posts GROUP BY %s',
+	(SELECT string_agg(format('id + %s AS k%s', g, g), ', ') FROM generate_series(1, 32) g),
+	(SELECT string_agg(g::text, ', ') FROM generate_series(1, 32) g)));
+SELECT * FROM rejected(:'SQLSTATE');
+-- a table's row type or an anonymous record as a key (0A000)
+SELECT counters.create_counter('bad', 'SELECT p AS post, count(*) AS n FROM posts p GROUP BY p');
+SELECT * FROM rejected(:'SQLSTATE');
+SELECT counters.create_counter('bad', 'SELECT ROW(blog_id, user_id) AS pair, count(*) AS n FROM posts GROUP BY 1');
+SELECT * FROM rejected(:'SQLSTATE');
+-- temporary tables (0A000): dropped at the end of their session without an event the counter could follow
+CREATE TEMP TABLE scratch (blog_id int);
+SELECT counters.create_counter('bad', 'SELECT blog_id, count(*) AS n FROM scratch GROUP BY blog_id');
+SELECT * FROM rejected(:'SQLSTATE');
+SELECT counters.create_counter('bad', 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id', 'pg_temp.bad_target');
+SELECT * FROM rejected(:'SQLSTATE');
+DROP TABLE scratch;
+-- system catalogs and the extension's own catalog (0A000)
+SELECT counters.create_counter('bad', 'SELECT relkind, count(*) AS n FROM pg_class GROUP BY relkind');
+SELECT * FROM rejected(:'SQLSTATE');
+SELECT counters.create_counter('bad', 'SELECT mode, count(*) AS n FROM counters.counter GROUP BY mode');
+SELECT * FROM rejected(:'SQLSTATE');
+-- names are identifiers measured in bytes (42602): 26 two-byte letters fit, 27 do not
+SELECT counters.create_counter(repeat('ж', 27), 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
+SELECT * FROM rejected(:'SQLSTATE');
+SELECT counters.create_counter(repeat('ж', 26), 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
+SELECT counters.drop_counter(repeat('ж', 26));
+-- PostgreSQL's own errors while declaring name the counter too: an existing relation (42P07), the definition
+-- failing on the rows during the initial fill (22012)
+CREATE TABLE clash (id int);
+SELECT counters.create_counter('clash', 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
+\echo SQLSTATE :SQLSTATE
+DROP TABLE clash;
+SELECT * FROM rejected('42P07');
+SELECT counters.create_counter('bad', 'SELECT blog_id, sum(10 / (id - 3)) AS n FROM posts GROUP BY blog_id');
+SELECT * FROM rejected(:'SQLSTATE');
+-- ... and so does a definition failing on a written row later (the write fails, nothing is miscounted)
+SELECT counters.create_counter('fragile', 'SELECT blog_id, sum(100 / (id - 1000)) AS n FROM posts GROUP BY blog_id');
+\set SHOW_CONTEXT errors
+INSERT INTO posts (id, user_id, blog_id) VALUES (1000, 1, 1);
+\set SHOW_CONTEXT never
+\echo SQLSTATE :SQLSTATE
+SELECT * FROM counters.verify('fragile');
+SELECT counters.drop_counter('fragile');
+
 -- not the owner of the source or of the target (42501); the role may create tables and update both tables, it
 -- owns own_posts only
 SET ROLE counters_regress_declare;

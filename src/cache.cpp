@@ -177,6 +177,17 @@ PrepareKept(const char *sql, int nargs, Oid *argtypes)
 	return plan;
 }
 
+/*
+ * The select list of a bulk write: unnest($1), unnest($2), ... in the target list, which reads the arrays in step
+ * and keeps a composite element one column (unnest() in FROM would expand it into its fields).
+ */
+void
+AppendUnnests(StringInfo sql, int nparams)
+{
+	for (int i = 0; i < nparams; i++)
+		appendStringInfo(sql, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
+}
+
 void
 AppendColumnList(StringInfo sql, CompiledCounter *c, bool keys, bool values)
 {
@@ -320,10 +331,8 @@ PreparePlans(CompiledCounter *c)
 			resetStringInfo(&sql);
 			appendStringInfo(&sql, "INSERT INTO %s (", target);
 			AppendColumnList(&sql, c, true, true);
-			appendStringInfoString(&sql, ") SELECT * FROM ROWS FROM (");
-			for (int i = 0; i < nparams; i++)
-				appendStringInfo(&sql, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
-			appendStringInfoString(&sql, ")");
+			appendStringInfoString(&sql, ") SELECT ");
+			AppendUnnests(&sql, nparams);
 			c->bulk_plan = PrepareKept(sql.data, nparams, array_types);
 		}
 
@@ -378,18 +387,16 @@ PreparePlans(CompiledCounter *c)
 		c->apply_plan = PrepareKept(sql.data, nparams, argtypes);
 
 		/*
-		 * Many keys at once: the same upsert fed by unnest() of one array per column. A function scan returns the
-		 * rows in array order, so rows are still locked in sorted key order.
+		 * Many keys at once: the same upsert fed by unnest() of one array per column. The arrays are read in step,
+		 * in order, so rows are still locked in sorted key order.
 		 */
 		Oid *array_types = ArrayTypes(argtypes, nparams);
 		if (array_types != nullptr) {
 			resetStringInfo(&sql);
 			appendStringInfo(&sql, "INSERT INTO %s AS c (", target);
 			AppendColumnList(&sql, c, true, true);
-			appendStringInfoString(&sql, ") SELECT * FROM ROWS FROM (");
-			for (int i = 0; i < nparams; i++)
-				appendStringInfo(&sql, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
-			appendStringInfoString(&sql, ")");
+			appendStringInfoString(&sql, ") SELECT ");
+			AppendUnnests(&sql, nparams);
 			AppendUpsertTail(&sql, c);
 			c->bulk_plan = PrepareKept(sql.data, nparams, array_types);
 

@@ -92,6 +92,7 @@ struct Run {
 	int64 *row_ints; /* scratch contributions of one row */
 	Datum *row_numerics;
 	bool *row_present;
+	int counting; /* the counter whose definition is being evaluated on a row, or -1 */
 };
 
 /* A 64-bit mixer (the splitmix64 finalizer) for pass-by-value keys hashed as they are. */
@@ -251,6 +252,7 @@ CountRow(Run *run, int sign)
 	for (int ci = 0; ci < run->ncounters; ci++) {
 		CounterRun *r = &run->runs[ci];
 		CounterDef *def = r->c->def;
+		run->counting = ci;
 		if (r->quals && !ExecQual(r->quals, econtext))
 			continue;
 
@@ -308,7 +310,27 @@ CountRow(Run *run, int sign)
 			}
 		}
 	}
+	run->counting = -1;
 	ResetExprContext(econtext);
+}
+
+/* An error evaluating a definition on a row (a division by zero, an overflow) names the counter. */
+void
+CountErrorContext(void *arg)
+{
+	Run *run = (Run *)arg;
+	if (run->counting >= 0)
+		errcontext("computing counter \"%s\" for a row written to its source", run->runs[run->counting].c->def->name);
+}
+
+void
+PushCountContext(ErrorContextCallback *context, Run *run)
+{
+	run->counting = -1;
+	context->callback = CountErrorContext;
+	context->arg = run;
+	context->previous = error_context_stack;
+	error_context_stack = context;
 }
 
 ExprState *
@@ -339,6 +361,7 @@ StartRun(SourceCounters *sc)
 	MemoryContext old = MemoryContextSwitchTo(run->cxt);
 	run->econtext = CreateStandaloneExprContext();
 	run->ncounters = sc->ncounters;
+	run->counting = -1;
 	run->runs = (CounterRun *)palloc0(sizeof(CounterRun) * sc->ncounters);
 	int maxvalues = 1;
 	for (int i = 0; i < sc->ncounters; i++) {
@@ -423,11 +446,14 @@ CountTuplestore(Run *run, RowReader *rd, Tuplestorestate *ts, int sign)
 {
 	if (ts == nullptr)
 		return;
+	ErrorContextCallback context;
+	PushCountContext(&context, run);
 	tuplestore_rescan(ts);
 	while (tuplestore_gettupleslot(ts, true, false, rd->slot)) {
 		CHECK_FOR_INTERRUPTS();
 		CountSlot(run, rd, sign);
 	}
+	error_context_stack = context.previous;
 }
 
 /* Sort support for the entries of one counter. */
@@ -995,10 +1021,13 @@ CountRelationRows(Relation rel, Oid source, int sign)
 	/* The latest snapshot: rows committed by anyone before our lock on rel are in the table and must count. */
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 	TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
+	ErrorContextCallback context;
+	PushCountContext(&context, run);
 	while (table_scan_getnextslot(scan, ForwardScanDirection, rd.slot)) {
 		CHECK_FOR_INTERRUPTS();
 		CountSlot(run, &rd, sign);
 	}
+	error_context_stack = context.previous;
 	table_endscan(scan);
 	UnregisterSnapshot(snapshot);
 	DropReader(&rd);

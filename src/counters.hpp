@@ -22,6 +22,9 @@ extern "C" {
 #include "utils/relcache.h"
 }
 
+/* A counter's name, in bytes: "<name>_definition" must be an identifier (NAMEDATALEN - 1 bytes). */
+#define COUNTER_NAME_MAX_BYTES (NAMEDATALEN - 1 - 11)
+
 namespace counters {
 
 /* How a row contributes to one value column. */

@@ -11,6 +11,9 @@
 extern "C" {
 #include "access/htup_details.h"
 #include "access/sysattr.h"
+#include "catalog/catalog.h"
+#include "catalog/heap.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
@@ -112,7 +115,7 @@ IsNotNullColumn(Node *expr, Oid source)
 }
 
 void
-CheckSource(const char *counter, RangeTblEntry *rte)
+CheckSource(const char *counter, RangeTblEntry *rte, bool declaring)
 {
 	if (rte->rtekind != RTE_RELATION)
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, "FROM must name exactly one table",
@@ -136,24 +139,91 @@ CheckSource(const char *counter, RangeTblEntry *rte)
 		                errdetail("Rows written to a child table do not fire the parent's triggers.")));
 	if (relkind == RELKIND_PARTITIONED_TABLE && !rte->inh)
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, "FROM ONLY on a partitioned table counts nothing", nullptr);
+	/* (0.3 rules: counters declared before keep working as they did) */
+	if (!declaring)
+		return;
+	if (get_rel_persistence(rte->relid) == RELPERSISTENCE_TEMP)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": \"%s\" is a temporary table", counter, relname),
+		                errdetail("A counter is declared for every session; a temporary table belongs to one and is "
+		                          "dropped at its end without any event the counter could follow.")));
+	Oid nsp = get_rel_namespace(rte->relid);
+	if (IsCatalogRelationOid(rte->relid) || IsCatalogNamespace(nsp) || IsToastNamespace(nsp) ||
+	    nsp == get_namespace_oid("counters", true))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": \"%s\" is a system or counters catalog table", counter, relname),
+		                errdetail("Counters count the rows of user tables; catalogs are not written through "
+		                          "statements that fire triggers.")));
+}
+
+/* The first system column (ctid, xmin, tableoid, ...) the definition reads, or 0. */
+AttrNumber
+FindSystemColumn(Query *query, Index varno)
+{
+	Bitmapset *attnos = nullptr;
+	pull_varattnos((Node *)query->targetList, varno, &attnos);
+	pull_varattnos(query->jointree->quals, varno, &attnos);
+	int member = bms_next_member(attnos, -1);
+	/* (members are attribute numbers offset by FirstLowInvalidHeapAttributeNumber; system columns come first) */
+	if (member >= 0 && member + FirstLowInvalidHeapAttributeNumber < 0)
+		return (AttrNumber)(member + FirstLowInvalidHeapAttributeNumber);
+	return 0;
+}
+
+/* Column names of the counter table: unique, not a system column's, not the sharded mode's slot column. */
+void
+CheckColumnNames(const char *counter, const CounterDef *def)
+{
+	for (int i = 0; i < def->ncolumns; i++) {
+		const ColumnDef &col = def->columns[i];
+		const char *name = col.is_key ? def->keys[col.index].column_name : def->values[col.index].column_name;
+		if (SystemAttributeByName(name) != nullptr || strcmp(name, "counters_slot") == 0)
+			ereport(ERROR, (errcode(ERRCODE_DUPLICATE_COLUMN),
+			                errmsg("counter \"%s\": column name \"%s\" is reserved", counter, name),
+			                errdetail("\"%s\" is %s.", name,
+			                          strcmp(name, "counters_slot") == 0 ? "the slot column of sharded counter tables"
+			                                                             : "a system column of every table"),
+			                errhint("Give the column another alias.")));
+		for (int j = 0; j < i; j++) {
+			const ColumnDef &other = def->columns[j];
+			const char *other_name =
+			    other.is_key ? def->keys[other.index].column_name : def->values[other.index].column_name;
+			if (strcmp(name, other_name) == 0)
+				ereport(ERROR, (errcode(ERRCODE_DUPLICATE_COLUMN),
+				                errmsg("counter \"%s\": column name \"%s\" is used more than once", counter, name),
+				                errhint("Every selected key and value becomes a column of the counter table; give "
+				                        "each a distinct alias.")));
+		}
+	}
+	/* Sharded tables add the slot column to the keys' unique index and to the table. */
+	if (def->nkeys > INDEX_MAX_KEYS - 1)
+		ereport(ERROR,
+		        (errcode(ERRCODE_TOO_MANY_COLUMNS), errmsg("counter \"%s\": %d keys is too many", counter, def->nkeys),
+		         errdetail("A counter has at most %d keys (a unique index has at most %d columns, one of them "
+		                   "kept for the slot of sharded mode).",
+		                   INDEX_MAX_KEYS - 1, INDEX_MAX_KEYS)));
+	if (def->ncolumns > MaxHeapAttributeNumber - 1)
+		ereport(ERROR, (errcode(ERRCODE_TOO_MANY_COLUMNS),
+		                errmsg("counter \"%s\": %d columns is too many", counter, def->ncolumns),
+		                errdetail("A counter table has at most %d columns.", MaxHeapAttributeNumber - 1)));
 }
 
 /* count/sum aggregates we can maintain, and what a row contributes to them. */
 void
 DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid source, Index varno, ValueDef *out)
 {
-	char what[NAMEDATALEN + 128];
+	const char *what;
 	if (agg->aggdistinct != NIL) {
-		snprintf(what, sizeof(what), "DISTINCT aggregate in column \"%s\" is not supported", column);
+		what = psprintf("DISTINCT aggregate in column \"%s\" is not supported", column);
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what,
 		       "A distinct count cannot be maintained from one row's old and new version.");
 	}
 	if (agg->aggorder != NIL) {
-		snprintf(what, sizeof(what), "ORDER BY inside aggregate of column \"%s\" is not supported", column);
+		what = psprintf("ORDER BY inside aggregate of column \"%s\" is not supported", column);
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what, nullptr);
 	}
 	if (agg->aggkind != AGGKIND_NORMAL || agg->agglevelsup != 0) {
-		snprintf(what, sizeof(what), "aggregate of column \"%s\" is not supported", column);
+		what = psprintf("aggregate of column \"%s\" is not supported", column);
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what, nullptr);
 	}
 
@@ -182,7 +252,7 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 		break;
 	case F_SUM_FLOAT4:
 	case F_SUM_FLOAT8:
-		snprintf(what, sizeof(what), "sum of a floating-point value in column \"%s\" is not supported", column);
+		what = psprintf("sum of a floating-point value in column \"%s\" is not supported", column);
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("counter \"%s\": %s", counter, what),
 		                errdetail("Offending expression: %s", DeparseSourceExpr((Node *)agg, source, varno)),
 		                errhint("Floating-point addition is not exact, so adding and subtracting deltas would "
@@ -190,23 +260,24 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 		break;
 	default:
 		/* Name it with its schema unless it is built in: a count() of another schema is not count(). */
-		snprintf(what, sizeof(what), "aggregate %s in column \"%s\" is not supported",
-		         get_func_namespace(agg->aggfnoid) == PG_CATALOG_NAMESPACE ? format_procedure(agg->aggfnoid)
-		                                                                   : format_procedure_qualified(agg->aggfnoid),
-		         column);
+		what = psprintf("aggregate %s in column \"%s\" is not supported",
+		                get_func_namespace(agg->aggfnoid) == PG_CATALOG_NAMESPACE
+		                    ? format_procedure(agg->aggfnoid)
+		                    : format_procedure_qualified(agg->aggfnoid),
+		                column);
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what,
 		       "Only count(*), count(expression) and sum() of integer or numeric expressions can be maintained "
 		       "exactly from each row's old and new version.");
 	}
 	if (out->kind != ValueKind::CountStar) {
 		out->arg_type = getBaseType(exprType(arg));
-		snprintf(what, sizeof(what), "the argument of column \"%s\"", column);
+		what = psprintf("the argument of column \"%s\"", column);
 		RequireImmutable(counter, what, arg, source, varno);
 		out->arg = PlanSourceExpr(arg, varno);
 	}
 	out->filter = nullptr;
 	if (agg->aggfilter) {
-		snprintf(what, sizeof(what), "the FILTER of column \"%s\"", column);
+		what = psprintf("the FILTER of column \"%s\"", column);
 		RequireImmutable(counter, what, (Node *)agg->aggfilter, source, varno);
 		out->filter = PlanSourceExpr((Node *)agg->aggfilter, varno);
 	}
@@ -254,12 +325,22 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 		       "A counter is fed by the rows of one table.");
 	Index varno = (Index)((RangeTblRef *)item)->rtindex;
 	RangeTblEntry *rte = rt_fetch(varno, query->rtable);
-	CheckSource(name, rte);
+	/* Rules added in 0.3 apply to new declarations; compiling an existing counter must not start failing writes. */
+	bool declaring = column_names == nullptr;
+	CheckSource(name, rte, declaring);
 	if (!query->hasAggs)
 		Reject(name, ERRCODE_INVALID_OBJECT_DEFINITION, "the definition has no count() or sum() aggregate", nullptr);
 	if (query->groupClause == NIL)
 		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "the definition has no GROUP BY",
 		       "A counter table has one row per key; group by at least one expression.");
+
+	AttrNumber system_column = declaring ? FindSystemColumn(query, varno) : 0;
+	if (system_column != 0)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": system column \"%s\" cannot be used", name,
+		                       NameStr(SystemAttributeDefinition(system_column)->attname)),
+		                errdetail("System columns are not part of a row's contents: they change when the row is "
+		                          "rewritten or moved, and are not set the same way in every trigger.")));
 
 	CounterDef *def = (CounterDef *)palloc0(sizeof(CounterDef));
 	def->name = pstrdup(name);
@@ -286,16 +367,26 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 		const char *column = tle->resname ? tle->resname : "?column?";
 		if (column_names != nullptr && resno <= column_names->natts)
 			column = pstrdup(NameStr(TupleDescAttr(column_names, resno - 1)->attname));
-		char what[NAMEDATALEN + 64];
+		const char *what;
 		if (IsGroupKey(query, tle)) {
 			KeyDef *key = &def->keys[def->nkeys];
-			snprintf(what, sizeof(what), "key \"%s\"", column);
+			what = psprintf("key \"%s\"", column);
 			RequireImmutable(name, what, expr, def->source, varno);
 			key->column_name = column;
 			key->type = exprType(expr);
 			key->typmod = exprTypmod(expr);
 			key->collation = exprCollation(expr);
 			key->not_null = IsNotNullColumn(expr, def->source);
+			Oid rowtype_rel = get_typ_typrelid(key->type);
+			if (declaring && (get_typtype(key->type) == TYPTYPE_PSEUDO ||
+			                  (OidIsValid(rowtype_rel) && get_rel_relkind(rowtype_rel) != RELKIND_COMPOSITE_TYPE)))
+				ereport(ERROR,
+				        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				         errmsg("counter \"%s\": key \"%s\" has type %s, which cannot be a counter key", name, column,
+				                format_type_be(key->type)),
+				         errdetail("A key is a column of the counter table: anonymous records and table row types "
+				                   "cannot be."),
+				         errhint("Select the fields that make the key as separate keys.")));
 			TypeCacheEntry *tc = lookup_type_cache(key->type, TYPECACHE_CMP_PROC | TYPECACHE_HASH_PROC);
 			if (!OidIsValid(tc->cmp_proc) || !OidIsValid(tc->hash_proc))
 				ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -310,7 +401,7 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 			def->columns[def->ncolumns++] = ColumnDef{false, def->nvalues};
 			def->nvalues++;
 		} else {
-			snprintf(what, sizeof(what), "column \"%s\" is neither a GROUP BY key nor a count() or sum()", column);
+			what = psprintf("column \"%s\" is neither a GROUP BY key nor a count() or sum()", column);
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("counter \"%s\": %s", name, what),
 			                errdetail("Offending expression: %s", DeparseSourceExpr(expr, def->source, varno)),
 			                errhint("Compute ratios and other expressions over counters when reading them, "
@@ -319,6 +410,8 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 	}
 	if (def->nvalues == 0)
 		Reject(name, ERRCODE_INVALID_OBJECT_DEFINITION, "the definition selects no count() or sum() column", nullptr);
+	if (declaring)
+		CheckColumnNames(name, def);
 
 	if (from->quals) {
 		RequireImmutable(name, "the WHERE clause", from->quals, def->source, varno);

@@ -555,3 +555,79 @@ COUNTERS_FUNCTION(counters_set_option)
 	CacheInvalidateRelcacheByRelid(source);
 	PG_RETURN_VOID();
 }
+
+/*
+ * counters._declare(name, definition, target, mode, caller_search_path): what create_counter() does (0.3). Runs the
+ * declaration steps (_create_counter, then alter_counter for the mode) and makes sure every error they raise names
+ * the counter: errors of PostgreSQL's own (CREATE TABLE of an existing name, a definition failing on the data during
+ * the initial fill) get the counter's name put before their message; SQLSTATE, detail, hint and context are kept.
+ */
+COUNTERS_FUNCTION(counters_declare)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_NAME), errmsg("invalid counter name NULL"),
+		                errdetail("A counter name has 1 to %d bytes.", COUNTER_NAME_MAX_BYTES)));
+	char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	/* The definition view is named <name>_definition, an identifier of at most NAMEDATALEN - 1 bytes. */
+	if (strlen(name) == 0 || strlen(name) > COUNTER_NAME_MAX_BYTES)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_NAME), errmsg("invalid counter name %s", quote_literal_cstr(name)),
+		                errdetail("A counter name has 1 to %d bytes (this one has %zu): its tables and views are "
+		                          "named after it.",
+		                          COUNTER_NAME_MAX_BYTES, strlen(name))));
+	const char *named = psprintf("counter \"%s\"", name);
+
+	Oid argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum args[4];
+	char nulls[4];
+	for (int i = 0; i < 4; i++) {
+		int arg = i < 3 ? i : 4; /* name, definition, target, caller_search_path */
+		nulls[i] = PG_ARGISNULL(arg) ? 'n' : ' ';
+		args[i] = PG_ARGISNULL(arg) ? (Datum)0 : PG_GETARG_DATUM(arg);
+	}
+	Datum mode_args[2] = {args[0], PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3)};
+	char mode_nulls[2] = {' ', PG_ARGISNULL(3) ? 'n' : ' '};
+
+	volatile Oid target = InvalidOid;
+	MemoryContext caller = CurrentMemoryContext;
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		int ret = SPI_execute_with_args("SELECT counters._create_counter($1, $2, $3, $4)", 4, argtypes, args, nulls,
+		                                false, 1);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "counters: _create_counter failed: %s", SPI_result_code_string(ret));
+		ret = SPI_execute_with_args("SELECT counters.alter_counter($1, mode => $2)", 2, argtypes, mode_args, mode_nulls,
+		                            false, 1);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "counters: alter_counter failed: %s", SPI_result_code_string(ret));
+		/* What the caller reads: the counter table, or in log and sharded mode the view over totals and deltas. */
+		ret = SPI_execute_with_args("SELECT k.target::pg_catalog.oid FROM counters.counter k "
+		                            "WHERE k.name OPERATOR(pg_catalog.=) $1",
+		                            1, argtypes, args, nullptr, false, 1);
+		if (ret != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
+		bool isnull;
+		target = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		/* A target in pg_temp (named so, or the caller's temporary table) would vanish with the session. */
+		if (get_rel_persistence(target) == RELPERSISTENCE_TEMP)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": target \"%s\" is a temporary table", name, get_rel_name(target)),
+			                errdetail("A counter is declared for every session; a temporary table belongs to one.")));
+		SPI_finish();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller);
+		ErrorData *edata = CopyErrorData();
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_OPERATOR_INTERVENTION && edata->message != nullptr &&
+		    strstr(edata->message, named) == nullptr) {
+			FlushErrorState();
+			edata->message = psprintf("%s: %s", named, edata->message);
+			ReThrowError(edata);
+		}
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	PG_RETURN_OID(target);
+}
