@@ -163,3 +163,84 @@ SELECT c.name AS counter,
   LEFT JOIN pg_catalog.pg_stat_all_tables l ON l.relid = c.log
   LEFT JOIN pg_catalog.pg_stat_all_tables s ON s.relid = c.source
   LEFT JOIN counters.verified v ON v.counter = c.name;
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- compaction
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- (0.3: a counter dropped or switched to another mode while compact() waits for its log is skipped)
+CREATE OR REPLACE FUNCTION counters.compact(name text DEFAULT NULL) RETURNS bigint
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	keys text;
+	cols text;
+	sums text;
+	nonzero text;
+	updates text;
+	zero text;
+	pending text;
+	vals text;
+	folded bigint;
+	zero_rows tid[];
+	total bigint := 0;
+	log_schema name;
+	log_name name;
+BEGIN
+	IF name IS NOT NULL AND NOT EXISTS (SELECT FROM counters.counter k WHERE k.name = compact.name) THEN
+		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+	FOR c IN
+		SELECT k.* FROM counters.counter k
+		 WHERE k.mode IN ('log', 'sharded') AND (compact.name IS NULL OR k.name = compact.name) ORDER BY k.name
+	LOOP
+		-- (0.3) The counter may be dropped or switched to another mode meanwhile, by a transaction that holds its
+		-- log's lock until it commits: then the log is gone or no longer the counter's, and the counter is skipped
+		-- (compact() of all counters, as the worker runs it, used to fail as a whole).
+		SELECT n.nspname, r.relname INTO log_schema, log_name
+		  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
+		 WHERE r.oid = c.log::pg_catalog.oid;
+		CONTINUE WHEN NOT FOUND;
+		BEGIN
+			EXECUTE pg_catalog.format('LOCK TABLE %I.%I IN SHARE UPDATE EXCLUSIVE MODE', log_schema, log_name);
+		EXCEPTION WHEN undefined_table THEN
+			CONTINUE;
+		END;
+		CONTINUE WHEN NOT EXISTS (SELECT FROM counters.counter k
+		                           WHERE k.name = c.name AND k.mode = c.mode AND k.log = c.log AND k.totals = c.totals);
+		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord) FILTER (WHERE d.is_key),
+		       pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I)', d.name), ', ' ORDER BY d.ord)
+		           FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.format('pg_catalog.sum(%I) OPERATOR(pg_catalog.<>) 0', d.name),
+		                             ' OR ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.format('%I = t.%I OPERATOR(pg_catalog.+) EXCLUDED.%I',
+		                             d.name, d.name, d.name), ', ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.format('t.%I OPERATOR(pg_catalog.=) 0', d.name), ' AND '
+		                             ORDER BY d.ord) FILTER (WHERE NOT d.is_key),
+		       pg_catalog.string_agg(pg_catalog.quote_ident(d.name), ', ' ORDER BY d.ord) FILTER (WHERE NOT d.is_key)
+		  INTO keys, cols, sums, nonzero, updates, zero, vals
+		  FROM counters._columns(c.totals, c.query) d;
+		pending := CASE c.mode WHEN 'log' THEN 'true'
+		           ELSE pg_catalog.format('ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM %s FOR UPDATE SKIP LOCKED))',
+		                                  c.log) END;
+		EXECUTE pg_catalog.format(
+			'WITH moved AS (DELETE FROM %s WHERE %s RETURNING %s), '
+			'     folded AS (INSERT INTO %s AS t (%s) SELECT %s, %s FROM moved GROUP BY %s HAVING %s ORDER BY %s '
+			'                ON CONFLICT (%s) DO UPDATE SET %s RETURNING t.ctid, (%s) AS zero) '
+			'SELECT (SELECT pg_catalog.count(*) FROM moved), '
+			'       ARRAY(SELECT f.ctid FROM folded f WHERE f.zero)',
+			c.log, pending, cols, c.totals, keys || ', ' || vals, keys, sums, keys, nonzero, keys, keys, updates, zero)
+			INTO folded, zero_rows;
+		IF pg_catalog.cardinality(zero_rows) > 0 THEN
+			EXECUTE pg_catalog.format('DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)', c.totals)
+				USING zero_rows;
+		END IF;
+		total := total + folded;
+	END LOOP;
+	-- the maintenance entry point: expired buckets go too (not counted in the result)
+	PERFORM counters.apply_retention(name);
+	RETURN total;
+END
+$$;
