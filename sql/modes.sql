@@ -624,6 +624,28 @@ SELECT count(*) AS capture_triggers FROM pg_trigger
  WHERE tgrelid = 'posts'::regclass AND tgfoid = 'counters.capture()'::regprocedure;
 SELECT name FROM counters.counter ORDER BY name;
 
+-- A view of the user's over an exact counter's table would follow the table when leaving exact mode renames it to
+-- <name>_totals, and go on reading totals without the pending deltas: the switch is refused (2BP01), nothing changes.
+SELECT counters.create_counter('vr', 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
+CREATE VIEW vr_report AS SELECT sum(n) AS posts FROM vr;
+CREATE MATERIALIZED VIEW vr_snapshot AS SELECT max(n) AS most FROM vr;
+SELECT counters.alter_counter('vr', 'log');
+\echo SQLSTATE :SQLSTATE
+DROP VIEW vr_report;
+SELECT counters.alter_counter('vr', 'sharded');
+\echo SQLSTATE :SQLSTATE
+SELECT mode, target FROM counters.counter WHERE name = 'vr';
+DROP MATERIALIZED VIEW vr_snapshot;
+SELECT counters.alter_counter('vr', 'log');
+INSERT INTO posts (id, blog_id) SELECT max(id) + 1, 1 FROM posts;
+CREATE VIEW vr_report AS SELECT sum(n) AS posts FROM vr;
+SELECT (SELECT posts FROM vr_report) = (SELECT count(*) FROM posts) AS report_exact;
+-- back to exact: the view "vr" goes, so a view over it is PostgreSQL's dependency error
+SELECT counters.alter_counter('vr', 'exact');
+\echo SQLSTATE :SQLSTATE
+DROP VIEW vr_report;
+SELECT counters.drop_counter('vr');
+
 -- clean up
 SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
 SELECT count(*) AS catalog_rows FROM counters.counter;

@@ -504,6 +504,38 @@ HasBounds(text *name)
 	return found;
 }
 
+namespace {
+
+/*
+ * Views (and materialized views) other than `except` that read `rel`, as a list for a message, or nullptr. They
+ * follow the relation by OID, whatever it is renamed to.
+ */
+char *
+ViewsReading(Oid rel, Oid except)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[2] = {OIDOID, OIDOID};
+	Datum args[2] = {ObjectIdGetDatum(rel), ObjectIdGetDatum(except)};
+	int ret = SPI_execute_with_args(
+	    "SELECT pg_catalog.string_agg(DISTINCT r.ev_class::pg_catalog.regclass::pg_catalog.text, ', ') "
+	    "FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_rewrite r ON r.oid OPERATOR(pg_catalog.=) d.objid "
+	    "WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass "
+	    "AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+	    "AND d.refobjid OPERATOR(pg_catalog.=) $1 AND r.ev_class OPERATOR(pg_catalog.<>) $1 "
+	    "AND r.ev_class OPERATOR(pg_catalog.<>) $2",
+	    2, argtypes, args, nullptr, true, 1);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "counters: reading pg_depend failed: %s", SPI_result_code_string(ret));
+	char *views = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	char *result = views ? MemoryContextStrdup(caller, views) : nullptr;
+	SPI_finish();
+	return result;
+}
+
+} // namespace
+
 /* counters._set_mode(name, target, mode, totals, log): record a counter's mode and relations (see alter_counter). */
 COUNTERS_FUNCTION(counters_set_mode)
 {
@@ -519,6 +551,22 @@ COUNTERS_FUNCTION(counters_set_mode)
 		                       cname),
 		                errhint("Remove them first with counters.set_bounds(name, column_name) or "
 		                        "counters.set_thresholds(name, column_name, '{}').")));
+	/*
+	 * (0.3) Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending
+	 * deltas under its name. A user's view over the table would follow the rename and silently miss pending deltas.
+	 */
+	if (!PG_ARGISNULL(3)) {
+		char *views = ViewsReading(PG_GETARG_OID(3), PG_GETARG_OID(1));
+		if (views != nullptr)
+			ereport(ERROR,
+			        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+			         errmsg("counter \"%s\": views read its table: %s", cname, views),
+			         errdetail("Leaving exact mode renames the counter table to \"%s\" and makes \"%s\" a view of "
+			                   "totals plus pending deltas; these views would go on reading the totals alone.",
+			                   get_rel_name(PG_GETARG_OID(3)), get_rel_name(PG_GETARG_OID(1))),
+			         errhint("Drop the views, switch the mode, then create them again over \"%s\".",
+			                 get_rel_name(PG_GETARG_OID(1)))));
+	}
 	Oid argtypes[5] = {TEXTOID, OIDOID, TEXTOID, OIDOID, OIDOID};
 	Datum values[5] = {PointerGetDatum(name), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
 	                   PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3),
