@@ -288,6 +288,20 @@ QualifiedName(Oid relid)
 	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
 }
 
+/*
+ * TRUNCATE of a log or sharded counter's source empties the log (or slots) and the totals. It first waits for a
+ * compaction in progress (which holds the log's SHARE UPDATE EXCLUSIVE lock until it commits), so that the DELETEs,
+ * each with a new snapshot, see the totals that compaction wrote; otherwise its folded sums would survive.
+ */
+void
+AppendTruncatePlan(StringInfo sql, CompiledCounter *c, const char *log)
+{
+	resetStringInfo(sql);
+	appendStringInfo(sql, "LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE; WITH l AS (DELETE FROM %s) DELETE FROM %s",
+	                 log, log, QualifiedName(c->totals));
+	c->truncate_plan = PrepareKept(sql->data, 0, nullptr);
+}
+
 /* The array types of the parameter types, or NULL if one has none. */
 Oid *
 ArrayTypes(Oid *types, int n)
@@ -336,9 +350,7 @@ PreparePlans(CompiledCounter *c)
 			c->bulk_plan = PrepareKept(sql.data, nparams, array_types);
 		}
 
-		resetStringInfo(&sql);
-		appendStringInfo(&sql, "WITH l AS (DELETE FROM %s) DELETE FROM %s", target, QualifiedName(c->totals));
-		c->truncate_plan = PrepareKept(sql.data, 0, nullptr);
+		AppendTruncatePlan(&sql, c, target);
 	} else if (c->sharded) {
 		/*
 		 * Sharded mode: existing slot rows are updated directly (direct.cpp); this upsert creates a slot row, the
@@ -369,9 +381,7 @@ PreparePlans(CompiledCounter *c)
 		Oid tid_type = TIDOID;
 		c->delete_plan = PrepareKept(sql.data, 1, &tid_type);
 
-		resetStringInfo(&sql);
-		appendStringInfo(&sql, "WITH l AS (DELETE FROM %s) DELETE FROM %s", target, QualifiedName(c->totals));
-		c->truncate_plan = PrepareKept(sql.data, 0, nullptr);
+		AppendTruncatePlan(&sql, c, target);
 	} else if (c->owns_target) {
 		/*
 		 * INSERT ... ON CONFLICT DO UPDATE adds the delta to an existing row or creates it; RETURNING tells whether
