@@ -6,6 +6,8 @@
 --
 \set VERBOSITY default
 \set SHOW_CONTEXT never
+-- (rebuild() reports progress with timings in NOTICEs)
+SET client_min_messages = warning;
 CREATE SCHEMA odd_test;
 SET search_path = odd_test;
 CREATE TYPE place AS (city text, floor int);
@@ -70,6 +72,16 @@ SELECT counter, last_verify_wrong FROM counters.stats WHERE counter = 'long_name
 SELECT counters.rebuild('long_names_exact');
 SELECT * FROM counters.verify('long_names_exact');
 SELECT counter, last_verify_wrong FROM counters.stats WHERE counter = 'long_names_exact';
+
+-- in a read-only transaction (as on a standby) verify() works and records nothing
+SELECT verified_at AS before_read_only FROM counters.verified WHERE counter = 'long_names_exact' \gset
+UPDATE long_names_exact SET "Üxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx2" = 0
+ WHERE in_target = 1 AND e1 = 1;
+BEGIN TRANSACTION READ ONLY;
+SELECT counter, column_name FROM counters.verify('long_names_exact');
+COMMIT;
+SELECT verified_at = :'before_read_only' AS unchanged, wrong FROM counters.verified WHERE counter = 'long_names_exact';
+SELECT counters.rebuild('long_names_exact');
 
 -- mode switches keep them exact
 SELECT counters.alter_counter('by_place_log', 'exact');
