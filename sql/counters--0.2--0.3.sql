@@ -244,3 +244,70 @@ BEGIN
 	RETURN total;
 END
 $$;
+
+-- The schema-qualified name of a relation that still exists, for a statement to open (and wait for) by name;
+-- an undefined_table error when it is gone (formatting a dropped regclass would give its bare OID).
+CREATE FUNCTION counters._qualified(rel regclass) RETURNS text
+	LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	q text;
+BEGIN
+	SELECT pg_catalog.format('%I.%I', n.nspname, r.relname) INTO q
+	  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
+	 WHERE r.oid = rel::pg_catalog.oid;
+	IF q IS NULL THEN
+		RAISE EXCEPTION 'relation % does not exist', rel::pg_catalog.oid USING ERRCODE = 'undefined_table';
+	END IF;
+	RETURN q;
+END
+$$;
+
+-- (0.3: a counter dropped or switched while this waits for its tables is skipped; compact() of all counters ends
+-- with it, so one concurrent drop no longer failed a whole compaction round)
+CREATE OR REPLACE FUNCTION counters.apply_retention(name text DEFAULT NULL) RETURNS bigint
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c record;
+	n bigint;
+	tbl text;
+	lg text;
+	total bigint := 0;
+	live text;
+BEGIN
+	FOR c IN
+		SELECT k.* FROM counters.counter k
+		 WHERE k.options ? 'retention' AND (apply_retention.name IS NULL OR k.name = apply_retention.name)
+		 ORDER BY k.name
+	LOOP
+		-- (0.3) A counter dropped or switched by a transaction that commits while this waits for its tables is
+		-- skipped: lock them by name first, then check that the catalog row is unchanged and still names them.
+		BEGIN
+			tbl := counters._qualified(COALESCE(c.totals, c.target));
+			EXECUTE pg_catalog.format('LOCK TABLE %s IN ROW EXCLUSIVE MODE', tbl);
+			IF c.log IS NOT NULL THEN
+				lg := counters._qualified(c.log);
+				EXECUTE pg_catalog.format('LOCK TABLE %s IN ROW EXCLUSIVE MODE', lg);
+			END IF;
+		EXCEPTION WHEN undefined_table THEN
+			CONTINUE;
+		END;
+		CONTINUE WHEN NOT EXISTS (
+			SELECT FROM counters.counter k
+			 WHERE k.name = c.name AND k.mode = c.mode AND k.target = c.target
+			   AND k.totals IS NOT DISTINCT FROM c.totals AND k.log IS NOT DISTINCT FROM c.log
+			   AND pg_catalog.to_regclass(tbl) = COALESCE(c.totals, c.target)
+			   AND (c.log IS NULL OR pg_catalog.to_regclass(lg) = c.log));
+		live := counters._retention_filter(c.name, false);
+		EXECUTE pg_catalog.format('DELETE FROM %s WHERE NOT (%s)', tbl, live);
+		GET DIAGNOSTICS n = ROW_COUNT;
+		total := total + n;
+		IF c.log IS NOT NULL THEN
+			EXECUTE pg_catalog.format('DELETE FROM %s WHERE NOT (%s)', lg, live);
+			GET DIAGNOSTICS n = ROW_COUNT;
+			total := total + n;
+		END IF;
+	END LOOP;
+	RETURN total;
+END $$;
