@@ -168,6 +168,25 @@ SELECT c.name AS counter,
 -- compaction
 -- ---------------------------------------------------------------------------------------------------------------
 
+-- The schema-qualified name of a relation that still exists, for a statement to open (and wait for) by name;
+-- an undefined_table error when it is gone (formatting a dropped regclass would give its bare OID).
+CREATE FUNCTION counters._qualified(rel regclass) RETURNS text
+	LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	q text;
+BEGIN
+	SELECT pg_catalog.format('%I.%I', n.nspname, r.relname) INTO q
+	  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
+	 WHERE r.oid = rel::pg_catalog.oid;
+	IF q IS NULL THEN
+		RAISE EXCEPTION 'relation % does not exist', rel::pg_catalog.oid USING ERRCODE = 'undefined_table';
+	END IF;
+	RETURN q;
+END
+$$;
+
+
 -- (0.3: a counter dropped or switched to another mode while compact() waits for its log is skipped)
 CREATE OR REPLACE FUNCTION counters.compact(name text DEFAULT NULL) RETURNS bigint
 	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
@@ -185,8 +204,6 @@ DECLARE
 	folded bigint;
 	zero_rows tid[];
 	total bigint := 0;
-	log_schema name;
-	log_name name;
 BEGIN
 	IF name IS NOT NULL AND NOT EXISTS (SELECT FROM counters.counter k WHERE k.name = compact.name) THEN
 		RAISE EXCEPTION 'counter "%" does not exist', name USING ERRCODE = 'undefined_object';
@@ -198,12 +215,8 @@ BEGIN
 		-- (0.3) The counter may be dropped or switched to another mode meanwhile, by a transaction that holds its
 		-- log's lock until it commits: then the log is gone or no longer the counter's, and the counter is skipped
 		-- (compact() of all counters, as the worker runs it, used to fail as a whole).
-		SELECT n.nspname, r.relname INTO log_schema, log_name
-		  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
-		 WHERE r.oid = c.log::pg_catalog.oid;
-		CONTINUE WHEN NOT FOUND;
 		BEGIN
-			EXECUTE pg_catalog.format('LOCK TABLE %I.%I IN SHARE UPDATE EXCLUSIVE MODE', log_schema, log_name);
+			EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE', counters._qualified(c.log));
 		EXCEPTION WHEN undefined_table THEN
 			CONTINUE;
 		END;
@@ -245,23 +258,6 @@ BEGIN
 END
 $$;
 
--- The schema-qualified name of a relation that still exists, for a statement to open (and wait for) by name;
--- an undefined_table error when it is gone (formatting a dropped regclass would give its bare OID).
-CREATE FUNCTION counters._qualified(rel regclass) RETURNS text
-	LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	q text;
-BEGIN
-	SELECT pg_catalog.format('%I.%I', n.nspname, r.relname) INTO q
-	  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
-	 WHERE r.oid = rel::pg_catalog.oid;
-	IF q IS NULL THEN
-		RAISE EXCEPTION 'relation % does not exist', rel::pg_catalog.oid USING ERRCODE = 'undefined_table';
-	END IF;
-	RETURN q;
-END
-$$;
 
 -- (0.3: a counter dropped or switched while this waits for its tables is skipped; compact() of all counters ends
 -- with it, so one concurrent drop no longer failed a whole compaction round)

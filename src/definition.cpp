@@ -170,13 +170,18 @@ FindSystemColumn(Query *query, Index varno)
 	return 0;
 }
 
+const char *
+ColumnName(const CounterDef *def, const ColumnDef &col)
+{
+	return col.is_key ? def->keys[col.index].column_name : def->values[col.index].column_name;
+}
+
 /* Column names of the counter table: unique, not a system column's, not the sharded mode's slot column. */
 void
 CheckColumnNames(const char *counter, const CounterDef *def)
 {
 	for (int i = 0; i < def->ncolumns; i++) {
-		const ColumnDef &col = def->columns[i];
-		const char *name = col.is_key ? def->keys[col.index].column_name : def->values[col.index].column_name;
+		const char *name = ColumnName(def, def->columns[i]);
 		if (SystemAttributeByName(name) != nullptr || strcmp(name, "counters_slot") == 0)
 			ereport(ERROR, (errcode(ERRCODE_DUPLICATE_COLUMN),
 			                errmsg("counter \"%s\": column name \"%s\" is reserved", counter, name),
@@ -185,10 +190,7 @@ CheckColumnNames(const char *counter, const CounterDef *def)
 			                                                             : "a system column of every table"),
 			                errhint("Give the column another alias.")));
 		for (int j = 0; j < i; j++) {
-			const ColumnDef &other = def->columns[j];
-			const char *other_name =
-			    other.is_key ? def->keys[other.index].column_name : def->values[other.index].column_name;
-			if (strcmp(name, other_name) == 0)
+			if (strcmp(name, ColumnName(def, def->columns[j])) == 0)
 				ereport(ERROR, (errcode(ERRCODE_DUPLICATE_COLUMN),
 				                errmsg("counter \"%s\": column name \"%s\" is used more than once", counter, name),
 				                errhint("Every selected key and value becomes a column of the counter table; give "
