@@ -6,9 +6,11 @@ MODULE_big = counters
 SRCS = $(sort $(wildcard src/*.cpp))
 OBJS = $(SRCS:.cpp=.o)
 
-# sql/ holds both the extension scripts (counters--*.sql) and pg_regress inputs.
-DATA = $(wildcard sql/counters--*.sql)
-REGRESS = $(sort $(filter-out counters--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+# src/sql/counters.sql is the one editable install script; the build copies it to counters--$(EXTVERSION).sql.
+# The upgrade scripts (and the first release's install script) beside it are frozen once released.
+DATA = $(filter-out src/sql/counters--$(EXTVERSION).sql,$(wildcard src/sql/counters--*.sql))
+DATA_built = src/sql/counters--$(EXTVERSION).sql
+REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=. --load-extension=counters
 ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=test --load-extension=counters
@@ -30,6 +32,9 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 $(OBJS): $(wildcard src/*.hpp)
+
+src/sql/counters--$(EXTVERSION).sql: src/sql/counters.sql
+	cp $< $@
 
 .PHONY: format
 format:

@@ -282,11 +282,6 @@ ResolveColumns(CompiledCounter *c)
 	table_close(rel, AccessShareLock);
 }
 
-char *
-QualifiedName(Oid relid)
-{
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
-}
 
 /*
  * TRUNCATE of a log or sharded counter's source empties the log (or slots) and the totals. It first waits for a
@@ -707,6 +702,15 @@ BuildEntry(SourceCounters *entry)
 }
 
 } // namespace
+
+char *
+QualifiedName(Oid relid)
+{
+	char *name = get_rel_name(relid);
+	if (name == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), name);
+}
 
 Oid
 SourceOf(Oid relid)

@@ -180,6 +180,99 @@ void NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta
 /* An integer or numeric value as numeric. */
 Datum ToNumeric(Datum value, Oid type);
 
+/* A counter's mode, as counters.counter.mode names it. */
+enum class Mode { Exact, Log, Sharded };
+
+/* One row of counters.counter (catalog.cpp). Relations absent in the row are InvalidOid. */
+struct CatalogEntry {
+	const char *name;
+	Oid source;
+	Oid target; /* what users read: the counter table, an existing table, or (log, sharded) the view */
+	Oid query;  /* the definition view */
+	Oid totals; /* log and sharded mode: the folded values */
+	Oid log;    /* log mode: the log; sharded mode: the slots */
+	bool owns_target;
+	Mode mode;
+	const char *retention_column; /* the key kept for a retention (its definition name), or NULL */
+	const char *retention_keep;   /* interval text */
+};
+
+/* Counters named `name` (NULL: all), in name order, as the latest snapshot sees them. */
+List *ReadCatalog(const char *name);
+/* The counter named `name`, or an error (42704). */
+CatalogEntry *LookupCounter(const char *name);
+const char *ModeName(Mode mode);
+/* Run an SPI query (SPI connected) with the latest snapshot, read-only. */
+int QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls);
+/* Run a catalog write as the catalog's owner; returns the rows processed. */
+uint64 ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, int expected,
+                             bool exactly_one);
+/* Record what maintenance did to a counter in counters.maintenance: `columns` get `values` (see catalog.cpp). */
+void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types, Datum *values,
+                     const char *nulls);
+
+/*
+ * security.cpp: a counter's user-controlled code runs as its owner inside a security-restricted operation, with the
+ * settings the extension depends on pinned.
+ */
+struct AsOwner {
+	Oid saved_user;
+	int saved_sec;
+};
+void BecomeOwner(AsOwner *s, Oid owner);
+void RestoreUser(AsOwner *s);
+enum { PIN_SEARCH_PATH = 1, PIN_OUTPUT = 2, PIN_ROW_SECURITY = 4 };
+/* Open a GUC nest level with the given settings pinned; UnpinSettings(level) ends it. */
+int PinSettings(int flags);
+void UnpinSettings(int level);
+Oid RelationOwner(Oid relid);
+bool HasOwnerPrivileges(Oid relid);
+/* 42501 naming the counter unless the caller has the privileges of `relid`'s owner. */
+void RequireOwnerPrivileges(const char *counter, Oid relid);
+/* The caller has the privileges of the owner of every relation of the counter. */
+bool MayMaintain(const CatalogEntry *e);
+void RequireMaintainer(const CatalogEntry *e);
+/* The caller may read the counter (SELECT on its target) or maintain it. */
+bool MayRead(const CatalogEntry *e);
+/* The role maintenance runs as: the owner of the table holding the counter's values. */
+Oid CounterOwner(const CatalogEntry *e);
+
+/* The columns of a counter as the maintenance statements need them (maintenance.cpp, statements.cpp). */
+struct CounterShape {
+	const CatalogEntry *e;
+	CounterDef *def;
+	int ncolumns;            /* in definition order */
+	bool *is_key;
+	const char **def_names;  /* in the definition view */
+	const char **read_names; /* in the relation users read (e->target) */
+	Oid table;               /* the table holding the values: totals, or the target */
+	const char **table_names;
+	const char **log_names; /* log or slots (log, sharded mode) */
+	int retention_column;   /* -1: no retention */
+	const char *retention_keep;
+	Oid retention_type;
+};
+CounterShape *BuildShape(const CatalogEntry *e);
+char *VerifyStatement(const CounterShape *s);
+char *RebuildConditionCheck(const CounterShape *s, const char *condition);
+char *RebuildStatement(const CounterShape *s, const char *condition);
+char *KeyColumnList(const CounterShape *s);
+char *CompactStatement(const CounterShape *s);
+char *DeleteRowsStatement(Oid rel);
+char *RetentionStatement(const CounterShape *s, Oid rel, const char **names);
+
+/* The maintenance functions (maintenance.cpp). */
+int64 Compact(const char *name);
+int64 ApplyRetention(const char *name);
+int64 Rebuild(const char *name, const char *condition);
+void Verify(const char *name, FunctionCallInfo fcinfo);
+void RequireReadCommitted(const char *what);
+
+/* The analysed definition of counter `name`, stored as view `view`. */
+CounterDef *AnalyzeView(const char *name, Oid view);
+/* A relation's schema-qualified, quoted name. */
+char *QualifiedName(Oid relid);
+
 /* The compaction background worker (worker.cpp): GUCs, and workers registered when preloaded. */
 void InitWorkers();
 

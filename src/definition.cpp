@@ -23,6 +23,8 @@ extern "C" {
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
+#include "rewrite/rewriteHandler.h"
+#include "access/relation.h"
 #include "rewrite/rewriteManip.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -420,6 +422,19 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 		def->quals = make_ands_implicit((Expr *)PlanSourceExpr(from->quals, varno));
 	}
 
+	return def;
+}
+
+CounterDef *
+AnalyzeView(const char *name, Oid view_oid)
+{
+	Relation view = relation_open(view_oid, AccessShareLock);
+	if (view->rd_rel->relkind != RELKIND_VIEW)
+		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+		                errmsg("counter \"%s\": definition \"%s\" is not a view", name, RelationGetRelationName(view))));
+	Query *query = (Query *)copyObject(get_view_query(view));
+	CounterDef *def = AnalyzeDefinition(name, query, RelationGetDescr(view));
+	relation_close(view, AccessShareLock);
 	return def;
 }
 

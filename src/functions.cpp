@@ -102,95 +102,6 @@ DefinitionErrorContext(void *arg)
 	errcontext("definition of counter \"%s\"", dc->name);
 }
 
-bool
-OwnsRelation(Oid relid)
-{
-#if PG_VERSION_NUM >= 160000
-	return object_ownercheck(RelationRelationId, relid, GetUserId());
-#else
-	return pg_class_ownercheck(relid, GetUserId());
-#endif
-}
-
-void
-RequireOwner(const char *counter, Oid relid)
-{
-	if (!OwnsRelation(relid))
-		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-		                errmsg("counter \"%s\": must be owner of table %s", counter, get_rel_name(relid)),
-		                errdetail("Declaring or dropping a counter requires owning the tables it reads and writes.")));
-}
-
-Oid
-RelationOwner(Oid relid)
-{
-	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	Oid owner = ((Form_pg_class)GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
-Oid
-CatalogOid()
-{
-	return RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
-}
-
-/* The source of the counter named `name` (an ERROR if there is none). */
-Oid
-CatalogSource(text *name)
-{
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {PointerGetDatum(name)};
-	int ret = SPI_execute_with_args("SELECT c.source::pg_catalog.oid FROM counters.counter c "
-	                                "WHERE c.name OPERATOR(pg_catalog.=) $1",
-	                                1, argtypes, args, nullptr, false, 1);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
-	if (SPI_processed != 1)
-		ereport(ERROR,
-		        (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist", text_to_cstring(name))));
-	bool isnull;
-	Oid source = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_finish();
-	return source;
-}
-
-counters::CounterDef *
-AnalyzeView(const char *name, Oid view_oid)
-{
-	Relation view = relation_open(view_oid, AccessShareLock);
-	if (view->rd_rel->relkind != RELKIND_VIEW)
-		ereport(ERROR,
-		        (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("\"%s\" is not a view", RelationGetRelationName(view))));
-	Query *query = (Query *)copyObject(get_view_query(view));
-	counters::CounterDef *def = counters::AnalyzeDefinition(name, query, RelationGetDescr(view));
-	relation_close(view, AccessShareLock);
-	return def;
-}
-
-/* Run a catalog write as the catalog's owner (the extension owner). */
-void
-ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, int expected)
-{
-	Oid catalog = CatalogOid();
-	Oid saved_user;
-	int saved_sec;
-	GetUserIdAndSecContext(&saved_user, &saved_sec);
-	SetUserIdAndSecContext(RelationOwner(catalog), saved_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-	int ret = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, false, 0);
-	if (ret != expected || SPI_processed != 1)
-		elog(ERROR, "counters: catalog update failed: %s", SPI_result_code_string(ret));
-	SPI_finish();
-	SetUserIdAndSecContext(saved_user, saved_sec);
-}
-
 } // namespace
 
 extern "C" void
@@ -321,7 +232,63 @@ COUNTERS_FUNCTION(counters_describe)
 	return (Datum)0;
 }
 
-/* counters._register(name, query, target, owns_target): record a counter, compile it once, invalidate caches. */
+namespace {
+
+/*
+ * A counter kept in columns of an existing table updates the row whose key columns equal the counter's key. A key
+ * column of another type than the definition's key (varchar(3) for text, integer for bigint) would compare after a
+ * conversion that folds different keys into one row, or fails: the types must be the same (a domain counts as its
+ * base type; a narrower typmod is fine, the comparison does not convert).
+ */
+void
+CheckTargetKeyTypes(const counters::CounterDef *def, Oid target)
+{
+	for (int k = 0; k < def->nkeys; k++) {
+		const counters::KeyDef *key = &def->keys[k];
+		AttrNumber attnum = get_attnum(target, key->column_name);
+		if (attnum == InvalidAttrNumber)
+			continue; /* (reported with the other missing columns) */
+		Oid type;
+		int32 typmod;
+		Oid collation;
+		get_atttypetypmodcoll(target, attnum, &type, &typmod, &collation);
+		if (getBaseType(type) != getBaseType(key->type))
+			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+			                errmsg("counter \"%s\": key column \"%s\" of %s has type %s, the definition's key has type %s",
+			                       def->name, key->column_name, counters::QualifiedName(target),
+			                       format_type_with_typemod(type, typmod), format_type_be(key->type)),
+			                errdetail("Keys are compared without conversion, so that no two keys fold into one row."),
+			                errhint("Cast the key in the definition to the column's type, e.g. %s::%s AS %s.",
+			                        quote_identifier(key->column_name), format_type_be(getBaseType(type)),
+			                        quote_identifier(key->column_name))));
+	}
+}
+
+Datum
+CatalogEntryOids(const counters::CatalogEntry *e, FunctionCallInfo fcinfo)
+{
+	TupleDesc desc;
+	if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "counters: the function must return a record");
+	desc = BlessTupleDesc(desc);
+	Datum values[4] = {ObjectIdGetDatum(e->source), ObjectIdGetDatum(e->target), ObjectIdGetDatum(e->query),
+	                   BoolGetDatum(e->owns_target)};
+	bool nulls[4] = {false, false, false, false};
+	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+}
+
+char *
+TextArg(FunctionCallInfo fcinfo, int n)
+{
+	return PG_ARGISNULL(n) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(n));
+}
+
+} // namespace
+
+/*
+ * counters._register(name, query, target, owns_target): record a counter (the caller must have the privileges of the
+ * owners of its source, view and target), compile it once, invalidate caches.
+ */
 COUNTERS_FUNCTION(counters_register)
 {
 	text *name = PG_GETARG_TEXT_PP(0);
@@ -330,17 +297,20 @@ COUNTERS_FUNCTION(counters_register)
 	bool owns = PG_GETARG_BOOL(3);
 	char *cname = text_to_cstring(name);
 
-	counters::CounterDef *def = AnalyzeView(cname, query);
-	RequireOwner(cname, def->source);
-	RequireOwner(cname, target);
-	RequireOwner(cname, query);
+	counters::CounterDef *def = counters::AnalyzeView(cname, query);
+	counters::RequireOwnerPrivileges(cname, def->source);
+	counters::RequireOwnerPrivileges(cname, target);
+	counters::RequireOwnerPrivileges(cname, query);
+	if (!owns)
+		CheckTargetKeyTypes(def, target);
 
 	Oid argtypes[5] = {TEXTOID, OIDOID, OIDOID, OIDOID, BOOLOID};
 	Datum values[5] = {PointerGetDatum(name), ObjectIdGetDatum(def->source), ObjectIdGetDatum(target),
 	                   ObjectIdGetDatum(query), BoolGetDatum(owns)};
-	ExecuteAsCatalogOwner("INSERT INTO counters.counter (name, source, target, query, owns_target) "
-	                      "VALUES ($1, $2::pg_catalog.regclass, $3::pg_catalog.regclass, $4::pg_catalog.regclass, $5)",
-	                      5, argtypes, values, nullptr, SPI_OK_INSERT);
+	counters::ExecuteAsCatalogOwner(
+	    "INSERT INTO counters.counter (name, source, target, query, owns_target) "
+	    "VALUES ($1, $2::pg_catalog.regclass, $3::pg_catalog.regclass, $4::pg_catalog.regclass, $5)",
+	    5, argtypes, values, nullptr, SPI_OK_INSERT, true);
 	CacheInvalidateRelcacheByRelid(def->source);
 	CommandCounterIncrement();
 	/* Compile now: anything the trigger could not run fails the declaration, not a later write. */
@@ -348,45 +318,79 @@ COUNTERS_FUNCTION(counters_register)
 	PG_RETURN_OID(target);
 }
 
-/* counters._unregister(name): remove a counter's catalog row; returns what it named. */
+/* counters._unregister(name): remove a counter's catalog row (owner's privileges required); returns what it named. */
 COUNTERS_FUNCTION(counters_unregister)
 {
-	text *name = PG_GETARG_TEXT_PP(0);
-	char *cname = text_to_cstring(name);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	counters::CatalogEntry *e = counters::LookupCounter(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	counters::RequireMaintainer(e);
 	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {PointerGetDatum(name)};
-	int ret = SPI_execute_with_args("SELECT c.source::pg_catalog.oid, c.target::pg_catalog.oid, "
-	                                "c.query::pg_catalog.oid, c.owns_target FROM counters.counter c "
-	                                "WHERE c.name OPERATOR(pg_catalog.=) $1",
-	                                1, argtypes, args, nullptr, true, 1);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
-	if (SPI_processed != 1)
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist", cname)));
-	bool isnull;
-	HeapTuple row = SPI_tuptable->vals[0];
-	TupleDesc rowdesc = SPI_tuptable->tupdesc;
-	Oid source = DatumGetObjectId(SPI_getbinval(row, rowdesc, 1, &isnull));
-	Oid target = DatumGetObjectId(SPI_getbinval(row, rowdesc, 2, &isnull));
-	Oid query = DatumGetObjectId(SPI_getbinval(row, rowdesc, 3, &isnull));
-	bool owns = DatumGetBool(SPI_getbinval(row, rowdesc, 4, &isnull));
-	SPI_finish();
+	Datum args[1] = {CStringGetTextDatum(e->name)};
+	counters::ExecuteAsCatalogOwner("DELETE FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes,
+	                                args, nullptr, SPI_OK_DELETE, true);
+	CacheInvalidateRelcacheByRelid(e->source);
+	return CatalogEntryOids(e, fcinfo);
+}
 
-	RequireOwner(cname, source);
-	ExecuteAsCatalogOwner("DELETE FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes, args,
-	                      nullptr, SPI_OK_DELETE);
-	CacheInvalidateRelcacheByRelid(source);
+/*
+ * counters._forget(name): remove the catalog row of a counter one of whose relations no longer exists (the sql_drop
+ * event trigger calls it after DROP TABLE or DROP VIEW ... CASCADE). Anyone may: such a counter cannot count any
+ * more, and nothing else is touched. Returns what the row named (NULL if there is no such counter, or it is whole).
+ */
+COUNTERS_FUNCTION(counters_forget)
+{
+	List *entries = counters::ReadCatalog(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	if (entries == NIL)
+		PG_RETURN_NULL();
+	counters::CatalogEntry *e = (counters::CatalogEntry *)linitial(entries);
+	Oid rels[5] = {e->source, e->target, e->query, e->totals, e->log};
+	bool broken = false;
+	for (int i = 0; i < 5; i++)
+		broken |= OidIsValid(rels[i]) && !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[i]));
+	if (!broken)
+		PG_RETURN_NULL();
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(e->name)};
+	counters::ExecuteAsCatalogOwner("DELETE FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes,
+	                                args, nullptr, SPI_OK_DELETE, true);
+	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->source)))
+		CacheInvalidateRelcacheByRelid(e->source);
+	return CatalogEntryOids(e, fcinfo);
+}
 
-	TupleDesc desc;
-	if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "counters: _unregister must return a record");
-	desc = BlessTupleDesc(desc);
-	Datum values[4] = {ObjectIdGetDatum(source), ObjectIdGetDatum(target), ObjectIdGetDatum(query), BoolGetDatum(owns)};
-	bool nulls[4] = {false, false, false, false};
-	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+/*
+ * counters._require_owner(name): raise 42704 if the counter does not exist and 42501 unless the caller has the
+ * privileges of the owner of every relation it reads and writes. The PL/pgSQL functions that change a counter call it
+ * first.
+ */
+COUNTERS_FUNCTION(counters_require_owner)
+{
+	counters::RequireMaintainer(counters::LookupCounter(text_to_cstring(PG_GETARG_TEXT_PP(0))));
+	PG_RETURN_VOID();
+}
+
+/* counters.verify(name): every stored value that differs from its definition. */
+COUNTERS_FUNCTION(counters_verify)
+{
+	counters::Verify(TextArg(fcinfo, 0), fcinfo);
+	return (Datum)0;
+}
+
+/* counters.rebuild(name, condition): make stored counters equal to their definitions. */
+COUNTERS_FUNCTION(counters_rebuild)
+{
+	PG_RETURN_INT64(counters::Rebuild(TextArg(fcinfo, 0), TextArg(fcinfo, 1)));
+}
+
+/* counters.compact(name): fold log rows and idle slots into the totals, then apply retentions. */
+COUNTERS_FUNCTION(counters_compact)
+{
+	PG_RETURN_INT64(counters::Compact(TextArg(fcinfo, 0)));
+}
+
+/* counters.apply_retention(name): delete expired buckets. */
+COUNTERS_FUNCTION(counters_apply_retention)
+{
+	PG_RETURN_INT64(counters::ApplyRetention(TextArg(fcinfo, 0)));
 }
 
 /*
@@ -475,7 +479,7 @@ COUNTERS_FUNCTION(counters_on_ddl_start)
 COUNTERS_FUNCTION(counters_describe_keys)
 {
 	Oid query = PG_GETARG_OID(0);
-	counters::CounterDef *def = AnalyzeView(get_rel_name(query), query);
+	counters::CounterDef *def = counters::AnalyzeView(get_rel_name(query), query);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 	for (int i = 0; i < def->nkeys; i++) {
@@ -543,17 +547,29 @@ COUNTERS_FUNCTION(counters_set_mode)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counters._set_mode: arguments are null")));
 	text *name = PG_GETARG_TEXT_PP(0);
 	char *cname = text_to_cstring(name);
-	Oid source = CatalogSource(name);
-	RequireOwner(cname, source);
-	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(2)), "exact") != 0 && HasBounds(name))
+	counters::CatalogEntry *e = counters::LookupCounter(cname);
+	Oid source = e->source;
+	counters::RequireMaintainer(e);
+	/* The relations it will name: the caller must have their owners' privileges too. */
+	for (int arg = 1; arg <= 4; arg += (arg == 1 ? 2 : 1))
+		if (!PG_ARGISNULL(arg))
+			counters::RequireOwnerPrivileges(cname, PG_GETARG_OID(arg));
+	const char *mode = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	if (strcmp(mode, "exact") != 0 && strcmp(mode, "log") != 0 && strcmp(mode, "sharded") != 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": unknown mode %s", cname, quote_literal_cstr(mode))));
+	if ((strcmp(mode, "exact") == 0) != (PG_ARGISNULL(3) && PG_ARGISNULL(4)))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": log and sharded mode have totals and a log, exact mode neither", cname)));
+	if (strcmp(mode, "exact") != 0 && HasBounds(name))
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\" has bounds or thresholds, which only exact mode can check at write time",
 		                       cname),
 		                errhint("Remove them first with counters.set_bounds(name, column_name) or "
 		                        "counters.set_thresholds(name, column_name, '{}').")));
 	/*
-	 * (0.3) Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending
-	 * deltas under its name. A user's view over the table would follow the rename and silently miss pending deltas.
+	 * Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending deltas
+	 * under its name. A user's view over the table would follow the rename and silently miss pending deltas.
 	 */
 	if (!PG_ARGISNULL(3)) {
 		char *views = ViewsReading(PG_GETARG_OID(3), PG_GETARG_OID(1));
@@ -572,10 +588,10 @@ COUNTERS_FUNCTION(counters_set_mode)
 	                   PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3),
 	                   PG_ARGISNULL(4) ? (Datum)0 : PG_GETARG_DATUM(4)};
 	char nulls[5] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', PG_ARGISNULL(4) ? 'n' : ' '};
-	ExecuteAsCatalogOwner("UPDATE counters.counter SET target = $2::pg_catalog.regclass, mode = $3, "
-	                      "totals = $4::pg_catalog.regclass, log = $5::pg_catalog.regclass "
-	                      "WHERE name OPERATOR(pg_catalog.=) $1",
-	                      5, argtypes, values, nulls, SPI_OK_UPDATE);
+	counters::ExecuteAsCatalogOwner("UPDATE counters.counter SET target = $2::pg_catalog.regclass, mode = $3, "
+	                                "totals = $4::pg_catalog.regclass, log = $5::pg_catalog.regclass "
+	                                "WHERE name OPERATOR(pg_catalog.=) $1",
+	                                5, argtypes, values, nulls, SPI_OK_UPDATE, true);
 	CacheInvalidateRelcacheByRelid(source);
 	PG_RETURN_VOID();
 }
@@ -590,16 +606,22 @@ COUNTERS_FUNCTION(counters_set_option)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counters._set_option: arguments are null")));
 	text *name = PG_GETARG_TEXT_PP(0);
 	char *cname = text_to_cstring(name);
-	Oid source = CatalogSource(name);
-	RequireOwner(cname, source);
+	counters::CatalogEntry *e = counters::LookupCounter(cname);
+	Oid source = e->source;
+	counters::RequireMaintainer(e);
+	const char *key = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (strcmp(key, "bounds") != 0 && strcmp(key, "thresholds") != 0 && strcmp(key, "max_slots") != 0 &&
+	    strcmp(key, "retention") != 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": unknown option %s", cname, quote_literal_cstr(key))));
 	Oid argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
 	Datum values[3] = {PointerGetDatum(name), PG_GETARG_DATUM(1), PG_ARGISNULL(2) ? (Datum)0 : PG_GETARG_DATUM(2)};
 	char nulls[3] = {' ', ' ', PG_ARGISNULL(2) ? 'n' : ' '};
-	ExecuteAsCatalogOwner("UPDATE counters.counter SET options = CASE WHEN $3 IS NULL "
+	counters::ExecuteAsCatalogOwner("UPDATE counters.counter SET options = CASE WHEN $3 IS NULL "
 	                      "THEN options OPERATOR(pg_catalog.-) $2 "
 	                      "ELSE options OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object($2, $3) END "
 	                      "WHERE name OPERATOR(pg_catalog.=) $1",
-	                      3, argtypes, values, nulls, SPI_OK_UPDATE);
+	                      3, argtypes, values, nulls, SPI_OK_UPDATE, true);
 	CacheInvalidateRelcacheByRelid(source);
 	PG_RETURN_VOID();
 }

@@ -1,0 +1,465 @@
+/*
+ * maintenance.cpp: verify(), rebuild(), compact() and apply_retention().
+ *
+ * Each works counter by counter, in name order. The statements that read a counter's definition or write its tables
+ * run as the counter's owner inside a security-restricted operation, with search_path, output settings and
+ * row_security pinned (security.cpp): a superuser's verify() or the background worker's compaction runs nothing of
+ * the owner's with the superuser's rights. A caller acts only on counters it may: without a name, the others are
+ * skipped; with a name, they are refused (42501). In a compaction round over all counters, a counter that fails is
+ * reported (WARNING, counters.stats) and the round goes on with the others.
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "parser/parser.h"
+#include "storage/lmgr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+}
+
+namespace counters {
+
+namespace {
+
+/* Names of the first n columns of `rel` (a table create_counter made: its columns follow the definition's). */
+const char **
+NamesByPosition(const char *counter, Oid rel, int n)
+{
+	const char **names = (const char **)palloc0(sizeof(char *) * n);
+	HeapTuple reltup = SearchSysCache1(RELOID, ObjectIdGetDatum(rel));
+	if (!HeapTupleIsValid(reltup))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", rel)));
+	int natts = ((Form_pg_class)GETSTRUCT(reltup))->relnatts;
+	ReleaseSysCache(reltup);
+	int found = 0;
+	for (AttrNumber a = 1; a <= natts && found < n; a++) {
+		HeapTuple tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(rel), Int16GetDatum(a));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		Form_pg_attribute att = (Form_pg_attribute)GETSTRUCT(tup);
+		if (!att->attisdropped)
+			names[found++] = pstrdup(NameStr(att->attname));
+		ReleaseSysCache(tup);
+	}
+	if (found < n)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+		                errmsg("counter \"%s\": counter table %s has fewer columns than the definition", counter,
+		                       QualifiedName(rel)),
+		                errhint("Drop and declare the counter again.")));
+	return names;
+}
+
+} // namespace
+
+CounterShape *
+BuildShape(const CatalogEntry *e)
+{
+	CounterShape *s = (CounterShape *)palloc0(sizeof(CounterShape));
+	s->e = e;
+	s->def = AnalyzeView(e->name, e->query);
+	CounterDef *def = s->def;
+	int n = def->ncolumns;
+	s->ncolumns = n;
+	s->is_key = (bool *)palloc(sizeof(bool) * n);
+	s->def_names = (const char **)palloc(sizeof(char *) * n);
+	for (int i = 0; i < n; i++) {
+		ColumnDef *cd = &def->columns[i];
+		s->is_key[i] = cd->is_key;
+		s->def_names[i] = cd->is_key ? def->keys[cd->index].column_name : def->values[cd->index].column_name;
+	}
+	s->table = OidIsValid(e->totals) ? e->totals : e->target;
+	if (e->owns_target) {
+		s->table_names = NamesByPosition(e->name, s->table, n);
+		s->read_names = e->target == s->table ? s->table_names : NamesByPosition(e->name, e->target, n);
+		s->log_names = OidIsValid(e->log) ? NamesByPosition(e->name, e->log, n) : nullptr;
+	} else {
+		/* An existing table's columns are named by the definition's aliases (renames of them are followed). */
+		s->table_names = s->read_names = s->def_names;
+	}
+	s->retention_column = -1;
+	for (int i = 0; e->retention_column != nullptr && i < n; i++)
+		if (s->is_key[i] && strcmp(s->def_names[i], e->retention_column) == 0) {
+			s->retention_column = i;
+			s->retention_keep = e->retention_keep;
+			s->retention_type = def->keys[def->columns[i].index].type;
+		}
+	return s;
+}
+
+namespace {
+
+/* Run `sql` as the owner of counter `e` (security-restricted, settings pinned); SPI is connected by the caller. */
+int
+RunAsOwner(const CatalogEntry *e, const char *sql, int nargs, Oid *argtypes, Datum *values, bool read_only)
+{
+	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
+	AsOwner owner;
+	BecomeOwner(&owner, CounterOwner(e));
+	int ret = SPI_execute_with_args(sql, nargs, argtypes, values, nullptr, read_only, 0);
+	RestoreUser(&owner);
+	UnpinSettings(level);
+	return ret;
+}
+
+Datum
+Now()
+{
+	return TimestampTzGetDatum(GetCurrentTimestamp());
+}
+
+/* A named counter the caller may not act on is refused; without a name, it is skipped. */
+bool
+Allowed(const CatalogEntry *e, bool named, bool read)
+{
+	if (read ? MayRead(e) : MayMaintain(e))
+		return true;
+	if (!named)
+		return false;
+	if (read)
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("counter \"%s\": permission denied for %s %s", e->name,
+		                       get_rel_relkind(e->target) == RELKIND_VIEW ? "view" : "table", QualifiedName(e->target)),
+		                errdetail("Verifying a counter requires the privilege to read its table.")));
+	RequireMaintainer(e);
+	return false;
+}
+
+/*
+ * Lock `rel` (which the catalog row read earlier named) and check that the counter still is what `e` says: a
+ * transaction that dropped it or switched its mode while we waited for the lock has committed by then.
+ */
+bool
+LockIfUnchanged(const CatalogEntry *e, Oid rel, LOCKMODE mode)
+{
+	LockRelationOid(rel, mode);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
+		return false;
+	List *now = ReadCatalog(e->name);
+	if (now == NIL)
+		return false;
+	CatalogEntry *c = (CatalogEntry *)linitial(now);
+	return c->mode == e->mode && c->target == e->target && c->totals == e->totals && c->log == e->log &&
+	       c->query == e->query;
+}
+
+int64
+Int64Column(int col)
+{
+	bool isnull;
+	Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+/* Fold a log or sharded counter's pending rows into its totals; returns the number of rows folded. */
+int64
+CompactOne(const CatalogEntry *e)
+{
+	if (!LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock))
+		return 0;
+	CounterShape *s = BuildShape(e);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	int ret = RunAsOwner(e, CompactStatement(s), 0, nullptr, nullptr, false);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
+	int64 folded = Int64Column(1);
+	bool isnull;
+	Datum zero_rows = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	if (!isnull && ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(zero_rows)), ARR_DIMS(DatumGetArrayTypeP(zero_rows))) > 0) {
+		Oid tids = TIDARRAYOID;
+		ret = RunAsOwner(e, DeleteRowsStatement(s->table), 1, &tids, &zero_rows, false);
+		if (ret != SPI_OK_DELETE)
+			elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
+	}
+	SPI_finish();
+	return folded;
+}
+
+/* Delete the expired buckets of a counter with a retention; returns the number of rows deleted. */
+int64
+RetainOne(const CatalogEntry *e)
+{
+	Oid table = OidIsValid(e->totals) ? e->totals : e->target;
+	if (!LockIfUnchanged(e, table, RowExclusiveLock) ||
+	    (OidIsValid(e->log) && !LockIfUnchanged(e, e->log, RowExclusiveLock)))
+		return 0;
+	CounterShape *s = BuildShape(e);
+	if (s->retention_column < 0)
+		return 0;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	int64 deleted = 0;
+	for (int i = 0; i < 2; i++) {
+		Oid rel = i == 0 ? table : e->log;
+		if (!OidIsValid(rel))
+			continue;
+		int ret = RunAsOwner(e, RetentionStatement(s, rel, i == 0 ? s->table_names : s->log_names), 0, nullptr,
+		                     nullptr, false);
+		if (ret != SPI_OK_DELETE)
+			elog(ERROR, "counters: applying the retention of counter \"%s\" failed: %s", e->name,
+			     SPI_result_code_string(ret));
+		deleted += (int64)SPI_processed;
+	}
+	SPI_finish();
+	return deleted;
+}
+
+/*
+ * Run one counter's step in a subtransaction of its own; an error rolls the step back and is returned (a query
+ * cancel or a shutdown is not caught: it ends the whole call).
+ */
+ErrorData *
+TryStep(int64 (*step)(const CatalogEntry *), const CatalogEntry *e, int64 *result)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData *volatile error = nullptr;
+	BeginInternalSubTransaction(nullptr);
+	MemoryContextSwitchTo(caller);
+	PG_TRY();
+	{
+		*result = step(e);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller);
+		error = CopyErrorData();
+		if (error->sqlerrcode == ERRCODE_QUERY_CANCELED || ERRCODE_TO_CATEGORY(error->sqlerrcode) ==
+		                                                        ERRCODE_TO_CATEGORY(ERRCODE_OPERATOR_INTERVENTION))
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+	return error;
+}
+
+void
+NoteCompaction(const CatalogEntry *e, ErrorData *error)
+{
+	if (error == nullptr) {
+		const char *columns[2] = {"compacted_at", "compact_error"};
+		Oid types[2] = {TIMESTAMPTZOID, TEXTOID};
+		Datum values[2] = {Now(), (Datum)0};
+		char nulls[2] = {' ', 'n'};
+		NoteMaintenance(e->name, 2, columns, types, values, nulls);
+	} else {
+		const char *columns[2] = {"compact_failed_at", "compact_error"};
+		Oid types[2] = {TIMESTAMPTZOID, TEXTOID};
+		Datum values[2] = {Now(), CStringGetTextDatum(error->message ? error->message : "unknown error")};
+		NoteMaintenance(e->name, 2, columns, types, values, nullptr);
+	}
+}
+
+/* One maintenance step over one named counter (errors propagate) or all counters (each isolated). */
+int64
+MaintainAll(const char *name, bool (*applies)(const CatalogEntry *), int64 (*step)(const CatalogEntry *),
+            const char *what, bool note)
+{
+	int64 total = 0;
+	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
+	ListCell *lc;
+	foreach (lc, entries) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (!applies(e) || !Allowed(e, name != nullptr, false))
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		int64 n = 0;
+		if (name != nullptr) {
+			n = step(e);
+			if (note)
+				NoteCompaction(e, nullptr);
+		} else {
+			ErrorData *error = TryStep(step, e, &n);
+			if (error != nullptr)
+				ereport(WARNING, (errcode(error->sqlerrcode),
+				                  errmsg("counter \"%s\": %s failed: %s", e->name, what, error->message),
+				                  errdetail("The other counters were maintained; this one is retried at the next "
+				                            "round. counters.stats shows the error until a round succeeds.")));
+			if (note)
+				NoteCompaction(e, error);
+		}
+		total += n;
+	}
+	return total;
+}
+
+bool
+IsPending(const CatalogEntry *e)
+{
+	return e->mode != Mode::Exact;
+}
+
+bool
+HasRetention(const CatalogEntry *e)
+{
+	return e->retention_column != nullptr;
+}
+
+} // namespace
+
+int64
+Compact(const char *name)
+{
+	int64 folded = MaintainAll(name, IsPending, CompactOne, "compaction", true);
+	/* the maintenance entry point: expired buckets go too (not counted in the result) */
+	(void)ApplyRetention(name);
+	return folded;
+}
+
+int64
+ApplyRetention(const char *name)
+{
+	return MaintainAll(name, HasRetention, RetainOne, "applying the retention", false);
+}
+
+void
+Verify(const char *name, FunctionCallInfo fcinfo)
+{
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
+	ListCell *lc;
+	foreach (lc, entries) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (!Allowed(e, name != nullptr, true))
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		CounterShape *s = BuildShape(e);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		Oid argtypes[1] = {TEXTOID};
+		Datum args[1] = {CStringGetTextDatum(e->name)};
+		int ret = RunAsOwner(e, VerifyStatement(s), 1, argtypes, args, true);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "counters: verifying counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
+		uint64 wrong = SPI_processed;
+		for (uint64 r = 0; r < wrong; r++) {
+			Datum values[5];
+			bool nulls[5];
+			heap_deform_tuple(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, values, nulls);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		SPI_finish();
+		const char *columns[2] = {"verified_at", "verify_wrong"};
+		Oid types[2] = {TIMESTAMPTZOID, INT8OID};
+		Datum values[2] = {Now(), Int64GetDatum((int64)wrong)};
+		NoteMaintenance(e->name, 2, columns, types, values, nullptr);
+	}
+}
+
+namespace {
+
+/* A rebuild condition is one boolean expression over the key columns; its errors are reported as such. */
+void
+CheckCondition(const CatalogEntry *e, const CounterShape *s, const char *condition)
+{
+	List *parsed = raw_parser(psprintf("SELECT 1 WHERE (%s)", condition), RAW_PARSE_DEFAULT);
+	MemoryContext caller = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	BeginInternalSubTransaction(nullptr);
+	MemoryContextSwitchTo(caller);
+	PG_TRY();
+	{
+		if (list_length(parsed) != 1)
+			ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR), errmsg("more than one statement")));
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		(void)RunAsOwner(e, RebuildConditionCheck(s, condition), 0, nullptr, nullptr, true);
+		SPI_finish();
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller);
+		ErrorData *error = CopyErrorData();
+		if (error->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+		ereport(ERROR, (errcode(error->sqlerrcode),
+		                errmsg("counter \"%s\": rebuild condition \"%s\" is not a condition over the key columns (%s): %s",
+		                       e->name, condition, KeyColumnList(s), error->message)));
+	}
+	PG_END_TRY();
+}
+
+int64
+RebuildOne(const CatalogEntry *e, const char *condition)
+{
+	/* Writers of the source wait until the rebuild commits; readers go on. */
+	LockRelationOid(e->source, ShareLock);
+	if (e->mode != Mode::Exact)
+		(void)CompactOne(e);
+	CounterShape *s = BuildShape(e);
+	if (condition != nullptr)
+		CheckCondition(e, s, condition);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	int ret = RunAsOwner(e, RebuildStatement(s, condition), 0, nullptr, nullptr, false);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "counters: rebuilding counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
+	int64 differ = Int64Column(1), deleted = Int64Column(2), inserted = Int64Column(3), updated = Int64Column(4);
+	SPI_finish();
+	ereport(NOTICE, (errmsg("counter \"%s\": %lld %s from the definition", e->name, (long long)differ,
+	                        differ == 1 ? "key differs" : "keys differ")));
+	ereport(NOTICE, (errmsg("counter \"%s\": %lld rows inserted, %lld updated, %lld deleted", e->name,
+	                        (long long)inserted, (long long)updated, (long long)deleted)));
+	const char *columns[1] = {"rebuilt_at"};
+	Oid types[1] = {TIMESTAMPTZOID};
+	Datum values[1] = {Now()};
+	NoteMaintenance(e->name, 1, columns, types, values, nullptr);
+	return inserted + updated + deleted;
+}
+
+} // namespace
+
+int64
+Rebuild(const char *name, const char *condition)
+{
+	if (condition != nullptr && name == nullptr)
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("a rebuild condition needs a counter name")));
+	RequireReadCommitted("counters.rebuild()");
+	int64 total = 0;
+	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
+	ListCell *lc;
+	foreach (lc, entries) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (!Allowed(e, name != nullptr, false))
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		total += RebuildOne(e, condition);
+	}
+	return total;
+}
+
+void
+RequireReadCommitted(const char *what)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+		        (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+		         errmsg("%s must run at READ COMMITTED, not %s", what, IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
+		         errhint("Its lock on the source must come before the snapshot it reads with.")));
+}
+
+} // namespace counters

@@ -1,0 +1,166 @@
+/*
+ * security.cpp: whose rights the extension's work runs with, and under which settings.
+ *
+ * The model is PostgreSQL's own for code that maintains other roles' objects (VACUUM, REINDEX, REFRESH MATERIALIZED
+ * VIEW): a counter's user-controlled code -- its definition's expressions, triggers its owner put on its tables,
+ * threshold callbacks -- runs as the counter's owner inside a security-restricted operation, whoever started the
+ * work (a writer of the source, a superuser calling compact() or verify(), the background worker). A
+ * security-restricted operation cannot change role, create temporary objects or otherwise reach beyond the owner's
+ * own rights, so the owner gains nothing from the caller. Whoever calls a maintenance function must have the
+ * privileges of the counter's owner (or, for verify(), be allowed to read the counter), so the caller gains nothing
+ * either.
+ *
+ * Everything the extension runs also pins the settings it depends on: search_path (every name it generates is
+ * schema-qualified), the output settings that change what "immutable" text conversions return, and row_security
+ * (a recount must see every row or fail, never see only the rows a policy shows).
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "utils/syscache.h"
+#include "utils/acl.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+}
+
+namespace counters {
+
+void
+BecomeOwner(AsOwner *s, Oid owner)
+{
+	GetUserIdAndSecContext(&s->saved_user, &s->saved_sec);
+	SetUserIdAndSecContext(owner, s->saved_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+}
+
+void
+RestoreUser(AsOwner *s)
+{
+	SetUserIdAndSecContext(s->saved_user, s->saved_sec);
+}
+
+namespace {
+
+void
+Pin(const char *name, const char *value)
+{
+	(void)set_config_option(name, value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+}
+
+} // namespace
+
+int
+PinSettings(int flags)
+{
+	int level = NewGUCNestLevel();
+	if (flags & PIN_SEARCH_PATH)
+		Pin("search_path", "pg_catalog, pg_temp");
+	/*
+	 * PostgreSQL marks the output functions of these types immutable, yet their text depends on these settings:
+	 * float8::text (extra_float_digits), bytea::text (bytea_output), date, timestamp and interval as text (DateStyle,
+	 * IntervalStyle). A key computed from such text must come out the same in every session.
+	 */
+	if (flags & PIN_OUTPUT) {
+		Pin("DateStyle", "ISO, MDY");
+		Pin("IntervalStyle", "postgres");
+		Pin("extra_float_digits", "1");
+		Pin("bytea_output", "hex");
+	}
+	/* A recount sees every row of the source, or fails ("query would be affected by row-level security policy"). */
+	if (flags & PIN_ROW_SECURITY)
+		Pin("row_security", "off");
+	return level;
+}
+
+void
+UnpinSettings(int level)
+{
+	AtEOXact_GUC(true, level);
+}
+
+Oid
+RelationOwner(Oid relid)
+{
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
+	Oid owner = ((Form_pg_class)GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+bool
+HasOwnerPrivileges(Oid relid)
+{
+	return has_privs_of_role(GetUserId(), RelationOwner(relid));
+}
+
+void
+RequireOwnerPrivileges(const char *counter, Oid relid)
+{
+	if (!HasOwnerPrivileges(relid))
+		ereport(ERROR,
+		        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		         errmsg("counter \"%s\": must be owner of %s %s", counter,
+		                get_rel_relkind(relid) == RELKIND_VIEW ? "view" : "table", QualifiedName(relid)),
+		         errdetail("Declaring, changing, maintaining or dropping a counter requires the privileges of the owner "
+		                   "of every table and view it reads and writes.")));
+}
+
+namespace {
+
+Oid
+CounterRelation(const CatalogEntry *e, int i)
+{
+	switch (i) {
+	case 0:
+		return e->source;
+	case 1:
+		return e->target;
+	case 2:
+		return e->query;
+	case 3:
+		return e->totals;
+	default:
+		return e->log;
+	}
+}
+
+} // namespace
+
+bool
+MayMaintain(const CatalogEntry *e)
+{
+	for (int i = 0; i < 5; i++) {
+		Oid rel = CounterRelation(e, i);
+		if (OidIsValid(rel) && !HasOwnerPrivileges(rel))
+			return false;
+	}
+	return true;
+}
+
+void
+RequireMaintainer(const CatalogEntry *e)
+{
+	for (int i = 0; i < 5; i++) {
+		Oid rel = CounterRelation(e, i);
+		if (OidIsValid(rel))
+			RequireOwnerPrivileges(e->name, rel);
+	}
+}
+
+bool
+MayRead(const CatalogEntry *e)
+{
+	return pg_class_aclcheck(e->target, GetUserId(), ACL_SELECT) == ACLCHECK_OK || MayMaintain(e);
+}
+
+Oid
+CounterOwner(const CatalogEntry *e)
+{
+	return RelationOwner(OidIsValid(e->totals) ? e->totals : e->target);
+}
+
+} // namespace counters

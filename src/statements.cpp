@@ -1,0 +1,289 @@
+/*
+ * statements.cpp: the SQL the maintenance functions run (verify, rebuild, compact, retention).
+ *
+ * Every name is quoted and schema-qualified, every operator written OPERATOR(pg_catalog.x); the statements run with
+ * search_path pinned as well. Inside a statement the counter's columns travel under positional aliases (k<n> for
+ * keys, s<n>/e<n>/v<n> for values, n = the column's position in the definition), so that no column name of a
+ * counter can collide with another once prefixed, nor with a name the statement uses itself.
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+}
+
+namespace counters {
+
+namespace {
+
+const char *
+Quoted(const char *name)
+{
+	return quote_identifier(name);
+}
+
+/* ", " between items */
+void
+Sep(StringInfo buf, bool *first, const char *sep = ", ")
+{
+	if (!*first)
+		appendStringInfoString(buf, sep);
+	*first = false;
+}
+
+/* The retention condition over the bucket column `column` (a qualified reference), or "true". */
+char *
+LiveCondition(const CounterShape *s, const char *column)
+{
+	if (s->retention_column < 0)
+		return pstrdup("true");
+	return psprintf("%s OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %s::pg_catalog.interval)::%s",
+	                column, quote_literal_cstr(s->retention_keep),
+	                format_type_extended(s->retention_type, -1, FORMAT_TYPE_FORCE_QUALIFY));
+}
+
+} // namespace
+
+char *
+VerifyStatement(const CounterShape *s)
+{
+	StringInfoData keys, view_keys, read_keys, json, stored, expected, sums, differs, unpivot;
+	initStringInfo(&keys);
+	initStringInfo(&view_keys);
+	initStringInfo(&read_keys);
+	initStringInfo(&json);
+	initStringInfo(&stored);
+	initStringInfo(&expected);
+	initStringInfo(&sums);
+	initStringInfo(&differs);
+	initStringInfo(&unpivot);
+	bool fk = true, fv = true;
+	for (int i = 0; i < s->ncolumns; i++) {
+		int n = i + 1;
+		if (s->is_key[i]) {
+			Sep(&keys, &fk);
+			appendStringInfo(&keys, "u.k%d", n);
+			appendStringInfo(&view_keys, "v.%s AS k%d, ", Quoted(s->def_names[i]), n);
+			appendStringInfo(&read_keys, "t.%s AS k%d, ", Quoted(s->read_names[i]), n);
+			appendStringInfo(&json, "%s%s, d.k%d", json.len ? ", " : "", quote_literal_cstr(s->def_names[i]), n);
+		} else {
+			Sep(&sums, &fv);
+			appendStringInfo(&stored, ", COALESCE(t.%s, 0)::pg_catalog.numeric AS s%d, 0::pg_catalog.numeric AS e%d",
+			                 Quoted(s->read_names[i]), n, n);
+			appendStringInfo(&expected, ", 0::pg_catalog.numeric, COALESCE(v.%s, 0)::pg_catalog.numeric",
+			                 Quoted(s->def_names[i]));
+			appendStringInfo(&sums, "pg_catalog.sum(u.s%d) AS s%d, pg_catalog.sum(u.e%d) AS e%d", n, n, n, n);
+			appendStringInfo(&differs, "%spg_catalog.sum(u.s%d) IS DISTINCT FROM pg_catalog.sum(u.e%d)",
+			                 differs.len ? " OR " : "", n, n);
+			appendStringInfo(&unpivot, "%s(%s, d.s%d, d.e%d)", unpivot.len ? ", " : "",
+			                 quote_literal_cstr(s->def_names[i]), n, n);
+		}
+	}
+	int rk = s->retention_column + 1;
+	return psprintf(
+	    "SELECT $1::pg_catalog.text, pg_catalog.jsonb_build_object(%s), x.column_name::pg_catalog.text, x.stored, "
+	    "x.expected "
+	    "FROM (SELECT %s, %s, pg_catalog.bool_or(u.in_target) AS in_target "
+	    "        FROM (SELECT %strue AS in_target%s FROM %s t WHERE %s "
+	    "              UNION ALL "
+	    "              SELECT %sfalse%s FROM %s v WHERE %s) u "
+	    "       GROUP BY %s HAVING %s) d "
+	    "CROSS JOIN LATERAL (VALUES %s) x(column_name, stored, expected) "
+	    "WHERE x.stored IS DISTINCT FROM x.expected AND (%s OR d.in_target) "
+	    "ORDER BY 2, 3",
+	    json.data, keys.data, sums.data, read_keys.data, stored.data, QualifiedName(s->e->target),
+	    LiveCondition(s, rk > 0 ? psprintf("t.%s", Quoted(s->read_names[rk - 1])) : nullptr), view_keys.data,
+	    expected.data, QualifiedName(s->e->query),
+	    LiveCondition(s, rk > 0 ? psprintf("v.%s", Quoted(s->def_names[rk - 1])) : nullptr), keys.data,
+	    differs.data, unpivot.data, s->e->owns_target ? "true" : "false");
+}
+
+char *
+RebuildConditionCheck(const CounterShape *s, const char *condition)
+{
+	StringInfoData keys;
+	initStringInfo(&keys);
+	bool first = true;
+	for (int i = 0; i < s->ncolumns; i++)
+		if (s->is_key[i]) {
+			Sep(&keys, &first);
+			appendStringInfoString(&keys, Quoted(s->table_names[i]));
+		}
+	return psprintf("SELECT 1 FROM (SELECT %s FROM %s LIMIT 0) k WHERE (%s)", keys.data, QualifiedName(s->table),
+	                condition);
+}
+
+char *
+KeyColumnList(const CounterShape *s)
+{
+	StringInfoData keys;
+	initStringInfo(&keys);
+	bool first = true;
+	for (int i = 0; i < s->ncolumns; i++)
+		if (s->is_key[i]) {
+			Sep(&keys, &first);
+			appendStringInfoString(&keys, Quoted(s->table_names[i]));
+		}
+	return keys.data;
+}
+
+char *
+RebuildStatement(const CounterShape *s, const char *condition)
+{
+	StringInfoData keys, table_side, view_side, as_table, sums, differs, nonzero, insert_cols, insert_vals, conflict,
+	    sets;
+	initStringInfo(&keys);
+	initStringInfo(&table_side);
+	initStringInfo(&view_side);
+	initStringInfo(&as_table);
+	initStringInfo(&sums);
+	initStringInfo(&differs);
+	initStringInfo(&nonzero);
+	initStringInfo(&insert_cols);
+	initStringInfo(&insert_vals);
+	initStringInfo(&conflict);
+	initStringInfo(&sets);
+	bool fk = true, fs = true, fc = true, fi = true, fset = true;
+	for (int i = 0; i < s->ncolumns; i++) {
+		int n = i + 1;
+		const char *col = Quoted(s->table_names[i]);
+		Sep(&table_side, &fs);
+		Sep(&view_side, &fc);
+		Sep(&insert_cols, &fi);
+		appendStringInfoString(&insert_cols, col);
+		appendStringInfo(&insert_vals, "%sd.%s%d", insert_vals.len ? ", " : "", s->is_key[i] ? "k" : "e", n);
+		if (s->is_key[i]) {
+			appendStringInfo(&table_side, "t.%s AS k%d", col, n);
+			appendStringInfo(&view_side, "v.%s", Quoted(s->def_names[i]));
+			Sep(&keys, &fk);
+			appendStringInfo(&keys, "u.k%d", n);
+			appendStringInfo(&as_table, "%su.k%d AS %s", as_table.len ? ", " : "", n, col);
+			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "", col);
+		} else {
+			appendStringInfo(&table_side, "COALESCE(t.%s, 0)::pg_catalog.numeric AS s%d, NULL::pg_catalog.numeric AS e%d",
+			                 col, n, n);
+			appendStringInfo(&view_side, "NULL::pg_catalog.numeric, COALESCE(v.%s, 0)::pg_catalog.numeric",
+			                 Quoted(s->def_names[i]));
+			appendStringInfo(&sums, ", COALESCE(pg_catalog.sum(u.s%d), 0) AS s%d, COALESCE(pg_catalog.sum(u.e%d), 0) AS e%d",
+			                 n, n, n, n);
+			appendStringInfo(&differs, "%sx.s%d IS DISTINCT FROM x.e%d", differs.len ? " OR " : "", n, n);
+			appendStringInfo(&nonzero, "%sd.e%d OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "", n);
+			Sep(&sets, &fset);
+			appendStringInfo(&sets, "%s = d.e%d", col, n);
+		}
+	}
+	int rk = s->retention_column + 1;
+	/* The condition sees exactly the key columns, named as in the counter table. */
+	char *keep = condition != nullptr
+	                 ? psprintf("EXISTS (SELECT FROM (SELECT %s) c WHERE (%s))", as_table.data, condition)
+	                 : pstrdup("true");
+	char *diff = psprintf(
+	    "SELECT x.* FROM ("
+	    " SELECT %s%s, pg_catalog.max(u.row_id) AS row_id "
+	    "   FROM (SELECT %s, t.ctid AS row_id FROM %s t "
+	    "         UNION ALL "
+	    "         SELECT %s, NULL::pg_catalog.tid FROM %s v) u "
+	    "  WHERE %s AND %s "
+	    "  GROUP BY %s) x "
+	    "WHERE %s",
+	    keys.data, sums.data, table_side.data, QualifiedName(s->table), view_side.data, QualifiedName(s->e->query),
+	    LiveCondition(s, rk > 0 ? psprintf("u.k%d", rk) : nullptr), keep, keys.data, differs.data);
+	const char *table = QualifiedName(s->table);
+	if (!s->e->owns_target)
+		/* Columns of an existing table: rows are updated, none created or deleted. */
+		return psprintf("WITH d AS MATERIALIZED (%s), "
+		                "     updated AS (UPDATE %s AS t SET %s FROM d "
+		                "                  WHERE t.ctid OPERATOR(pg_catalog.=) d.row_id RETURNING 1) "
+		                "SELECT (SELECT pg_catalog.count(*) FROM d), 0::pg_catalog.int8, 0::pg_catalog.int8, "
+		                "       (SELECT pg_catalog.count(*) FROM updated)",
+		                diff, table, sets.data);
+	StringInfoData excluded;
+	initStringInfo(&excluded);
+	for (int i = 0; i < s->ncolumns; i++)
+		if (!s->is_key[i])
+			appendStringInfo(&excluded, "%s%s = EXCLUDED.%s", excluded.len ? ", " : "", Quoted(s->table_names[i]),
+			                 Quoted(s->table_names[i]));
+	StringInfoData order;
+	initStringInfo(&order);
+	for (int i = 0; i < s->ncolumns; i++)
+		if (s->is_key[i])
+			appendStringInfo(&order, "%sd.k%d", order.len ? ", " : "", i + 1);
+	/* Rows that should not exist (all zeros) go; the others are upserted in key order. */
+	return psprintf("WITH d AS MATERIALIZED (%s), "
+	                "     deleted AS (DELETE FROM %s t WHERE t.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+	                "                   SELECT d.row_id FROM d WHERE d.row_id IS NOT NULL AND NOT (%s))) RETURNING 1), "
+	                "     upserted AS (INSERT INTO %s AS t (%s) SELECT %s FROM d WHERE %s ORDER BY %s "
+	                "                  ON CONFLICT (%s) DO UPDATE SET %s "
+	                "                  RETURNING (t.xmax OPERATOR(pg_catalog.=) 0) AS inserted) "
+	                "SELECT (SELECT pg_catalog.count(*) FROM d), (SELECT pg_catalog.count(*) FROM deleted), "
+	                "       pg_catalog.count(*) FILTER (WHERE u.inserted), pg_catalog.count(*) FILTER (WHERE NOT u.inserted) "
+	                "  FROM upserted u",
+	                diff, table, nonzero.data, table, insert_cols.data, insert_vals.data, nonzero.data, order.data,
+	                conflict.data, excluded.data);
+}
+
+char *
+CompactStatement(const CounterShape *s)
+{
+	StringInfoData moved, keys, cols, sums, nonzero, updates, zero, conflict;
+	initStringInfo(&moved);
+	initStringInfo(&keys);
+	initStringInfo(&cols);
+	initStringInfo(&sums);
+	initStringInfo(&nonzero);
+	initStringInfo(&updates);
+	initStringInfo(&zero);
+	initStringInfo(&conflict);
+	for (int i = 0; i < s->ncolumns; i++) {
+		int n = i + 1;
+		const char *col = Quoted(s->table_names[i]);
+		appendStringInfo(&moved, "%sl.%s AS c%d", moved.len ? ", " : "", Quoted(s->log_names[i]), n);
+		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", col);
+		if (s->is_key[i]) {
+			appendStringInfo(&keys, "%sm.c%d", keys.len ? ", " : "", n);
+			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "", col);
+		} else {
+			appendStringInfo(&sums, ", pg_catalog.sum(m.c%d)", n);
+			appendStringInfo(&nonzero, "%spg_catalog.sum(m.c%d) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "", n);
+			appendStringInfo(&updates, "%s%s = t.%s OPERATOR(pg_catalog.+) EXCLUDED.%s", updates.len ? ", " : "", col,
+			                 col, col);
+			appendStringInfo(&zero, "%st.%s OPERATOR(pg_catalog.=) 0", zero.len ? " AND " : "", col);
+		}
+	}
+	/* insert the keys first, then the sums: reorder the column list accordingly */
+	StringInfoData insert_cols;
+	initStringInfo(&insert_cols);
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < s->ncolumns; i++)
+			if (s->is_key[i] == (pass == 0))
+				appendStringInfo(&insert_cols, "%s%s", insert_cols.len ? ", " : "", Quoted(s->table_names[i]));
+	const char *log = QualifiedName(s->e->log);
+	/* Sharded mode: only the slot rows no transaction holds (busy ones wait for the next compaction). */
+	char *pending = s->e->mode == Mode::Sharded
+	                    ? psprintf("l.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT x.ctid FROM %s x FOR UPDATE SKIP LOCKED))",
+	                               log)
+	                    : pstrdup("true");
+	return psprintf("WITH moved AS (DELETE FROM %s l WHERE %s RETURNING %s), "
+	                "     folded AS (INSERT INTO %s AS t (%s) SELECT %s%s FROM moved m GROUP BY %s HAVING %s "
+	                "                ORDER BY %s ON CONFLICT (%s) DO UPDATE SET %s RETURNING t.ctid, (%s) AS zero) "
+	                "SELECT (SELECT pg_catalog.count(*) FROM moved), ARRAY(SELECT f.ctid FROM folded f WHERE f.zero)",
+	                log, pending, moved.data, QualifiedName(s->table), insert_cols.data, keys.data, sums.data,
+	                keys.data, nonzero.data, keys.data, conflict.data, updates.data, zero.data);
+}
+
+char *
+DeleteRowsStatement(Oid rel)
+{
+	return psprintf("DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)", QualifiedName(rel));
+}
+
+char *
+RetentionStatement(const CounterShape *s, Oid rel, const char **names)
+{
+	return psprintf("DELETE FROM %s t WHERE NOT (%s)", QualifiedName(rel),
+	                LiveCondition(s, psprintf("t.%s", Quoted(names[s->retention_column]))));
+}
+
+} // namespace counters
