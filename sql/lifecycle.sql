@@ -292,11 +292,22 @@ SELECT * FROM catalog_rows();
 SELECT * FROM capture_triggers();
 INSERT INTO comments (post_id) VALUES (3);
 
--- A value column dropped from the counter table: writes to the source fail with an error naming the counter and
--- saying what to do, and change nothing; verify and rebuild must fail naming the counter too (not with an error
--- about the SQL they generate, nor by reporting that nothing differs); drop_counter cleans up.
+-- Dropping or retyping a counted column of the counter table is refused, naming the counter (2BP01).
 SELECT counters.create_counter('post_comments', 'SELECT post_id, count(*) AS comments, sum(score) AS score FROM comments GROUP BY post_id');
 ALTER TABLE post_comments DROP COLUMN score;
+\echo SQLSTATE :SQLSTATE
+ALTER TABLE post_comments ALTER COLUMN comments TYPE numeric;
+\echo SQLSTATE :SQLSTATE
+ALTER TABLE post_comments RENAME COLUMN score TO score_sum;
+INSERT INTO comments (post_id) VALUES (4);
+SELECT * FROM counters.verify('post_comments');
+-- A value column dropped from the counter table behind the extension's back (event triggers do not fire in
+-- replica mode): writes to the source fail with an error naming the counter and saying what to do, and change
+-- nothing; verify and rebuild must fail naming the counter too (not with an error about the SQL they generate, nor
+-- by reporting that nothing differs); drop_counter cleans up.
+SET session_replication_role = replica;
+ALTER TABLE post_comments DROP COLUMN score_sum;
+RESET session_replication_role;
 INSERT INTO comments (post_id) VALUES (4);
 \echo SQLSTATE :SQLSTATE
 DO $$

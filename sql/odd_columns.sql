@@ -74,13 +74,13 @@ SELECT * FROM counters.verify('long_names_exact');
 SELECT counter, last_verify_wrong FROM counters.stats WHERE counter = 'long_names_exact';
 
 -- in a read-only transaction (as on a standby) verify() works and records nothing
-SELECT verified_at AS before_read_only FROM counters.verified WHERE counter = 'long_names_exact' \gset
+SELECT verified_at AS before_read_only FROM counters.maintenance WHERE counter = 'long_names_exact' \gset
 UPDATE long_names_exact SET "Üxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx2" = 0
  WHERE in_target = 1 AND e1 = 1;
 BEGIN TRANSACTION READ ONLY;
 SELECT counter, column_name FROM counters.verify('long_names_exact');
 COMMIT;
-SELECT verified_at = :'before_read_only' AS unchanged, wrong FROM counters.verified WHERE counter = 'long_names_exact';
+SELECT verified_at = :'before_read_only' AS unchanged, verify_wrong AS wrong FROM counters.maintenance WHERE counter = 'long_names_exact';
 SELECT counters.rebuild('long_names_exact');
 
 -- mode switches keep them exact
@@ -93,7 +93,7 @@ SELECT name, mode, (SELECT count(*) FROM recount_differs(name)) AS differing_row
 SELECT * FROM counters.verify();
 
 SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
-SELECT count(*) AS verified_rows_left FROM counters.verified;
+SELECT count(*) AS maintenance_rows_left FROM counters.maintenance;
 RESET search_path;
 SET client_min_messages = warning;
 DROP SCHEMA odd_test CASCADE;

@@ -1,25 +1,62 @@
 --
--- upgrade: ALTER EXTENSION counters UPDATE from the previous release (0.1) keeps existing counters working, and an
--- updated installation has exactly the objects of a fresh one.
+-- upgrade: ALTER EXTENSION counters UPDATE from every released version (0.1, 0.2, 0.3) keeps existing counters
+-- working, and an updated installation has exactly the objects of a fresh one: same members, and each with the same
+-- definition, privileges, comment, columns, constraints, indexes and replica identity.
 --
 \set VERBOSITY default
 \set SHOW_CONTEXT never
--- The members of a fresh installation (this run installed the default version).
-CREATE TEMP TABLE fresh AS
-SELECT pg_describe_object(classid, objid, 0) AS member
-  FROM pg_depend WHERE refclassid = 'pg_extension'::regclass
-   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'counters') AND deptype = 'e';
-SELECT extversion FROM pg_extension WHERE extname = 'counters';
--- After an update: the members missing, or not in a fresh installation (none expected either way).
-CREATE TEMP VIEW member_diff AS
-WITH now_members AS (
-	SELECT pg_describe_object(classid, objid, 0) AS member
-	  FROM pg_depend WHERE refclassid = 'pg_extension'::regclass
-	   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'counters') AND deptype = 'e')
-(SELECT 'missing after update' AS side, member FROM fresh EXCEPT SELECT 'missing after update', member FROM now_members)
+-- Every member of the installed extension, with what defines it.
+CREATE TEMP VIEW extension_objects AS
+WITH members AS (
+	SELECT d.classid, d.objid FROM pg_depend d
+	 WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+	   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'counters'))
+SELECT 'function' AS kind, p.oid::regprocedure::text AS name,
+       pg_get_functiondef(p.oid) || E'\nacl: ' || (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM unnest(COALESCE(p.proacl, acldefault('f', p.proowner))) x)
+       || E'\ncomment: ' || COALESCE(obj_description(p.oid, 'pg_proc'), '') AS definition
+  FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
 UNION ALL
-(SELECT 'not in a fresh install', member FROM now_members EXCEPT SELECT 'not in a fresh install', member FROM fresh)
-ORDER BY 1, 2;
+SELECT CASE c.relkind WHEN 'v' THEN 'view' WHEN 'r' THEN 'table' WHEN 'i' THEN 'index' WHEN 'c' THEN 'type' ELSE c.relkind::text END,
+       c.oid::regclass::text,
+       concat_ws(E'\n',
+         (SELECT string_agg(format('%I %s%s%s', a.attname, format_type(a.atttypid, a.atttypmod),
+                                   CASE WHEN a.attnotnull THEN ' NOT NULL' END,
+                                   ' DEFAULT ' || pg_get_expr(ad.adbin, ad.adrelid)), E'\n' ORDER BY a.attnum)
+            FROM pg_attribute a LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+           WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+         (SELECT string_agg(format('constraint %s %s', con.conname, pg_get_constraintdef(con.oid)), E'\n' ORDER BY con.conname)
+            FROM pg_constraint con WHERE con.conrelid = c.oid),
+         (SELECT string_agg(pg_get_indexdef(i.indexrelid), E'\n' ORDER BY 1) FROM pg_index i WHERE i.indrelid = c.oid),
+         CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid) END,
+         'acl: ' || (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM unnest(COALESCE(c.relacl, acldefault('r', c.relowner))) x),
+         'replica identity: ' || c.relreplident::text,
+         'comment: ' || COALESCE(obj_description(c.oid, 'pg_class'), ''))
+  FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
+UNION ALL
+SELECT 'type', t.oid::regtype::text, format_type(t.oid, NULL) || ' ' || t.typtype::text
+  FROM members m JOIN pg_type t ON m.classid = 'pg_type'::regclass AND t.oid = m.objid
+UNION ALL
+SELECT 'event trigger', e.evtname, concat_ws(' ', e.evtevent, e.evtfoid::regproc::text, e.evtenabled::text, e.evttags::text)
+  FROM members m JOIN pg_event_trigger e ON m.classid = 'pg_event_trigger'::regclass AND e.oid = m.objid
+UNION ALL
+SELECT 'schema', n.nspname, (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM unnest(COALESCE(n.nspacl, acldefault('n', n.nspowner))) x) || ' ' || COALESCE(obj_description(n.oid, 'pg_namespace'), '')
+  FROM members m JOIN pg_namespace n ON m.classid = 'pg_namespace'::regclass AND n.oid = m.objid
+UNION ALL
+SELECT 'config', e.extname, (SELECT string_agg(x::regclass::text, ',') FROM unnest(e.extconfig) x) || ' ' || e.extcondition::text
+  FROM pg_extension e WHERE e.extname = 'counters';
+
+-- The objects of a fresh installation (this run installed the default version).
+CREATE TEMP TABLE fresh AS SELECT * FROM extension_objects;
+SELECT extversion FROM pg_extension WHERE extname = 'counters';
+SELECT kind, count(*) FROM fresh GROUP BY kind ORDER BY kind;
+-- After an update: the objects missing or defined differently, and the objects not in a fresh installation (none
+-- expected either way).
+CREATE TEMP VIEW member_diff AS
+(SELECT 'missing or different after update' AS side, kind, name FROM
+  (SELECT * FROM fresh EXCEPT SELECT * FROM extension_objects) x)
+UNION ALL
+(SELECT 'not in a fresh install', kind, name FROM (SELECT * FROM extension_objects EXCEPT SELECT * FROM fresh) y)
+ORDER BY 1, 2, 3;
 
 -- Install 0.1 and declare counters with it, in both modes.
 DROP EXTENSION counters;
@@ -93,7 +130,47 @@ SELECT counter, last_verify IS NOT NULL AS verified, last_verify_wrong FROM coun
 SELECT counters.drop_counter('blog_posts');
 SELECT counters.drop_counter('blog_posts_log');
 SELECT counters.drop_counter('blog_posts_sharded');
-SELECT count(*) AS verified_rows_left FROM counters.verified;
+SELECT count(*) AS maintenance_rows_left FROM counters.maintenance;
+RESET search_path;
+DROP SCHEMA upgrade_test CASCADE;
+
+--
+-- From 0.3 to 0.4: counters of every mode keep counting; what verify() and rebuild() recorded moves to
+-- counters.maintenance; every source gets the counters_begin trigger; counter tables without a primary key, logs and
+-- slots get a replica identity; maintenance runs in C, as each counter's owner.
+--
+DROP EXTENSION counters;
+CREATE EXTENSION counters VERSION '0.3';
+CREATE SCHEMA upgrade_test;
+SET search_path = upgrade_test;
+CREATE TABLE posts (id serial PRIMARY KEY, blog_id int NOT NULL, user_id int, rating int NOT NULL DEFAULT 0);
+INSERT INTO posts (blog_id, user_id, rating) SELECT 1 + g % 4, nullif(g % 3, 0), g FROM generate_series(1, 40) g;
+SELECT counters.create_counter('blog_posts', 'SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts GROUP BY blog_id');
+SELECT counters.create_counter('user_posts', 'SELECT user_id, count(*) AS posts FROM posts GROUP BY user_id');
+SELECT counters.create_counter('blog_posts_log', 'SELECT count(*) AS posts, blog_id FROM posts GROUP BY blog_id', mode => 'log');
+SELECT counters.create_counter('user_posts_sharded', 'SELECT user_id, sum(rating) AS rating FROM posts GROUP BY user_id', mode => 'sharded');
+SELECT counters.set_bounds('blog_posts', 'posts', max => 100);
+SELECT count(*) FROM counters.verify();
+SET client_min_messages = warning;
+SELECT counters.rebuild('user_posts');
+RESET client_min_messages;
+ALTER EXTENSION counters UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'counters';
+SELECT * FROM member_diff;
+SELECT counter, last_verify IS NOT NULL AS verified, last_verify_wrong, last_rebuild IS NOT NULL AS rebuilt
+  FROM counters.stats ORDER BY 1;
+SELECT name, options FROM counters.counter ORDER BY name;
+SELECT c.relname, c.relreplident FROM pg_class c
+ WHERE c.relnamespace = 'upgrade_test'::regnamespace AND c.relkind = 'r' ORDER BY 1;
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'posts'::regclass AND NOT tgisinternal ORDER BY 1;
+INSERT INTO posts (blog_id, user_id, rating) VALUES (1, 7, 7), (3, NULL, 1), (5, 2, 2);
+UPDATE posts SET blog_id = 4, user_id = NULL, rating = rating + 1 WHERE id % 5 = 0;
+DELETE FROM posts WHERE id % 7 = 0;
+SELECT counters.compact() > 0 AS compacted;
+SELECT * FROM counters.verify();
+INSERT INTO posts (blog_id) SELECT 2 FROM generate_series(1, 100);
+\echo SQLSTATE :SQLSTATE
+SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
 RESET search_path;
 DROP SCHEMA upgrade_test CASCADE;
 

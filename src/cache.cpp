@@ -83,7 +83,9 @@ FreePlans(CompiledCounter *counters, int n)
 			SPI_freeplan(c->bulk_plan);
 		if (c->bulk_delete_plan)
 			SPI_freeplan(c->bulk_delete_plan);
-		c->apply_plan = c->delete_plan = c->truncate_plan = c->bulk_plan = c->bulk_delete_plan = nullptr;
+		if (c->update_plan)
+			SPI_freeplan(c->update_plan);
+		c->apply_plan = c->delete_plan = c->truncate_plan = c->bulk_plan = c->bulk_delete_plan = c->update_plan = nullptr;
 	}
 }
 
@@ -160,12 +162,6 @@ OperatorSchema(Oid opno)
 	return quote_identifier(get_namespace_name(nsp));
 }
 
-const char *
-QualifiedTypeName(Oid type, int32 typmod)
-{
-	return format_type_extended(type, typmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
-}
-
 SPIPlanPtr
 PrepareKept(const char *sql, int nargs, Oid *argtypes)
 {
@@ -198,7 +194,22 @@ AppendColumnList(StringInfo sql, CompiledCounter *c, bool keys, bool values)
 		appendStringInfo(sql, "%s%s", first ? "" : ", ", quote_identifier(c->value_columns[i]));
 }
 
-/* ON CONFLICT (keys) DO UPDATE adding the deltas; RETURNING the row's ctid and whether every value is now zero. */
+/* RETURNING the row's ctid, whether every value is now zero, the new values and the keys (for bounds). */
+void
+AppendReturning(StringInfo sql, CompiledCounter *c)
+{
+	CounterDef *def = c->def;
+	appendStringInfoString(sql, " RETURNING c.ctid, ");
+	for (int i = 0; i < def->nvalues; i++)
+		appendStringInfo(sql, "%sc.%s OPERATOR(pg_catalog.=) 0", i ? " AND " : "",
+		                 quote_identifier(c->value_columns[i]));
+	for (int i = 0; i < def->nvalues; i++)
+		appendStringInfo(sql, ", c.%s", quote_identifier(c->value_columns[i]));
+	for (int i = 0; i < def->nkeys; i++)
+		appendStringInfo(sql, ", c.%s", quote_identifier(c->key_columns[i]));
+}
+
+/* ON CONFLICT (keys) DO UPDATE adding the deltas, RETURNING as above. */
 void
 AppendUpsertTail(StringInfo sql, CompiledCounter *c)
 {
@@ -210,15 +221,7 @@ AppendUpsertTail(StringInfo sql, CompiledCounter *c)
 		const char *col = quote_identifier(c->value_columns[i]);
 		appendStringInfo(sql, "%s%s = c.%s OPERATOR(pg_catalog.+) EXCLUDED.%s", i ? ", " : "", col, col, col);
 	}
-	appendStringInfoString(sql, " RETURNING c.ctid, ");
-	for (int i = 0; i < def->nvalues; i++)
-		appendStringInfo(sql, "%sc.%s OPERATOR(pg_catalog.=) 0", i ? " AND " : "",
-		                 quote_identifier(c->value_columns[i]));
-	/* the new values and the keys, for checking bounds */
-	for (int i = 0; i < def->nvalues; i++)
-		appendStringInfo(sql, ", c.%s", quote_identifier(c->value_columns[i]));
-	for (int i = 0; i < def->nkeys; i++)
-		appendStringInfo(sql, ", c.%s", quote_identifier(c->key_columns[i]));
+	AppendReturning(sql, c);
 }
 
 /*
@@ -419,6 +422,26 @@ PreparePlans(CompiledCounter *c)
 		resetStringInfo(&sql);
 		appendStringInfo(&sql, "DELETE FROM %s", target);
 		c->truncate_plan = PrepareKept(sql.data, 0, nullptr);
+
+		/*
+		 * A CHECK constraint on the counter table holds for the row the upsert proposes (the delta alone) before
+		 * it finds the existing row: a decrement would fail it. An existing row is updated first, then.
+		 */
+		if (c->has_check) {
+			resetStringInfo(&sql);
+			appendStringInfo(&sql, "UPDATE %s AS c SET ", target);
+			for (int i = 0; i < def->nvalues; i++) {
+				const char *col = quote_identifier(c->value_columns[i]);
+				appendStringInfo(&sql, "%s%s = c.%s OPERATOR(pg_catalog.+) $%d", i ? ", " : "", col, col,
+				                 def->nkeys + i + 1);
+			}
+			appendStringInfoString(&sql, " WHERE ");
+			for (int i = 0; i < def->nkeys; i++)
+				appendStringInfo(&sql, "%sc.%s IS NOT DISTINCT FROM $%d", i ? " AND " : "",
+				                 quote_identifier(c->key_columns[i]), i + 1);
+			AppendReturning(&sql, c);
+			c->update_plan = PrepareKept(sql.data, nparams, argtypes);
+		}
 	} else {
 		/* Counter-cache columns of an existing table: rows that do not exist are not created (documented). */
 		Relation rel = table_open(c->target, AccessShareLock);
@@ -440,14 +463,22 @@ PreparePlans(CompiledCounter *c)
 			if (attno == InvalidAttrNumber)
 				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 				                errmsg("counter \"%s\": target table %s has no column %s", def->name, target, col)));
+			/*
+			 * The key is compared as it is, never cast to the column's type: a cast to a narrower type (varchar(3),
+			 * integer) would fold different keys into one row. Declarations require the column to have the key's
+			 * type; a counter declared before that rule compares across types as PostgreSQL's own operators do.
+			 */
 			Form_pg_attribute att = TupleDescAttr(desc, attno - 1);
-			TypeCacheEntry *tc = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR);
-			if (!OidIsValid(tc->eq_opr))
-				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
-				                errmsg("counter \"%s\": key column %s of %s has no equality operator", def->name, col,
-				                       target)));
-			appendStringInfo(&sql, "%st.%s OPERATOR(%s.=) CAST($%d AS %s)", i ? " AND " : "", col,
-			                 OperatorSchema(tc->eq_opr), i + 1, QualifiedTypeName(att->atttypid, att->atttypmod));
+			if (getBaseType(att->atttypid) == getBaseType(def->keys[i].type)) {
+				TypeCacheEntry *tc = lookup_type_cache(getBaseType(att->atttypid), TYPECACHE_EQ_OPR);
+				if (!OidIsValid(tc->eq_opr))
+					ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
+					                errmsg("counter \"%s\": key column %s of %s has no equality operator", def->name,
+					                       col, target)));
+				appendStringInfo(&sql, "%st.%s OPERATOR(%s.=) $%d", i ? " AND " : "", col, OperatorSchema(tc->eq_opr),
+				                 i + 1);
+			} else
+				appendStringInfo(&sql, "%st.%s OPERATOR(pg_catalog.=) $%d", i ? " AND " : "", col, i + 1);
 		}
 		table_close(rel, AccessShareLock);
 		appendStringInfoString(&sql, " RETURNING ");
@@ -540,16 +571,14 @@ ReadThresholds(CompiledCounter *c)
 	c->callback_missing = (bool *)palloc0(sizeof(bool) * def->nvalues);
 	Oid argtypes[1] = {TEXTOID};
 	Datum args[1] = {CStringGetTextDatum(def->name)};
-	int ret = SPI_execute_with_args(
+	(void)QueryLatest(
 	    "SELECT e.key, e.value OPERATOR(pg_catalog.->>) 'callback', "
 	    "pg_catalog.to_regprocedure(e.value OPERATOR(pg_catalog.->>) 'callback')::pg_catalog.oid, "
 	    "pg_catalog.array_agg(t::pg_catalog.numeric ORDER BY t::pg_catalog.numeric) "
 	    "FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') e, "
 	    "pg_catalog.jsonb_array_elements_text(e.value OPERATOR(pg_catalog.->) 'values') t "
 	    "WHERE c.name OPERATOR(pg_catalog.=) $1 GROUP BY 1, 2, 3",
-	    1, argtypes, args, nullptr, false, 0);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "counters: reading thresholds failed: %s", SPI_result_code_string(ret));
+	    1, argtypes, args, nullptr);
 	MemoryContextSwitchTo(cxt);
 	for (uint64 r = 0; r < SPI_processed; r++) {
 		HeapTuple tup = SPI_tuptable->vals[r];
@@ -592,7 +621,12 @@ BuildEntry(SourceCounters *entry)
 		elog(ERROR, "counters: SPI_connect failed");
 	Oid argtypes[1] = {OIDOID};
 	Datum args[1] = {ObjectIdGetDatum(source)};
-	int ret = SPI_execute_with_args("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
+	/*
+	 * The latest snapshot, not the writer's: a REPEATABLE READ writer whose snapshot predates a declaration, a mode
+	 * switch or new bounds must still apply them (its lock on the source was granted after they committed), and
+	 * sees counters declared earlier in its own transaction.
+	 */
+	(void)QueryLatest("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
 	                                "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
 	                                "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds', c.mode, "
 	                                "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16), "
@@ -608,10 +642,7 @@ BuildEntry(SourceCounters *entry)
 	                                "FROM pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') e) b "
 	                                "WHERE c.source OPERATOR(pg_catalog.=) $1 "
 	                                "ORDER BY c.name COLLATE \"C\"",
-	                                1, argtypes, args, nullptr, false, 0);
-	/* (Not read-only: a fresh snapshot sees counters declared earlier in this transaction.) */
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
+	                                1, argtypes, args, nullptr);
 
 	int n = (int)SPI_processed;
 	SPITupleTable *catalog = SPI_tuptable;
@@ -665,6 +696,7 @@ BuildEntry(SourceCounters *entry)
 			c->totals = log_mode && !totals_null ? DatumGetObjectId(totals) : InvalidOid;
 			Relation trel = table_open(c->write_rel, AccessShareLock);
 			c->owner = trel->rd_rel->relowner;
+			c->has_check = RelationGetDescr(trel)->constr != nullptr && RelationGetDescr(trel)->constr->num_check > 0;
 			table_close(trel, AccessShareLock);
 			CompileKeys(c);
 			ResolveColumns(c);
@@ -695,6 +727,9 @@ BuildEntry(SourceCounters *entry)
 
 	MemoryContextSetParent(cxt, CacheMemoryContext);
 	entry->source = source;
+	entry->fixed_output = false;
+	for (int i = 0; i < n; i++)
+		entry->fixed_output |= compiled[i].def->fixed_output;
 	entry->cxt = cxt;
 	entry->ncounters = n;
 	entry->counters = compiled;

@@ -31,6 +31,9 @@ extern "C" {
 #include "common/hashfn.h"
 #include "common/int.h"
 #include "executor/executor.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/regproc.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "utils/array.h"
@@ -83,6 +86,7 @@ struct CounterRun {
 };
 
 struct Run {
+	Oid source;              /* the source whose counters these are */
 	MemoryContext cxt;       /* compiled expressions of this statement */
 	MemoryContext delta_cxt; /* the deltas: reset whenever they are applied */
 	uint64 rows;
@@ -244,74 +248,87 @@ IntegerDatum(Oid type, Datum d)
 	}
 }
 
-/* Evaluate every counter on one row (in econtext's scan slot) and add sign * contribution to its key's delta. */
+/* Add sign * the contribution of the row in econtext's scan slot to its key's delta of one counter. */
+void
+CountRowFor(Run *run, CounterRun *r, int sign)
+{
+	ExprContext *econtext = run->econtext;
+	CounterDef *def = r->c->def;
+	if (r->quals && !ExecQual(r->quals, econtext))
+		return;
+
+	bool any = false;
+	for (int v = 0; v < def->nvalues; v++) {
+		ValueDef *vd = &def->values[v];
+		run->row_present[v] = false;
+		if (r->filter_exprs[v] && !ExecQual(r->filter_exprs[v], econtext))
+			continue;
+		bool isnull = false;
+		Datum d = (Datum)0;
+		if (vd->kind != ValueKind::CountStar) {
+			d = ExecEvalExprSwitchContext(r->arg_exprs[v], econtext, &isnull);
+			if (isnull)
+				continue;
+		}
+		if (vd->kind == ValueKind::Sum) {
+			if (vd->accum == AccumKind::Int64) {
+				run->row_ints[v] = IntegerDatum(vd->arg_type, d);
+				if (run->row_ints[v] == 0)
+					continue;
+			} else {
+				CheckFinite(r, v, d);
+				run->row_numerics[v] = d;
+			}
+		} else {
+			run->row_ints[v] = 1;
+		}
+		run->row_present[v] = true;
+		any = true;
+	}
+	if (!any)
+		return;
+
+	for (int k = 0; k < def->nkeys; k++)
+		r->row_keys[k] = ExecEvalExprSwitchContext(r->key_exprs[k], econtext, &r->row_key_nulls[k]);
+	DeltaEntry *e = FindOrAddEntry(run, r);
+	for (int v = 0; v < def->nvalues; v++) {
+		if (!run->row_present[v])
+			continue;
+		if (def->values[v].accum == AccumKind::Int64) {
+			e->ints[v] += sign < 0 ? -(int128)run->row_ints[v] : (int128)run->row_ints[v];
+		} else {
+			MemoryContext old = MemoryContextSwitchTo(run->delta_cxt);
+			Datum add = run->row_numerics[v];
+			Datum sum;
+			if (e->numerics[v] == (Datum)0)
+				sum = sign < 0 ? DirectFunctionCall1(numeric_uminus, add) : datumCopy(add, false, -1);
+			else {
+				sum = DirectFunctionCall2(sign < 0 ? numeric_sub : numeric_add, e->numerics[v], add);
+				pfree(DatumGetPointer(e->numerics[v]));
+			}
+			e->numerics[v] = sum;
+			MemoryContextSwitchTo(old);
+		}
+	}
+}
+
+/*
+ * Evaluate every counter on one row (in econtext's scan slot). A definition's expressions are its owner's code: they
+ * run as the owner of the counter's table, in a security-restricted operation, whoever wrote the row.
+ */
 void
 CountRow(Run *run, int sign)
 {
-	ExprContext *econtext = run->econtext;
 	for (int ci = 0; ci < run->ncounters; ci++) {
 		CounterRun *r = &run->runs[ci];
-		CounterDef *def = r->c->def;
 		run->counting = ci;
-		if (r->quals && !ExecQual(r->quals, econtext))
-			continue;
-
-		bool any = false;
-		for (int v = 0; v < def->nvalues; v++) {
-			ValueDef *vd = &def->values[v];
-			run->row_present[v] = false;
-			if (r->filter_exprs[v] && !ExecQual(r->filter_exprs[v], econtext))
-				continue;
-			bool isnull = false;
-			Datum d = (Datum)0;
-			if (vd->kind != ValueKind::CountStar) {
-				d = ExecEvalExprSwitchContext(r->arg_exprs[v], econtext, &isnull);
-				if (isnull)
-					continue;
-			}
-			if (vd->kind == ValueKind::Sum) {
-				if (vd->accum == AccumKind::Int64) {
-					run->row_ints[v] = IntegerDatum(vd->arg_type, d);
-					if (run->row_ints[v] == 0)
-						continue;
-				} else {
-					CheckFinite(r, v, d);
-					run->row_numerics[v] = d;
-				}
-			} else {
-				run->row_ints[v] = 1;
-			}
-			run->row_present[v] = true;
-			any = true;
-		}
-		if (!any)
-			continue;
-
-		for (int k = 0; k < def->nkeys; k++)
-			r->row_keys[k] = ExecEvalExprSwitchContext(r->key_exprs[k], econtext, &r->row_key_nulls[k]);
-		DeltaEntry *e = FindOrAddEntry(run, r);
-		for (int v = 0; v < def->nvalues; v++) {
-			if (!run->row_present[v])
-				continue;
-			if (def->values[v].accum == AccumKind::Int64) {
-				e->ints[v] += sign < 0 ? -(int128)run->row_ints[v] : (int128)run->row_ints[v];
-			} else {
-				MemoryContext old = MemoryContextSwitchTo(run->delta_cxt);
-				Datum add = run->row_numerics[v];
-				Datum sum;
-				if (e->numerics[v] == (Datum)0)
-					sum = sign < 0 ? DirectFunctionCall1(numeric_uminus, add) : datumCopy(add, false, -1);
-				else {
-					sum = DirectFunctionCall2(sign < 0 ? numeric_sub : numeric_add, e->numerics[v], add);
-					pfree(DatumGetPointer(e->numerics[v]));
-				}
-				e->numerics[v] = sum;
-				MemoryContextSwitchTo(old);
-			}
-		}
+		AsOwner owner;
+		BecomeOwner(&owner, r->c->owner);
+		CountRowFor(run, r, sign);
+		RestoreUser(&owner);
 	}
 	run->counting = -1;
-	ResetExprContext(econtext);
+	ResetExprContext(run->econtext);
 }
 
 /* An error evaluating a definition on a row (a division by zero, an overflow) names the counter. */
@@ -353,12 +370,15 @@ ResetDeltas(Run *run)
 
 void ApplyDeltas(Run *run);
 
+/* The per-statement state of the counters of `sc`, in a context under `parent`. */
 Run *
-StartRun(SourceCounters *sc)
+StartRun(SourceCounters *sc, MemoryContext parent)
 {
+	MemoryContext cxt = AllocSetContextCreate(parent, "counters statement", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
 	Run *run = (Run *)palloc0(sizeof(Run));
-	run->cxt = AllocSetContextCreate(CurrentMemoryContext, "counters statement", ALLOCSET_DEFAULT_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(run->cxt);
+	run->cxt = cxt;
+	run->source = sc->source;
 	run->econtext = CreateStandaloneExprContext();
 	run->ncounters = sc->ncounters;
 	run->counting = -1;
@@ -369,6 +389,9 @@ StartRun(SourceCounters *sc)
 		CounterDef *def = c->def;
 		CounterRun *r = &run->runs[i];
 		r->c = c;
+		/* (as the owner: compiling an expression checks the EXECUTE privilege of its functions) */
+		AsOwner owner;
+		BecomeOwner(&owner, c->owner);
 		r->quals = def->quals ? ExecInitQual(def->quals, nullptr) : nullptr;
 		r->key_exprs = (ExprState **)palloc(sizeof(ExprState *) * def->nkeys);
 		for (int k = 0; k < def->nkeys; k++)
@@ -380,6 +403,7 @@ StartRun(SourceCounters *sc)
 			r->filter_exprs[v] =
 			    def->values[v].filter ? ExecInitQual(make_ands_implicit(def->values[v].filter), nullptr) : nullptr;
 		}
+		RestoreUser(&owner);
 		r->row_keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
 		r->row_key_nulls = (bool *)palloc(sizeof(bool) * def->nkeys);
 		maxvalues = Max(maxvalues, def->nvalues);
@@ -401,13 +425,13 @@ struct RowReader {
 };
 
 void
-InitReader(RowReader *rd, Relation rel, SourceCounters *sc, const TupleTableSlotOps *ops)
+InitReader(RowReader *rd, Relation rel, Oid source, const TupleTableSlotOps *ops)
 {
 	rd->slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), ops);
 	rd->root_slot = rd->slot;
 	rd->map = nullptr;
-	if (sc->source != RelationGetRelid(rel)) {
-		Relation root = table_open(sc->source, AccessShareLock);
+	if (source != RelationGetRelid(rel)) {
+		Relation root = table_open(source, AccessShareLock);
 		TupleDesc root_desc = CreateTupleDescCopy(RelationGetDescr(root));
 		table_close(root, AccessShareLock);
 		rd->map = build_attrmap_by_name_if_req(RelationGetDescr(rel), root_desc);
@@ -492,28 +516,6 @@ EntryIsZero(CounterDef *def, DeltaEntry *e)
 	return true;
 }
 
-/*
- * Deltas are applied with the privileges of the counter table's owner, so that a role that may write the source but
- * not the counter table still keeps the counter exact. (The trigger entry point has pinned search_path already.)
- */
-struct Identity {
-	Oid saved_user;
-	int saved_sec;
-};
-
-void
-Enter(Identity *id, Oid owner)
-{
-	GetUserIdAndSecContext(&id->saved_user, &id->saved_sec);
-	SetUserIdAndSecContext(owner, id->saved_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-}
-
-void
-Leave(Identity *id)
-{
-	SetUserIdAndSecContext(id->saved_user, id->saved_sec);
-}
-
 Datum
 ZeroNumeric()
 {
@@ -550,7 +552,14 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 			params[def->nkeys + def->nvalues] = Int32GetDatum(free_slot);
 			nulls[def->nkeys + def->nvalues] = ' ';
 		}
-		int ret = SPI_execute_plan(r->c->apply_plan, params, nulls, false, 0);
+		int ret;
+		/* (a table with CHECK constraints: an existing row is updated first, see PreparePlans) */
+		if (r->c->update_plan != nullptr &&
+		    (ret = SPI_execute_plan(r->c->update_plan, params, nulls, false, 0)) == SPI_OK_UPDATE_RETURNING &&
+		    SPI_processed == 1)
+			ret = SPI_OK_INSERT_RETURNING;
+		else
+			ret = SPI_execute_plan(r->c->apply_plan, params, nulls, false, 0);
 		if (r->c->append_only) {
 			if (ret != SPI_OK_INSERT)
 				elog(ERROR, "counters: logging a delta of counter \"%s\" failed: %s", def->name,
@@ -697,11 +706,17 @@ RetentionHorizon(CompiledCounter *c)
 void
 ApplyErrorContext(void *arg)
 {
-	errcontext("applying deltas to counter \"%s\"", (const char *)arg);
+	const char *name = (const char *)arg;
+	/* A key too long for the counter table's btree index: say what to do about it. */
+	if (geterrcode() == ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+		errhint("The keys of counter \"%s\" must fit in its table's index (about 2,700 bytes): count a shorter key, "
+		        "e.g. left(tag, 1000) or md5(tag).",
+		        name);
+	errcontext("applying deltas to counter \"%s\"", name);
 }
 
 void
-ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
+ApplyCounter(CounterRun *r, Datum *params, char *nulls)
 {
 	CounterDef *def = r->c->def;
 	if (r->nentries == 0)
@@ -728,10 +743,14 @@ ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
 	context.arg = (void *)def->name;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	Identity id;
-	Enter(&id, r->c->owner);
+	/*
+	 * Deltas are applied with the privileges of the counter table's owner, so that a role that may write the source
+	 * but not the counter table still keeps the counter exact; triggers the owner put on its table run as the owner.
+	 */
+	AsOwner owner;
+	BecomeOwner(&owner, r->c->owner);
 	/* (Crossing thresholds needs each key's delta next to its new value: key by key.) */
-	if (n > 1 && r->c->bulk_plan != nullptr && !r->c->has_thresholds)
+	if (n > 1 && r->c->bulk_plan != nullptr && !r->c->has_thresholds && !r->c->has_check)
 		ApplyBulk(r, sorted, n, params);
 	else
 		ApplyEach(r, sorted, n, params, nulls);
@@ -747,7 +766,7 @@ ApplyCounter(Run *run, CounterRun *r, Datum *params, char *nulls)
 		ApplyEach(r, sorted, n, params, nulls);
 	}
 	error_context_stack = context.previous;
-	Leave(&id);
+	RestoreUser(&owner);
 	pfree(sorted);
 }
 
@@ -765,6 +784,9 @@ struct Crossing {
 
 /* The crossings of the statement being applied (allocated in CurTransactionContext). */
 List *crossings = NIL;
+
+/* The first counter whose threshold crossing this transaction announced (cleared when it ends). */
+char notified_counter[NAMEDATALEN];
 
 void
 AppendJsonValue(StringInfo buf, Oid type, Datum value)
@@ -828,6 +850,8 @@ AnnounceCrossings(List *list)
 		appendStringInfo(&payload, ", \"old\": %s, \"new\": %s, \"threshold\": %s, \"direction\": \"%s\"}", old_text,
 		                 new_text, threshold_text, direction);
 		Async_Notify(psprintf("counters.%s", def->name), payload.data);
+		if (notified_counter[0] == '\0')
+			strlcpy(notified_counter, def->name, sizeof(notified_counter));
 		Oid callback = c->callbacks[x->v];
 		if (c->callback_missing[x->v] ||
 		    (OidIsValid(callback) && !SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(callback))))
@@ -836,7 +860,12 @@ AnnounceCrossings(List *list)
 			                       def->name, def->values[x->v].column_name),
 			                errhint("Set the thresholds again with counters.set_thresholds().")));
 		if (OidIsValid(callback)) {
-			/* (called directly: its result, void or NULL, is ignored) */
+			/* The callback is the owner's code: it runs as the owner, restricted (called directly; its result is
+			 * ignored). */
+			if (pg_proc_aclcheck(callback, c->owner, ACL_EXECUTE) != ACLCHECK_OK)
+				ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				                errmsg("counter \"%s\": its owner %s may not execute the threshold callback %s",
+				                       def->name, GetUserNameFromId(c->owner, false), format_procedure(callback))));
 			FmgrInfo flinfo;
 			fmgr_info(callback, &flinfo);
 			LOCAL_FCINFO(fcinfo, 7);
@@ -852,46 +881,65 @@ AnnounceCrossings(List *list)
 				fcinfo->args[a].value = args[a];
 				fcinfo->args[a].isnull = false;
 			}
+			AsOwner owner;
+			BecomeOwner(&owner, c->owner);
 			(void)FunctionCallInvoke(fcinfo);
+			RestoreUser(&owner);
 		}
 	}
+}
+
+/*
+ * Apply the deltas of `n` counters, in the order given (counters in name order, each counter's keys in sorted order),
+ * then announce the threshold crossings of all of them.
+ */
+void
+ApplyCounters(CounterRun **list, int n)
+{
+	int maxparams = 1;
+	bool any = false;
+	for (int i = 0; i < n; i++) {
+		maxparams = Max(maxparams, list[i]->c->def->nkeys + list[i]->c->def->nvalues + 1);
+		any |= list[i]->nentries > 0;
+	}
+	if (!any)
+		return;
+	Datum *params = (Datum *)palloc(sizeof(Datum) * maxparams);
+	char *nulls = (char *)palloc(sizeof(char) * maxparams);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	/*
+	 * This statement's threshold crossings; a nested statement (a callback's) collects its own. The outer list is put
+	 * back even when applying fails, so no pointer into an aborted context outlives the error.
+	 */
+	List *outer = crossings;
+	crossings = NIL;
+	PG_TRY();
+	{
+		for (int i = 0; i < n; i++)
+			ApplyCounter(list[i], params, nulls);
+	}
+	PG_FINALLY();
+	{
+		List *mine = crossings;
+		crossings = outer;
+		outer = mine;
+	}
+	PG_END_TRY();
+	AnnounceCrossings(outer);
+	SPI_finish();
+	pfree(params);
+	pfree(nulls);
 }
 
 void
 ApplyDeltas(Run *run)
 {
-	int maxparams = 1;
+	CounterRun **list = (CounterRun **)palloc(sizeof(CounterRun *) * run->ncounters);
 	for (int i = 0; i < run->ncounters; i++)
-		maxparams = Max(maxparams, run->runs[i].c->def->nkeys + run->runs[i].c->def->nvalues + 1);
-	bool any = false;
-	for (int i = 0; i < run->ncounters; i++)
-		any |= run->runs[i].nentries > 0;
-	if (any) {
-		Datum *params = (Datum *)palloc(sizeof(Datum) * maxparams);
-		char *nulls = (char *)palloc(sizeof(char) * maxparams);
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
-		/*
-		 * This statement's threshold crossings; a nested statement (a callback's) collects its own. The outer list
-		 * is put back even when applying fails, so no pointer into an aborted context outlives the error.
-		 */
-		List *outer = crossings;
-		crossings = NIL;
-		PG_TRY();
-		{
-			for (int i = 0; i < run->ncounters; i++)
-				ApplyCounter(run, &run->runs[i], params, nulls);
-		}
-		PG_FINALLY();
-		{
-			List *mine = crossings;
-			crossings = outer;
-			outer = mine;
-		}
-		PG_END_TRY();
-		AnnounceCrossings(outer);
-		SPI_finish();
-	}
+		list[i] = &run->runs[i];
+	ApplyCounters(list, run->ncounters);
+	pfree(list);
 }
 
 void
@@ -988,26 +1036,210 @@ NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Dat
 	MemoryContextSwitchTo(old);
 }
 
+namespace {
+
+/*
+ * One statement's deltas, applied once when the statement ends. A statement can fire several capture triggers: MERGE
+ * with INSERT, UPDATE and DELETE actions, INSERT ... ON CONFLICT DO UPDATE, writable CTEs, cascaded deletes. Applying
+ * each event's deltas separately would lock counter rows in one sorted order per event, not per statement, and two
+ * such statements could deadlock; so the events' deltas are summed in one frame per statement (executor's
+ * ExecutorFinish, which fires the statement's AFTER triggers, or a COPY) and applied at its end, all counters in name
+ * order, each counter's keys in sorted order. A trigger firing outside any frame applies at once.
+ */
+struct Frame {
+	Frame *prev;
+	MemoryContext parent; /* where the frame's context is created, when first needed */
+	MemoryContext cxt;
+	List *runs; /* Run *, one per source */
+};
+
+Frame *current_frame = nullptr;
+ExecutorFinish_hook_type prev_executor_finish = nullptr;
+ProcessUtility_hook_type prev_process_utility = nullptr;
+
 void
-CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
+PushFrame(Frame *frame)
 {
-	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
-	if (sc->ncounters == 0)
+	frame->prev = current_frame;
+	frame->parent = CurrentMemoryContext;
+	frame->cxt = nullptr;
+	frame->runs = NIL;
+	current_frame = frame;
+}
+
+/* The run of `sc`'s source in the current frame, started when the statement's first event for it fires. */
+Run *
+FrameRun(Frame *frame, SourceCounters *sc)
+{
+	ListCell *lc;
+	foreach (lc, frame->runs) {
+		Run *run = (Run *)lfirst(lc);
+		if (run->source == sc->source)
+			return run;
+	}
+	if (frame->cxt == nullptr)
+		frame->cxt = AllocSetContextCreate(frame->parent, "counters statement frame", ALLOCSET_SMALL_SIZES);
+	Run *run = StartRun(sc, frame->cxt);
+	MemoryContext old = MemoryContextSwitchTo(frame->cxt);
+	frame->runs = lappend(frame->runs, run);
+	MemoryContextSwitchTo(old);
+	return run;
+}
+
+int
+CompareCounterNames(const void *a, const void *b)
+{
+	return strcmp((*(CounterRun *const *)a)->c->def->name, (*(CounterRun *const *)b)->c->def->name);
+}
+
+/* Apply a finished statement's deltas: every counter of every source it wrote, in name order. */
+void
+ApplyFrame(Frame *frame)
+{
+	if (frame->runs == NIL)
 		return;
+	int n = 0;
+	bool thresholds = false;
+	ListCell *lc;
+	foreach (lc, frame->runs)
+		n += ((Run *)lfirst(lc))->ncounters;
+	MemoryContext old = MemoryContextSwitchTo(frame->cxt);
+	CounterRun **list = (CounterRun **)palloc(sizeof(CounterRun *) * n);
+	n = 0;
+	foreach (lc, frame->runs) {
+		Run *run = (Run *)lfirst(lc);
+		for (int i = 0; i < run->ncounters; i++) {
+			list[n++] = &run->runs[i];
+			thresholds |= run->runs[i].c->has_thresholds;
+		}
+	}
+	if (n > 1)
+		qsort(list, n, sizeof(CounterRun *), CompareCounterNames);
+	/* (the threshold events' payloads render keys as text: in the same format in every session) */
+	int level = PinSettings(PIN_SEARCH_PATH | (thresholds ? PIN_OUTPUT : 0));
+	ApplyCounters(list, n);
+	UnpinSettings(level);
+	MemoryContextSwitchTo(old);
+	foreach (lc, frame->runs)
+		FreeExprContext(((Run *)lfirst(lc))->econtext, true);
+	MemoryContextDelete(frame->cxt);
+}
+
+/* Run `body` inside a frame of its own; its deltas are applied when it returns. */
+#define WITH_FRAME(body)                                                                                               \
+	do {                                                                                                               \
+		Frame frame;                                                                                                   \
+		PushFrame(&frame);                                                                                             \
+		PG_TRY();                                                                                                      \
+		{                                                                                                              \
+			body;                                                                                                      \
+		}                                                                                                              \
+		PG_CATCH();                                                                                                    \
+		{                                                                                                              \
+			current_frame = frame.prev;                                                                                \
+			PG_RE_THROW();                                                                                             \
+		}                                                                                                              \
+		PG_END_TRY();                                                                                                  \
+		current_frame = frame.prev;                                                                                    \
+		ApplyFrame(&frame);                                                                                            \
+	} while (0)
+
+void
+CountersExecutorFinish(QueryDesc *query)
+{
+	WITH_FRAME(if (prev_executor_finish) prev_executor_finish(query); else standard_ExecutorFinish(query));
+}
+
+void
+CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree,
+                       ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *env, DestReceiver *dest,
+                       QueryCompletion *qc)
+{
+	/* COPY FROM fires its AFTER triggers itself, outside the executor. */
+	if (IsA(pstmt->utilityStmt, CopyStmt))
+		WITH_FRAME(if (prev_process_utility) prev_process_utility(pstmt, query_string, read_only_tree, context, params,
+		                                                           env, dest, qc);
+		           else standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc));
+	else if (prev_process_utility)
+		prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+}
+
+/*
+ * PostgreSQL refuses to PREPARE a transaction that sent a NOTIFY, with a message that does not say why there was one:
+ * name the counter whose threshold sent it.
+ */
+void
+TransactionCallback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_PRE_PREPARE && notified_counter[0] != '\0')
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": a threshold crossed in this transaction sent a notification, which a "
+		                       "prepared transaction cannot",
+		                       notified_counter),
+		                errdetail("Threshold events are sent with NOTIFY, and PREPARE TRANSACTION refuses transactions "
+		                          "that executed NOTIFY."),
+		                errhint("Commit such transactions directly, or remove the counter's thresholds.")));
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
+	    event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+		notified_counter[0] = '\0';
+}
+
+/* A relation that carries the capture triggers must feed a counter: otherwise they count nothing, silently. */
+void
+RequireCounters(Relation rel, SourceCounters *sc)
+{
+	if (sc->ncounters > 0)
+		return;
+	ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+	                errmsg("table %s has the triggers of counters, but no counter is declared on it",
+	                       QualifiedName(RelationGetRelid(rel))),
+	                errdetail("counters.counter has no row for it: a schema-only dump (pg_dump --schema-only) does "
+	                          "not contain the rows of the extension's catalog, so the counters it held are not "
+	                          "restored."),
+	                errhint("Restore counters.counter too (a full dump, or pg_dump --data-only --table=counters.counter), "
+	                        "or remove the triggers with SELECT counters.detach('%s').",
+	                        QualifiedName(RelationGetRelid(rel)))));
+}
+
+void
+CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
+{
 	/*
 	 * Every row is evaluated, also for an UPDATE that sets no column a counter reads: its old and new rows cancel out
 	 * in the delta table and nothing is written. (tg_updatedcols cannot be trusted to skip the work: BEFORE row
 	 * triggers change other columns, and two UPDATEs of the table in one query fire one trigger with the columns of
 	 * the last.)
 	 */
-	Run *run = StartRun(sc);
+	Run *run = current_frame != nullptr ? FrameRun(current_frame, sc) : StartRun(sc, CurrentMemoryContext);
 	RowReader rd;
-	InitReader(&rd, rel, sc, &TTSOpsMinimalTuple);
+	InitReader(&rd, rel, run->source, &TTSOpsMinimalTuple);
 	CountTuplestore(run, &rd, old_rows, -1);
 	CountTuplestore(run, &rd, new_rows, 1);
 	DropReader(&rd);
-	FinishRun(run);
+	if (current_frame == nullptr)
+		FinishRun(run);
 }
+
+void
+ZeroCounters(SourceCounters *sc)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	for (int i = 0; i < sc->ncounters; i++) {
+		CompiledCounter *c = &sc->counters[i];
+		AsOwner owner;
+		BecomeOwner(&owner, c->owner);
+		int ret = SPI_execute_plan(c->truncate_plan, nullptr, nullptr, false, 0);
+		if (ret != SPI_OK_DELETE && ret != SPI_OK_UPDATE)
+			elog(ERROR, "counters: emptying counter \"%s\" failed: %s", c->def->name, SPI_result_code_string(ret));
+		RestoreUser(&owner);
+	}
+	SPI_finish();
+}
+
+} // namespace
 
 void
 CountRelationRows(Relation rel, Oid source, int sign)
@@ -1015,9 +1247,9 @@ CountRelationRows(Relation rel, Oid source, int sign)
 	SourceCounters *sc = GetSourceCounters(source);
 	if (sc->ncounters == 0)
 		return;
-	Run *run = StartRun(sc);
+	Run *run = StartRun(sc, CurrentMemoryContext);
 	RowReader rd;
-	InitReader(&rd, rel, sc, table_slot_callbacks(rel));
+	InitReader(&rd, rel, sc->source, table_slot_callbacks(rel));
 	/* The latest snapshot: rows committed by anyone before our lock on rel are in the table and must count. */
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 	TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
@@ -1035,23 +1267,62 @@ CountRelationRows(Relation rel, Oid source, int sign)
 }
 
 void
-ZeroCounters(Relation rel)
+Capture(TriggerData *td)
 {
-	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
-	if (sc->ncounters == 0)
+	TriggerEvent ev = td->tg_event;
+	Relation rel = td->tg_relation;
+	/*
+	 * counters_begin, BEFORE the statement: nothing to do. Its call loads this library before the statement's AFTER
+	 * triggers fire, so that even a backend's first statement collects its events' deltas in one frame.
+	 */
+	if (TRIGGER_FIRED_BEFORE(ev) && !TRIGGER_FIRED_BY_TRUNCATE(ev))
 		return;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-	for (int i = 0; i < sc->ncounters; i++) {
-		CompiledCounter *c = &sc->counters[i];
-		Identity id;
-		Enter(&id, c->owner);
-		int ret = SPI_execute_plan(c->truncate_plan, nullptr, nullptr, false, 0);
-		if (ret != SPI_OK_DELETE && ret != SPI_OK_UPDATE)
-			elog(ERROR, "counters: emptying counter \"%s\" failed: %s", c->def->name, SPI_result_code_string(ret));
-		Leave(&id);
+	/* Nothing the extension runs may depend on the caller's search_path. */
+	int level = PinSettings(PIN_SEARCH_PATH);
+	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
+	RequireCounters(rel, sc);
+	/* Definitions that turn dates, floats or bytea into text get the same text in every session. */
+	int output_level = sc->fixed_output ? PinSettings(PIN_OUTPUT) : -1;
+	if (TRIGGER_FIRED_BY_TRUNCATE(ev)) {
+		if (TRIGGER_FIRED_BEFORE(ev))
+			CountRelationRows(rel, sc->source, -1); /* a partition: take its rows away before they vanish */
+		else
+			ZeroCounters(sc); /* the whole source is empty */
+	} else {
+		Tuplestorestate *old_rows = nullptr;
+		Tuplestorestate *new_rows = nullptr;
+		if (TRIGGER_FIRED_BY_INSERT(ev))
+			new_rows = td->tg_newtable;
+		else if (TRIGGER_FIRED_BY_UPDATE(ev)) {
+			old_rows = td->tg_oldtable;
+			new_rows = td->tg_newtable;
+		} else
+			old_rows = td->tg_oldtable;
+		if ((TRIGGER_FIRED_BY_INSERT(ev) || TRIGGER_FIRED_BY_UPDATE(ev)) && new_rows == nullptr)
+			ereport(ERROR,
+			        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			         errmsg("counters.capture() on \"%s\" needs REFERENCING NEW TABLE", RelationGetRelationName(rel)),
+			         errhint("Re-create the triggers with counters.attach().")));
+		if ((TRIGGER_FIRED_BY_DELETE(ev) || TRIGGER_FIRED_BY_UPDATE(ev)) && old_rows == nullptr)
+			ereport(ERROR,
+			        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			         errmsg("counters.capture() on \"%s\" needs REFERENCING OLD TABLE", RelationGetRelationName(rel)),
+			         errhint("Re-create the triggers with counters.attach().")));
+		CountTransitionTables(rel, sc, old_rows, new_rows);
 	}
-	SPI_finish();
+	if (output_level >= 0)
+		UnpinSettings(output_level);
+	UnpinSettings(level);
+}
+
+void
+InitCapture()
+{
+	prev_executor_finish = ExecutorFinish_hook;
+	ExecutorFinish_hook = CountersExecutorFinish;
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = CountersProcessUtility;
+	RegisterXactCallback(TransactionCallback, nullptr);
 }
 
 } // namespace counters

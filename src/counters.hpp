@@ -14,6 +14,8 @@ extern "C" {
 
 #include "access/attmap.h"
 #include "access/tupdesc.h"
+#include "commands/event_trigger.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "nodes/bitmapset.h"
@@ -67,7 +69,8 @@ struct CounterDef {
 	ValueDef *values;
 	int ncolumns;
 	ColumnDef *columns;
-	List *quals; /* planned WHERE clause, implicit AND, Vars at varno 1 */
+	List *quals;       /* planned WHERE clause, implicit AND, Vars at varno 1 */
+	bool fixed_output; /* an expression converts a value to text: evaluate it under pinned output settings */
 };
 
 /*
@@ -129,6 +132,8 @@ struct CompiledCounter {
 	SPIPlanPtr bulk_delete_plan; /* delete all-zero rows by ctid array */
 	SPIPlanPtr delete_plan;      /* delete an all-zero row by ctid (owned table only) */
 	SPIPlanPtr truncate_plan;    /* empty the counter (owned) or zero its columns (target) */
+	SPIPlanPtr update_plan;      /* add to an existing row of one key (owned table with CHECK constraints) */
+	bool has_check;              /* the table deltas are written to has CHECK constraints */
 };
 
 /*
@@ -148,6 +153,7 @@ struct SourceCounters {
 	Oid relid;  /* the relation the trigger fired on */
 	Oid source; /* the declared source (the partitioned root when relid is a partition) */
 	bool valid;
+	bool fixed_output; /* some counter's definition needs pinned output settings */
 	MemoryContext cxt;
 	int ncounters;
 	CompiledCounter *counters;
@@ -159,13 +165,13 @@ SourceCounters *GetSourceCounters(Oid relid);
 /* Register the relcache invalidation callback (from _PG_init). */
 void InitCache();
 
-/* Apply the counters of `rel` to the rows of its transition tables (either may be NULL). */
-void CountTransitionTables(Relation rel, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
+/* The capture trigger's work (capture.cpp), and the hooks that collect a statement's deltas across its events. */
+void Capture(TriggerData *td);
+void InitCapture();
 /* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
 void CountRelationRows(Relation rel, Oid source, int sign);
 /* The declared source a relation feeds: its partitioned root, or itself. */
 Oid SourceOf(Oid relid);
-void ZeroCounters(Relation rel);
 
 /*
  * Raise check_violation (23514) if value column `v` of counter `c` would become `value` (of type `type`: an integer
@@ -272,6 +278,9 @@ void RequireReadCommitted(const char *what);
 CounterDef *AnalyzeView(const char *name, Oid view);
 /* A relation's schema-qualified, quoted name. */
 char *QualifiedName(Oid relid);
+
+/* The ddl_command_start event trigger (ddl.cpp). */
+void OnDdlStart(EventTriggerData *trigger);
 
 /* The compaction background worker (worker.cpp): GUCs, and workers registered when preloaded. */
 void InitWorkers();

@@ -73,6 +73,30 @@ RequireImmutable(const char *counter, const char *part, Node *expr, Oid source, 
 		                 "cannot be used.")));
 }
 
+/*
+ * Whether an expression turns a value into text through its type's output function (a cast to text of a float,
+ * bytea, date, timestamp or interval; a record or array as text; an output function called directly). PostgreSQL
+ * marks these immutable, yet DateStyle, IntervalStyle, extra_float_digits and bytea_output change their result: such
+ * counters are evaluated under pinned output settings.
+ */
+bool
+UsesOutputFunction(Node *node, void *context)
+{
+	if (node == nullptr)
+		return false;
+	if (IsA(node, CoerceViaIO))
+		return true;
+	if (IsA(node, FuncExpr) && ((FuncExpr *)node)->funcresulttype == CSTRINGOID)
+		return true;
+	if (IsA(node, XmlExpr))
+		return true;
+#if PG_VERSION_NUM >= 160000
+	return expression_tree_walker(node, UsesOutputFunction, context);
+#else
+	return expression_tree_walker(node, (bool (*)())(void (*)(void))UsesOutputFunction, context);
+#endif
+}
+
 /* Prepare an expression of the analysed query for evaluation against source rows. */
 Expr *
 PlanSourceExpr(Node *expr, Index varno)
@@ -421,6 +445,8 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 		RequireImmutable(name, "the WHERE clause", from->quals, def->source, varno);
 		def->quals = make_ands_implicit((Expr *)PlanSourceExpr(from->quals, varno));
 	}
+	def->fixed_output = UsesOutputFunction((Node *)query->targetList, nullptr) ||
+	                    UsesOutputFunction(from->quals, nullptr);
 
 	return def;
 }

@@ -15,9 +15,9 @@
  *
  * A key without a row is reported as Missing and inserted by the caller through the SPI upsert, which handles
  * concurrent inserts of the same key (speculative insertion). The direct path is used only where it does exactly
- * what the upsert would do: a plain heap table created by create_counter, with no triggers, no row-level security,
- * no CHECK constraints and no generated columns, and not at SERIALIZABLE (whose predicate locks the executor takes);
- * anything else goes through the upsert.
+ * what the upsert would do: a plain heap table created by create_counter, with no triggers, no row-level security and
+ * no generated columns, and not at SERIALIZABLE (whose predicate locks the executor takes); anything else goes
+ * through the upsert. CHECK constraints are checked on the row as it will be, as the executor's UPDATE does.
  *
  * Like capture.cpp, this code calls PostgreSQL functions that raise errors, so no object with a destructor lives on
  * its stack; relations, slots and the executor state are released by the resource owner or freed with the
@@ -76,7 +76,7 @@ DirectAllowed(Relation rel)
 	if (rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity)
 		return false;
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
-	if (constr != nullptr && (constr->num_check > 0 || constr->has_generated_stored))
+	if (constr != nullptr && constr->has_generated_stored)
 		return false;
 	return !IsolationIsSerializable();
 }
@@ -192,8 +192,9 @@ LockKeyRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid)
 	}
 }
 
+/* The executor state index insertions and constraint checks need, created when first needed. */
 void
-InsertIndexEntries(DirectTarget *d)
+EnsureExecutorState(DirectTarget *d)
 {
 	if (d->estate == nullptr) {
 		d->estate = CreateExecutorState();
@@ -201,6 +202,12 @@ InsertIndexEntries(DirectTarget *d)
 		InitResultRelInfo(d->rri, d->rel, 0, nullptr, 0);
 		ExecOpenIndices(d->rri, false);
 	}
+}
+
+void
+InsertIndexEntries(DirectTarget *d)
+{
+	EnsureExecutorState(d);
 #if PG_VERSION_NUM >= 160000
 	List *r = ExecInsertIndexTuples(d->rri, d->next, d->estate, true, false, nullptr, NIL, false);
 #else
@@ -385,11 +392,17 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 	Snapshot snapshot = GetActiveSnapshot();
 	TM_FailureData tmfd;
 	TM_Result res;
+	/* CHECK constraints hold for the row as it will be (a deleted row, all zeros, has nothing to check). */
+	if (!all_zero)
+		ExecStoreVirtualTuple(next);
+	if (!all_zero && d->c->has_check) {
+		EnsureExecutorState(d);
+		ExecConstraints(d->rri, next, d->estate);
+	}
 	if (all_zero) {
 		/* An absent row means zeros: the row goes, as the upsert path's DELETE does. */
 		res = table_tuple_delete(d->rel, &tid, cid, snapshot, InvalidSnapshot, true, &tmfd, false);
 	} else {
-		ExecStoreVirtualTuple(next);
 		LockTupleMode lockmode;
 #if PG_VERSION_NUM >= 160000
 		TU_UpdateIndexes update_indexes;

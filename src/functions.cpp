@@ -115,6 +115,7 @@ _PG_init(void)
 	counters::InitWorkers();
 	MarkGUCPrefixReserved("counters");
 	counters::InitCache();
+	counters::InitCapture();
 }
 
 /* counters.capture(): the generic statement-level trigger. */
@@ -130,44 +131,7 @@ COUNTERS_FUNCTION(counters_capture)
 		                errmsg("counters.capture() must be fired FOR EACH STATEMENT"),
 		                errhint("Re-create the triggers with counters.attach().")));
 
-	/* Nothing the extension runs may depend on the caller's search_path. */
-	int guc_level = NewGUCNestLevel();
-	(void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-	                        false);
-
-	Relation rel = td->tg_relation;
-	if (TRIGGER_FIRED_BY_TRUNCATE(ev)) {
-		if (TRIGGER_FIRED_BEFORE(ev))
-			/* a partition: take its rows away before they vanish */
-			counters::CountRelationRows(rel, counters::SourceOf(RelationGetRelid(rel)), -1);
-		else
-			counters::ZeroCounters(rel); /* the whole source is empty */
-	} else {
-		if (!TRIGGER_FIRED_AFTER(ev))
-			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-			                errmsg("counters.capture() must be fired AFTER INSERT, UPDATE or DELETE")));
-		Tuplestorestate *old_rows = nullptr;
-		Tuplestorestate *new_rows = nullptr;
-		if (TRIGGER_FIRED_BY_INSERT(ev))
-			new_rows = td->tg_newtable;
-		else if (TRIGGER_FIRED_BY_UPDATE(ev)) {
-			old_rows = td->tg_oldtable;
-			new_rows = td->tg_newtable;
-		} else
-			old_rows = td->tg_oldtable;
-		if ((TRIGGER_FIRED_BY_INSERT(ev) || TRIGGER_FIRED_BY_UPDATE(ev)) && new_rows == nullptr)
-			ereport(ERROR,
-			        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-			         errmsg("counters.capture() on \"%s\" needs REFERENCING NEW TABLE", RelationGetRelationName(rel)),
-			         errhint("Re-create the triggers with counters.attach().")));
-		if ((TRIGGER_FIRED_BY_DELETE(ev) || TRIGGER_FIRED_BY_UPDATE(ev)) && old_rows == nullptr)
-			ereport(ERROR,
-			        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-			         errmsg("counters.capture() on \"%s\" needs REFERENCING OLD TABLE", RelationGetRelationName(rel)),
-			         errhint("Re-create the triggers with counters.attach().")));
-		counters::CountTransitionTables(rel, old_rows, new_rows);
-	}
-	AtEOXact_GUC(true, guc_level);
+	counters::Capture(td);
 	return PointerGetDatum(nullptr);
 }
 
@@ -393,85 +357,13 @@ COUNTERS_FUNCTION(counters_apply_retention)
 	PG_RETURN_INT64(counters::ApplyRetention(TextArg(fcinfo, 0)));
 }
 
-/*
- * Partitions that join or leave a counted table bring or take rows without firing any trigger. Before DROP TABLE of
- * a partition, ALTER TABLE ... DETACH PARTITION and ALTER TABLE ... ATTACH PARTITION, count the rows that leave
- * (or join) the source. Runs in the command's transaction: if the command fails, so does the count.
- */
-namespace {
-
-void
-CountPartitionRows(Oid partition, Oid source, int sign)
-{
-	if (counters::GetSourceCounters(source)->ncounters == 0)
-		return;
-	List *rels = find_all_inheritors(partition, AccessExclusiveLock, nullptr);
-	ListCell *lc;
-	foreach (lc, rels) {
-		Oid relid = lfirst_oid(lc);
-		if (get_rel_relkind(relid) != RELKIND_RELATION)
-			continue;
-		Relation rel = table_open(relid, NoLock);
-		counters::CountRelationRows(rel, source, sign);
-		table_close(rel, NoLock);
-	}
-}
-
-Oid
-LookupTable(RangeVar *rv)
-{
-	return rv ? RangeVarGetRelid(rv, NoLock, true) : InvalidOid;
-}
-
-} // namespace
-
+/* counters._on_ddl_start(): the ddl_command_start event trigger (ddl.cpp). */
 COUNTERS_FUNCTION(counters_on_ddl_start)
 {
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("counters._on_ddl_start() must be called as an event trigger")));
-	Node *tree = ((EventTriggerData *)fcinfo->context)->parsetree;
-	/* Resolve the command's names with the caller's search_path, as the command itself will; then pin it. */
-	List *leaving = NIL;
-	List *joining = NIL;
-	Oid parent = InvalidOid;
-	if (IsA(tree, DropStmt) && ((DropStmt *)tree)->removeType == OBJECT_TABLE) {
-		ListCell *lc;
-		foreach (lc, ((DropStmt *)tree)->objects) {
-			Oid relid = LookupTable(makeRangeVarFromNameList((List *)lfirst(lc)));
-			if (OidIsValid(relid) && get_rel_relispartition(relid))
-				leaving = lappend_oid(leaving, relid);
-		}
-	} else if (IsA(tree, AlterTableStmt)) {
-		AlterTableStmt *stmt = (AlterTableStmt *)tree;
-		parent = LookupTable(stmt->relation);
-		ListCell *lc;
-		foreach (lc, stmt->cmds) {
-			AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
-			if (!OidIsValid(parent) || get_rel_relkind(parent) != RELKIND_PARTITIONED_TABLE ||
-			    (cmd->subtype != AT_AttachPartition && cmd->subtype != AT_DetachPartition))
-				continue;
-			Oid partition = LookupTable(((PartitionCmd *)cmd->def)->name);
-			if (!OidIsValid(partition))
-				continue;
-			if (cmd->subtype == AT_DetachPartition && get_rel_relispartition(partition))
-				leaving = lappend_oid(leaving, partition);
-			else if (cmd->subtype == AT_AttachPartition && !get_rel_relispartition(partition))
-				joining = lappend_oid(joining, partition);
-		}
-	}
-	if (leaving == NIL && joining == NIL)
-		PG_RETURN_VOID();
-
-	int guc_level = NewGUCNestLevel();
-	(void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-	                        false);
-	ListCell *lc;
-	foreach (lc, leaving)
-		CountPartitionRows(lfirst_oid(lc), counters::SourceOf(lfirst_oid(lc)), -1);
-	foreach (lc, joining)
-		CountPartitionRows(lfirst_oid(lc), counters::SourceOf(parent), 1);
-	AtEOXact_GUC(true, guc_level);
+	counters::OnDdlStart((EventTriggerData *)fcinfo->context);
 	PG_RETURN_VOID();
 }
 
@@ -610,8 +502,9 @@ COUNTERS_FUNCTION(counters_set_option)
 	Oid source = e->source;
 	counters::RequireMaintainer(e);
 	const char *key = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	/* (last_rebuild: written by 0.3's rebuild(), which runs with this library until ALTER EXTENSION UPDATE) */
 	if (strcmp(key, "bounds") != 0 && strcmp(key, "thresholds") != 0 && strcmp(key, "max_slots") != 0 &&
-	    strcmp(key, "retention") != 0)
+	    strcmp(key, "retention") != 0 && strcmp(key, "last_rebuild") != 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": unknown option %s", cname, quote_literal_cstr(key))));
 	Oid argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};

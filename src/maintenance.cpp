@@ -30,10 +30,24 @@ namespace counters {
 
 namespace {
 
-/* Names of the first n columns of `rel` (a table create_counter made: its columns follow the definition's). */
-const char **
-NamesByPosition(const char *counter, Oid rel, int n)
+/* The type the counter keeps in column `i` (definition order). */
+Oid
+ColumnType(const CounterDef *def, int i)
 {
+	const ColumnDef *cd = &def->columns[i];
+	if (cd->is_key)
+		return def->keys[cd->index].type;
+	return def->values[cd->index].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
+}
+
+/*
+ * Names of the first n columns of `rel` (a table create_counter made: its columns follow the definition's), which
+ * must have the types the counter keeps in them.
+ */
+const char **
+NamesByPosition(const CounterDef *def, Oid rel, int n)
+{
+	const char *counter = def->name;
 	const char **names = (const char **)palloc0(sizeof(char *) * n);
 	HeapTuple reltup = SearchSysCache1(RELOID, ObjectIdGetDatum(rel));
 	if (!HeapTupleIsValid(reltup))
@@ -46,8 +60,17 @@ NamesByPosition(const char *counter, Oid rel, int n)
 		if (!HeapTupleIsValid(tup))
 			continue;
 		Form_pg_attribute att = (Form_pg_attribute)GETSTRUCT(tup);
-		if (!att->attisdropped)
+		if (!att->attisdropped) {
+			Oid expected = ColumnType(def, found);
+			if (getBaseType(att->atttypid) != getBaseType(expected))
+				ereport(ERROR,
+				        (errcode(ERRCODE_DATATYPE_MISMATCH),
+				         errmsg("counter \"%s\": column \"%s\" of %s has type %s, the counter keeps %s there", counter,
+				                NameStr(att->attname), QualifiedName(rel), format_type_be(att->atttypid),
+				                format_type_be(expected)),
+				         errhint("Change the column back, or drop and declare the counter again.")));
 			names[found++] = pstrdup(NameStr(att->attname));
+		}
 		ReleaseSysCache(tup);
 	}
 	if (found < n)
@@ -78,9 +101,9 @@ BuildShape(const CatalogEntry *e)
 	}
 	s->table = OidIsValid(e->totals) ? e->totals : e->target;
 	if (e->owns_target) {
-		s->table_names = NamesByPosition(e->name, s->table, n);
-		s->read_names = e->target == s->table ? s->table_names : NamesByPosition(e->name, e->target, n);
-		s->log_names = OidIsValid(e->log) ? NamesByPosition(e->name, e->log, n) : nullptr;
+		s->table_names = NamesByPosition(s->def, s->table, n);
+		s->read_names = e->target == s->table ? s->table_names : NamesByPosition(s->def, e->target, n);
+		s->log_names = OidIsValid(e->log) ? NamesByPosition(s->def, e->log, n) : nullptr;
 	} else {
 		/* An existing table's columns are named by the definition's aliases (renames of them are followed). */
 		s->table_names = s->read_names = s->def_names;

@@ -1,0 +1,288 @@
+/*
+ * ddl.cpp: following DDL that changes what a counted table holds or is (the ddl_command_start event trigger).
+ *
+ * Partitions that join or leave a counted table bring or take rows without firing any trigger. Before DROP TABLE of
+ * a partition, ALTER TABLE ... ATTACH/DETACH PARTITION, and DROP SCHEMA or DROP OWNED that drop partitions with their
+ * schema or owner, count the rows that leave (or join) the source. This runs in the command's transaction: if the
+ * command fails, so does the count.
+ *
+ * Refused, because the counter would go on silently wrong or every later write would fail: a counted table becoming a
+ * partition or an inheritance child or parent (writes through the parent, or to the child, would not fire its
+ * triggers), DETACH PARTITION CONCURRENTLY of a counted partition (its rows would leave in a second transaction the
+ * trigger does not see), and dropping or retyping a counter table's counted columns.
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "commands/event_trigger.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+}
+
+namespace counters {
+
+namespace {
+
+Oid
+LookupTable(RangeVar *rv)
+{
+	return rv ? RangeVarGetRelid(rv, NoLock, true) : InvalidOid;
+}
+
+/* The counter whose source is `relid`, or NULL. */
+CatalogEntry *
+CounterOfSource(List *catalog, Oid relid)
+{
+	ListCell *lc;
+	foreach (lc, catalog) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (e->source == relid)
+			return e;
+	}
+	return nullptr;
+}
+
+void
+CountPartitionRows(Oid partition, Oid source, int sign)
+{
+	if (GetSourceCounters(source)->ncounters == 0)
+		return;
+	List *rels = find_all_inheritors(partition, AccessExclusiveLock, nullptr);
+	ListCell *lc;
+	foreach (lc, rels) {
+		Oid relid = lfirst_oid(lc);
+		if (get_rel_relkind(relid) != RELKIND_RELATION)
+			continue;
+		Relation rel = table_open(relid, NoLock);
+		CountRelationRows(rel, source, sign);
+		table_close(rel, NoLock);
+	}
+}
+
+/*
+ * The partitions among `rels` that leave a counted table: only the topmost of them (a partition whose ancestor
+ * leaves too is counted with it).
+ */
+List *
+TopmostPartitions(List *rels)
+{
+	List *result = NIL;
+	ListCell *lc;
+	foreach (lc, rels) {
+		Oid relid = lfirst_oid(lc);
+		if (!get_rel_relispartition(relid))
+			continue;
+		bool covered = false;
+		List *ancestors = get_partition_ancestors(relid);
+		ListCell *la;
+		foreach (la, ancestors)
+			covered |= list_member_oid(rels, lfirst_oid(la));
+		if (!covered)
+			result = list_append_unique_oid(result, relid);
+	}
+	return result;
+}
+
+/* Relations of a schema (DROP SCHEMA) or owned by roles (DROP OWNED), by a catalog query. */
+List *
+RelationsWhere(const char *condition, Oid arg)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[1] = {OIDOID};
+	Datum args[1] = {ObjectIdGetDatum(arg)};
+	int ret = SPI_execute_with_args(psprintf("SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relispartition AND %s",
+	                                         condition),
+	                                1, argtypes, args, nullptr, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading pg_class failed: %s", SPI_result_code_string(ret));
+	List *rels = NIL;
+	MemoryContext old = MemoryContextSwitchTo(caller);
+	for (uint64 r = 0; r < SPI_processed; r++) {
+		bool isnull;
+		rels = lappend_oid(rels, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1,
+		                                                        &isnull)));
+	}
+	MemoryContextSwitchTo(old);
+	SPI_finish();
+	return rels;
+}
+
+[[noreturn]] void
+RefuseStructureChange(const CatalogEntry *e, Oid relid, const char *what)
+{
+	ereport(ERROR,
+	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+	         errmsg("counter \"%s\" reads table %s, which cannot %s", e->name, QualifiedName(relid), what),
+	         errdetail("Writes to a partition or inheritance child do not fire the parent's statement triggers, and "
+	                   "writes through the parent do not fire the child's: the counter would silently miss them."),
+	         errhint("Declare the counter on the partitioned table, or drop it first with counters.drop_counter('%s').",
+	                 e->name)));
+}
+
+/* A counter column (a key, value or slot column) of a counter's own table, or of columns kept in an existing table. */
+const CatalogEntry *
+CounterOfColumn(List *catalog, Oid relid, const char *column)
+{
+	ListCell *lc;
+	foreach (lc, catalog) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		bool own = e->owns_target && (relid == e->target || relid == e->totals || relid == e->log);
+		bool cache = !e->owns_target && relid == e->target;
+		if (!own && !cache)
+			continue;
+		if (own && strcmp(column, "counters_slot") == 0)
+			return e;
+		CounterShape *s = BuildShape(e);
+		const char **names = relid == e->log ? s->log_names : relid == e->totals ? s->table_names : s->read_names;
+		for (int i = 0; i < s->ncolumns; i++)
+			if (strcmp(names[i], column) == 0)
+				return e;
+	}
+	return nullptr;
+}
+
+void
+CheckAlterTable(AlterTableStmt *stmt, List **leaving, List **joining, Oid *parent)
+{
+	Oid relid = LookupTable(stmt->relation);
+	*parent = relid;
+	if (!OidIsValid(relid))
+		return;
+	List *catalog = nullptr;
+	ListCell *lc;
+	foreach (lc, stmt->cmds) {
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+		switch (cmd->subtype) {
+		case AT_DropColumn:
+		case AT_AlterColumnType: {
+			if (catalog == nullptr)
+				catalog = ReadCatalog(nullptr);
+			const CatalogEntry *e = CounterOfColumn(catalog, relid, cmd->name);
+			if (e != nullptr)
+				ereport(ERROR,
+				        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				         errmsg("counter \"%s\" keeps its values in column \"%s\" of %s", e->name, cmd->name,
+				                QualifiedName(relid)),
+				         errdetail("Every write to the counter's source would fail without it, or write values of "
+				                   "the wrong type."),
+				         errhint("Drop the counter first with counters.drop_counter('%s') (and declare it again).",
+				                 e->name)));
+			break;
+		}
+		case AT_AddInherit: {
+			if (catalog == nullptr)
+				catalog = ReadCatalog(nullptr);
+			Oid inherited = LookupTable((RangeVar *)cmd->def);
+			const CatalogEntry *e = CounterOfSource(catalog, relid);
+			if (e != nullptr)
+				RefuseStructureChange(e, relid, "become an inheritance child");
+			if (OidIsValid(inherited) && (e = CounterOfSource(catalog, inherited)) != nullptr)
+				RefuseStructureChange(e, inherited, "have inheritance children");
+			break;
+		}
+		case AT_AttachPartition:
+		case AT_DetachPartition: {
+			PartitionCmd *pc = (PartitionCmd *)cmd->def;
+			Oid partition = LookupTable(pc->name);
+			if (!OidIsValid(partition) || get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+				break;
+			if (catalog == nullptr)
+				catalog = ReadCatalog(nullptr);
+			const CatalogEntry *e;
+			if (cmd->subtype == AT_AttachPartition && (e = CounterOfSource(catalog, partition)) != nullptr)
+				RefuseStructureChange(e, partition, "become a partition");
+			if (cmd->subtype == AT_DetachPartition && get_rel_relispartition(partition)) {
+				if (pc->concurrent && (e = CounterOfSource(catalog, SourceOf(partition))) != nullptr)
+					ereport(ERROR,
+					        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					         errmsg("counter \"%s\" counts the rows of %s: it cannot be detached concurrently", e->name,
+					                QualifiedName(partition)),
+					         errdetail("DETACH PARTITION CONCURRENTLY completes in a second transaction, which the "
+					                   "counter cannot follow."),
+					         errhint("Detach it without CONCURRENTLY.")));
+				*leaving = lappend_oid(*leaving, partition);
+			} else if (cmd->subtype == AT_AttachPartition && !get_rel_relispartition(partition))
+				*joining = lappend_oid(*joining, partition);
+			break;
+		}
+		default:
+			break;
+		}
+	}
+}
+
+void
+CheckCreateTable(CreateStmt *stmt)
+{
+	if (stmt->partbound != nullptr || stmt->inhRelations == NIL)
+		return; /* a partition of a counted table gets the triggers when it has been created */
+	List *catalog = ReadCatalog(nullptr);
+	ListCell *lc;
+	foreach (lc, stmt->inhRelations) {
+		Oid parent = LookupTable((RangeVar *)lfirst(lc));
+		const CatalogEntry *e = OidIsValid(parent) ? CounterOfSource(catalog, parent) : nullptr;
+		if (e != nullptr)
+			RefuseStructureChange(e, parent, "have inheritance children");
+	}
+}
+
+} // namespace
+
+void
+OnDdlStart(EventTriggerData *trigger)
+{
+	Node *tree = trigger->parsetree;
+	/* Names resolve with the caller's search_path, as the command itself will resolve them. */
+	List *leaving = NIL;
+	List *joining = NIL;
+	Oid parent = InvalidOid;
+	if (IsA(tree, DropStmt) && ((DropStmt *)tree)->removeType == OBJECT_TABLE) {
+		ListCell *lc;
+		foreach (lc, ((DropStmt *)tree)->objects) {
+			Oid relid = LookupTable(makeRangeVarFromNameList((List *)lfirst(lc)));
+			if (OidIsValid(relid))
+				leaving = lappend_oid(leaving, relid);
+		}
+	} else if (IsA(tree, DropStmt) && ((DropStmt *)tree)->removeType == OBJECT_SCHEMA) {
+		ListCell *lc;
+		foreach (lc, ((DropStmt *)tree)->objects) {
+			Oid nsp = get_namespace_oid(strVal(lfirst(lc)), true);
+			if (OidIsValid(nsp))
+				leaving = list_concat(leaving, RelationsWhere("c.relnamespace OPERATOR(pg_catalog.=) $1", nsp));
+		}
+	} else if (IsA(tree, DropOwnedStmt)) {
+		ListCell *lc;
+		foreach (lc, ((DropOwnedStmt *)tree)->roles) {
+			Oid role = get_rolespec_oid((RoleSpec *)lfirst(lc), true);
+			if (OidIsValid(role))
+				leaving = list_concat(leaving, RelationsWhere("c.relowner OPERATOR(pg_catalog.=) $1", role));
+		}
+	} else if (IsA(tree, AlterTableStmt))
+		CheckAlterTable((AlterTableStmt *)tree, &leaving, &joining, &parent);
+	else if (IsA(tree, CreateStmt))
+		CheckCreateTable((CreateStmt *)tree);
+	leaving = TopmostPartitions(leaving);
+	if (leaving == NIL && joining == NIL)
+		return;
+
+	int level = PinSettings(PIN_SEARCH_PATH);
+	ListCell *lc;
+	foreach (lc, leaving)
+		CountPartitionRows(lfirst_oid(lc), SourceOf(lfirst_oid(lc)), -1);
+	foreach (lc, joining)
+		CountPartitionRows(lfirst_oid(lc), SourceOf(parent), 1);
+	UnpinSettings(level);
+}
+
+} // namespace counters
