@@ -88,7 +88,7 @@ triggers="SELECT string_agg(tgname || '=' || tgfoid::regproc || ':' || tgenabled
           WHERE tgrelid = 'posts'::regclass AND NOT tgisinternal"
 capture_elsewhere="SELECT string_agg(tgrelid::regclass::text, ',') FROM pg_trigger
                    WHERE tgfoid = 'counters.capture()'::regprocedure AND tgrelid <> 'posts'::regclass"
-expected_triggers=counters_delete=counters.capture:O,counters_insert=counters.capture:O
+expected_triggers=counters_begin=counters.capture:O,counters_delete=counters.capture:O,counters_insert=counters.capture:O
 expected_triggers+=,counters_truncate=counters.capture:O,counters_update=counters.capture:O
 
 [ "$(q "$src" -c "SELECT count(*) FROM counters.verify()")" = 0 ] || die "the source database drifted before dumping"

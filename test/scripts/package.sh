@@ -6,7 +6,7 @@
 #     build products and nothing untracked.
 #  3. test/packaging/build-deb.sh builds postgresql-15-counters_<version>_<arch>.deb from HEAD (pg_buildext,
 #     dpkg-buildpackage); its control fields, and its file list: counters.so in the PostgreSQL 15 libdir, the control
-#     file and every sql/counters--*.sql of HEAD under /usr/share/postgresql/15/extension, nothing else but docs.
+#     file, counters--<version>.sql (built from src/sql/counters.sql) and every src/sql/counters--*.sql of HEAD under /usr/share/postgresql/15/extension, nothing else but docs.
 #  4. dpkg -i installs it (dpkg -V: the files on disk are the package's), and in a private pg_virtualenv cluster
 #     CREATE EXTENSION gives the default version and a counter equals a recount after inserts, an update and a delete.
 # The installed extension files are system-wide and the rest of the suite uses the make-installed ones: they are
@@ -55,8 +55,13 @@ restore() {
 	if [ -n "$installed_by_us" ]; then
 		dpkg -r "$pkg" >/dev/null 2>&1 || { echo "package: dpkg -r $pkg failed"; ok=0; }
 		if [ -n "$(find "$backup" -type f)" ]; then
-			cp -p "$backup"/lib/* "$libdir"/ 2>/dev/null || true
-			cp -p "$backup"/ext/* "$extdir"/ 2>/dev/null || true
+			# (written aside, then renamed: a running server may have counters.so loaded)
+			for f in "$backup"/lib/* "$backup"/ext/*; do
+				[ -f "$f" ] || continue
+				dir=$libdir
+				case $f in "$backup"/ext/*) dir=$extdir ;; esac
+				cp -p "$f" "$dir/.$(basename "$f").restoring" && mv -f "$dir/.$(basename "$f").restoring" "$dir/$(basename "$f")"
+			done
 			if [ "$(manifest)" != "$(cat "$tmp/manifest.before")" ]; then
 				echo "package: the installed counters files differ from before the test:"
 				diff <(cat "$tmp/manifest.before") <(manifest) || true
@@ -86,7 +91,7 @@ if git rev-parse --verify -q HEAD >/dev/null; then
 	git ls-tree -r --name-only HEAD | sed "s|^|counters-$version/|" | sort > "$tmp/head.list"
 	diff -u "$tmp/head.list" "$tmp/zip.list" >&2 || fail "$zip is not exactly HEAD's files under counters-$version/"
 	! grep -qE '\.(o|so|bc|deb|zip)$|/results/|regression\.(diffs|out)$' "$tmp/zip.list" || fail "$zip holds build products"
-	for f in Makefile counters.control META.json src/functions.cpp sql/counters--0.1.sql; do
+	for f in Makefile counters.control META.json src/functions.cpp src/sql/counters.sql; do
 		grep -qx "counters-$version/$f" "$tmp/zip.list" || fail "$zip lacks $f"
 	done
 	echo "package: $zip holds HEAD's $(wc -l <"$tmp/zip.list") files"
@@ -108,7 +113,8 @@ awk '$1 !~ /^d/ {print $6}' "$tmp/deb.contents" | sed 's|^\./|/|' | grep -v "^/u
 {
 	echo "$libdir/counters.so"
 	echo "$extdir/counters.control"
-	git ls-tree --name-only HEAD sql/ | grep '^sql/counters--.*\.sql$' | sed "s|^sql/|$extdir/|"
+	git ls-tree --name-only HEAD src/sql/ | grep '^src/sql/counters--.*\.sql$' | sed "s|^src/sql/|$extdir/|"
+	echo "$extdir/counters--$control.sql"
 } | sort > "$tmp/want.list"
 diff -u "$tmp/want.list" "$tmp/deb.list" >&2 || fail "$deb file list differs from the expected one (above)"
 grep -q "/usr/share/doc/$pkg/copyright$" "$tmp/deb.contents" || fail "$deb has no copyright file"

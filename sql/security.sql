@@ -1,0 +1,179 @@
+--
+-- security: the extension as a trust boundary, tried the way an attacker would.
+--
+-- 1. A role that may create tables cannot make the catalog name another role's table: every internal helper checks
+--    the caller's rights on every relation it would record, the catalog and counters.maintenance are written only
+--    through them, and nothing of the extension is SECURITY DEFINER.
+-- 2. A counter's code (its definition's functions, triggers on its tables, threshold callbacks) runs as the counter's
+--    owner inside a security-restricted operation, whoever starts the work: a superuser writing to the source,
+--    running compact(), apply_retention(), verify() or rebuild() gives the owner nothing. Each attack below records
+--    whose rights it ran with and tries to make its author a superuser.
+-- 3. A non-superuser application role that owns its tables can use every function; any other role gets 42501, and
+--    compact() or verify() without a name skip the counters the caller may not maintain or read.
+--
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+CREATE SCHEMA sec_test;
+SET search_path = sec_test;
+CREATE ROLE counters_sec_mallory;
+CREATE ROLE counters_sec_app;
+GRANT USAGE, CREATE ON SCHEMA sec_test TO counters_sec_mallory, counters_sec_app;
+-- the superuser's own table, which no counter may touch
+CREATE TABLE vault (id int PRIMARY KEY, secret text NOT NULL);
+INSERT INTO vault VALUES (1, 'a'), (2, 'b');
+
+--
+-- 3 (first, as the attacker will try to reach its counters). The application role declares counters on its own
+-- tables and uses every function, without being a superuser.
+--
+SET ROLE counters_sec_app;
+CREATE TABLE bookings (id int PRIMARY KEY, excursion int NOT NULL, paid boolean NOT NULL, at timestamp NOT NULL);
+INSERT INTO bookings SELECT i, 1 + i % 3, i % 2 = 0, '2024-01-01'::timestamp + i * interval '1 day' FROM generate_series(1, 12) i;
+SELECT counters.create_counter('seats', 'SELECT excursion, count(*) FILTER (WHERE paid) AS paid FROM bookings GROUP BY excursion');
+SELECT counters.create_counter('daily', 'SELECT date_trunc(''day'', at) AS day, count(*) AS n FROM bookings GROUP BY 1',
+                               mode => 'sharded');
+SELECT counters.create_counter('hot', 'SELECT excursion, count(*) AS n FROM bookings GROUP BY excursion', mode => 'log');
+SELECT counters.set_bounds('seats', 'paid', min => 0, max => 20);
+SELECT counters.set_thresholds('seats', 'paid', '{3}');
+SELECT counters.alter_counter('daily', 'sharded', max_slots => 4);
+SELECT counters.set_retention('daily', 'day', '10 years');
+INSERT INTO bookings VALUES (100, 1, true, '2024-02-01'), (101, 2, false, '2024-02-02');
+SELECT counters.compact('hot') >= 0 AS compacted, counters.apply_retention('daily') >= 0 AS retained;
+SELECT counters.rebuild('seats');
+SELECT * FROM counters.verify();
+SELECT * FROM counters.top('seats', 'paid', 2);
+SELECT counters.alter_counter('hot', 'exact');
+SELECT counters.drop_counter('hot');
+SELECT counter, last_verify IS NOT NULL AS verified, last_rebuild IS NOT NULL AS rebuilt FROM counters.stats ORDER BY 1;
+RESET ROLE;
+
+--
+-- 1. The attacker: may create tables in the schema, owns nothing else.
+--
+SET ROLE counters_sec_mallory;
+CREATE TABLE m_src (id int PRIMARY KEY, v int NOT NULL, at timestamp NOT NULL DEFAULT '2024-01-01');
+INSERT INTO m_src SELECT i, i % 4, '2024-01-01' FROM generate_series(1, 8) i;
+SELECT counters.create_counter('m_exact', 'SELECT v AS id, count(*) AS n FROM m_src GROUP BY v');
+-- point the own counter at the superuser's table, or at the application's
+SELECT counters._set_mode('m_exact', 'vault', 'exact', NULL, NULL);
+\echo SQLSTATE :SQLSTATE
+SELECT counters._set_mode('m_exact', 'm_exact', 'log', 'vault', 'vault');
+\echo SQLSTATE :SQLSTATE
+SELECT counters._register('m_steal', 'm_exact_definition', 'vault', false);
+\echo SQLSTATE :SQLSTATE
+SELECT counters._register('m_steal', 'm_exact_definition', 'seats', true);
+\echo SQLSTATE :SQLSTATE
+-- change, forget or maintain the application's counters
+SELECT counters._set_option('seats', 'bounds', NULL);
+\echo SQLSTATE :SQLSTATE
+SELECT counters._unregister('seats');
+\echo SQLSTATE :SQLSTATE
+SELECT counters._forget('seats') IS NULL AS nothing_forgotten;
+SELECT counters.drop_counter('seats');
+\echo SQLSTATE :SQLSTATE
+SELECT counters.alter_counter('seats', 'log');
+\echo SQLSTATE :SQLSTATE
+SELECT counters.set_bounds('seats', 'paid');
+\echo SQLSTATE :SQLSTATE
+SELECT counters.set_thresholds('seats', 'paid', '{}');
+\echo SQLSTATE :SQLSTATE
+SELECT counters.set_retention('daily', 'day', NULL);
+\echo SQLSTATE :SQLSTATE
+SELECT counters.rebuild('seats');
+\echo SQLSTATE :SQLSTATE
+SELECT counters.compact('daily');
+\echo SQLSTATE :SQLSTATE
+SELECT counters.apply_retention('daily');
+\echo SQLSTATE :SQLSTATE
+SELECT * FROM counters.verify('seats');
+\echo SQLSTATE :SQLSTATE
+-- without a name: only what the caller may do (nothing of the application's, no error)
+SELECT counters.compact() AS folded, counters.apply_retention() AS expired, counters.rebuild() AS rebuilt;
+SELECT counter FROM counters.verify();
+-- write the catalog or the maintenance records directly
+INSERT INTO counters.counter (name, source, target, query, owns_target) VALUES ('x', 'm_src', 'vault', 'm_exact_definition', false);
+\echo SQLSTATE :SQLSTATE
+UPDATE counters.maintenance SET verify_wrong = 0;
+\echo SQLSTATE :SQLSTATE
+-- TRUNCATE of the own source and dropping it: the superuser's table stays untouched
+TRUNCATE m_src;
+DROP TABLE m_src CASCADE;
+RESET ROLE;
+SELECT * FROM vault ORDER BY id;
+SELECT name FROM counters.counter ORDER BY name;
+SELECT * FROM counters.bounds;
+-- nothing of the extension runs with its owner's rights
+SELECT count(*) AS security_definer_functions FROM pg_proc WHERE pronamespace = 'counters'::regnamespace AND prosecdef;
+
+--
+-- 2. The attacker's code, where the superuser's routine work would run it: in a counter's definition (an IMMUTABLE
+-- wrapper around a volatile function), in triggers on its counter tables (fired by compaction, retention, rebuild),
+-- in a threshold callback. Each records whose rights it runs with and tries to make its author a superuser.
+--
+SET ROLE counters_sec_mallory;
+CREATE TABLE audit (what text, who name, superuser boolean);
+CREATE FUNCTION attack(what text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO sec_test.audit SELECT what, current_user, r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+	BEGIN
+		EXECUTE 'ALTER ROLE counters_sec_mallory SUPERUSER';
+	EXCEPTION WHEN OTHERS THEN
+		NULL;
+	END;
+END $$;
+CREATE FUNCTION bucket(v int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+	PERFORM sec_test.attack('definition');
+	RETURN v % 3;
+END $$;
+CREATE FUNCTION on_counter_table() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM sec_test.attack(TG_OP || ' of ' || TG_TABLE_NAME);
+	RETURN NULL;
+END $$;
+CREATE FUNCTION on_threshold(c text, k jsonb, col text, o numeric, n numeric, t numeric, d text) RETURNS void
+	LANGUAGE plpgsql AS $$BEGIN PERFORM sec_test.attack('callback'); END $$;
+CREATE TABLE m_events (id int PRIMARY KEY, v int NOT NULL, at timestamp NOT NULL);
+GRANT INSERT, UPDATE, DELETE ON m_events TO PUBLIC;
+INSERT INTO m_events SELECT i, i, '2024-01-01'::timestamp + i * interval '1 day' FROM generate_series(1, 6) i;
+SELECT counters.create_counter('m_wrapped', 'SELECT sec_test.bucket(v) AS b, count(*) AS n FROM m_events GROUP BY 1');
+SELECT counters.create_counter('m_log', 'SELECT v % 2 AS parity, count(*) AS n FROM m_events GROUP BY 1', mode => 'log');
+SELECT counters.create_counter('m_days', 'SELECT date_trunc(''day'', at) AS day, count(*) AS n FROM m_events GROUP BY 1');
+SELECT counters.set_retention('m_days', 'day', '1 day');
+SELECT counters.set_thresholds('m_wrapped', 'n', '{3}', 'on_threshold(text, jsonb, text, numeric, numeric, numeric, text)');
+CREATE TRIGGER attack AFTER INSERT OR UPDATE OR DELETE ON m_log_totals FOR EACH ROW EXECUTE FUNCTION on_counter_table();
+CREATE TRIGGER attack AFTER DELETE ON m_log_log FOR EACH ROW EXECUTE FUNCTION on_counter_table();
+CREATE TRIGGER attack AFTER DELETE ON m_days FOR EACH ROW EXECUTE FUNCTION on_counter_table();
+CREATE TRIGGER attack AFTER INSERT OR UPDATE ON m_wrapped FOR EACH ROW EXECUTE FUNCTION on_counter_table();
+TRUNCATE audit;
+RESET ROLE;
+-- The superuser writes to the attacker's table (crossing the threshold), then does routine maintenance.
+INSERT INTO m_events SELECT i, i, '2024-02-01' FROM generate_series(7, 9) i;
+SELECT counters.compact() > 0 AS compacted;
+SELECT counters.apply_retention() >= 0 AS retained;
+SELECT * FROM counters.verify();
+-- (a counter value gone wrong, for rebuild to repair: changed without firing the attacker's triggers, which a
+-- superuser's own write to the attacker's table would run with the superuser's rights, as any trigger)
+SET session_replication_role = replica;
+UPDATE m_wrapped SET n = n + 1;
+RESET session_replication_role;
+SET client_min_messages = warning;
+SELECT counters.rebuild() > 0 AS rebuilt;
+RESET client_min_messages;
+-- everything ran as the attacker, restricted; nothing as the superuser
+SELECT what, who, superuser FROM audit GROUP BY 1, 2, 3 ORDER BY 1, 2;
+SELECT rolsuper AS mallory_is_superuser FROM pg_roles WHERE rolname = 'counters_sec_mallory';
+SELECT * FROM counters.verify();
+
+-- clean up
+SET client_min_messages = warning;
+SET ROLE counters_sec_mallory;
+SELECT counters.drop_counter(name) FROM counters.counter WHERE name LIKE 'm\_%' ORDER BY name;
+SET ROLE counters_sec_app;
+SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
+RESET ROLE;
+DROP SCHEMA sec_test CASCADE;
+DROP OWNED BY counters_sec_mallory, counters_sec_app;
+DROP ROLE counters_sec_mallory, counters_sec_app;
+RESET client_min_messages;
+RESET search_path;
