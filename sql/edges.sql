@@ -1,0 +1,233 @@
+--
+-- edges: where a counter could end silently wrong or break writes. Each case ends exact (compared with an
+-- independent recount) or fails loudly, naming the counter.
+--
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+CREATE SCHEMA edge_test;
+SET search_path = edge_test;
+-- rows that differ between a relation and a query (EXCEPT ALL both ways): none means equal
+CREATE FUNCTION differs(rel regclass, recount text) RETURNS TABLE (side text, row_value text) LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN QUERY EXECUTE format('SELECT ''counter'', c::text FROM (TABLE %1$s EXCEPT ALL %2$s) c
+	                             UNION ALL SELECT ''recount'', r::text FROM (%2$s EXCEPT ALL TABLE %1$s) r ORDER BY 1, 2',
+	                            rel, recount);
+END $$;
+
+--
+-- 1. Row-level security forced on a source owned by a non-superuser: the trigger counts every row, so a recount
+-- that saw only the rows a policy shows would be wrong. Declaring, verify() and rebuild() refuse instead.
+--
+CREATE ROLE counters_edge_owner;
+GRANT USAGE, CREATE ON SCHEMA edge_test TO counters_edge_owner;
+SET ROLE counters_edge_owner;
+CREATE TABLE secrets (id int PRIMARY KEY, team int NOT NULL, hidden boolean NOT NULL);
+INSERT INTO secrets SELECT i, i % 3, i % 2 = 0 FROM generate_series(1, 12) i;
+ALTER TABLE secrets ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+CREATE POLICY visible ON secrets FOR SELECT USING (NOT hidden);
+CREATE POLICY writable ON secrets FOR INSERT WITH CHECK (true);
+SELECT count(*) AS rows_the_owner_sees FROM secrets;
+SELECT counters.create_counter('per_team', 'SELECT team, count(*) AS n FROM secrets GROUP BY team');
+\echo SQLSTATE :SQLSTATE
+ALTER TABLE secrets NO FORCE ROW LEVEL SECURITY;
+SELECT counters.create_counter('per_team', 'SELECT team, count(*) AS n FROM secrets GROUP BY team');
+ALTER TABLE secrets FORCE ROW LEVEL SECURITY;
+INSERT INTO secrets VALUES (100, 1, true), (101, 1, false);
+SELECT * FROM counters.verify('per_team');
+\echo SQLSTATE :SQLSTATE
+SELECT counters.rebuild('per_team');
+\echo SQLSTATE :SQLSTATE
+RESET ROLE;
+SELECT * FROM differs('per_team', 'SELECT team, count(*) FROM secrets GROUP BY team');
+SET ROLE counters_edge_owner;
+SELECT counters.drop_counter('per_team');
+DROP TABLE secrets;
+RESET ROLE;
+
+--
+-- 2. A counted table becoming a partition or an inheritance child or parent is refused; partitions that go with
+-- DROP SCHEMA ... CASCADE or DROP OWNED take their rows out of the counters; a partition detached concurrently is
+-- refused (its rows would leave in a second transaction).
+--
+CREATE TABLE plain (id int PRIMARY KEY, k int NOT NULL);
+INSERT INTO plain SELECT i, i % 2 FROM generate_series(1, 4) i;
+SELECT counters.create_counter('plain_k', 'SELECT k, count(*) AS n FROM plain GROUP BY k');
+CREATE TABLE parent (id int, k int NOT NULL) PARTITION BY LIST (k);
+ALTER TABLE parent ATTACH PARTITION plain FOR VALUES IN (0, 1);
+\echo SQLSTATE :SQLSTATE
+CREATE TABLE child () INHERITS (plain);
+\echo SQLSTATE :SQLSTATE
+CREATE TABLE other (id int, k int NOT NULL);
+ALTER TABLE other INHERIT plain;
+\echo SQLSTATE :SQLSTATE
+ALTER TABLE plain INHERIT other;
+\echo SQLSTATE :SQLSTATE
+SELECT relname FROM pg_class WHERE relname IN ('child') AND relnamespace = 'edge_test'::regnamespace;
+CREATE SCHEMA edge_parts;
+CREATE ROLE counters_edge_partitioner;
+GRANT USAGE, CREATE ON SCHEMA edge_test, edge_parts TO counters_edge_partitioner;
+CREATE TABLE events (id int, region text NOT NULL, day int NOT NULL) PARTITION BY LIST (region);
+ALTER TABLE events OWNER TO counters_edge_partitioner;
+SET ROLE counters_edge_partitioner;
+CREATE TABLE edge_parts.events_eu PARTITION OF events FOR VALUES IN ('eu') PARTITION BY RANGE (day);
+CREATE TABLE events_eu_1 PARTITION OF edge_parts.events_eu FOR VALUES FROM (0) TO (10);
+CREATE TABLE edge_parts.events_eu_2 PARTITION OF edge_parts.events_eu FOR VALUES FROM (10) TO (20);
+CREATE TABLE edge_parts.events_us PARTITION OF events FOR VALUES IN ('us');
+CREATE TABLE events_jp PARTITION OF events FOR VALUES IN ('jp');
+INSERT INTO events SELECT i, (ARRAY['eu', 'us', 'jp'])[1 + i % 3], i % 20 FROM generate_series(1, 60) i;
+SELECT counters.create_counter('per_region', 'SELECT region, day / 10 AS decade, count(*) AS n FROM events GROUP BY 1, 2');
+RESET ROLE;
+CREATE ROLE counters_edge_guest;
+GRANT USAGE, CREATE ON SCHEMA edge_test TO counters_edge_guest;
+ALTER TABLE events_jp OWNER TO counters_edge_guest;
+ALTER TABLE edge_parts.events_eu DETACH PARTITION events_eu_1 CONCURRENTLY;
+\echo SQLSTATE :SQLSTATE
+DROP SCHEMA edge_parts CASCADE;
+SELECT * FROM differs('per_region', 'SELECT region, day / 10, count(*) FROM events GROUP BY 1, 2');
+DROP OWNED BY counters_edge_guest;
+SELECT * FROM differs('per_region', 'SELECT region, day / 10, count(*) FROM events GROUP BY 1, 2');
+SELECT * FROM counters.verify();
+SET ROLE counters_edge_partitioner;
+SELECT counters.drop_counter('per_region');
+RESET ROLE;
+
+--
+-- 3. Columns of an existing table keep a counter only if their key columns have the definition's key types: a
+-- narrower column (varchar(3) for text, integer for bigint) would fold different keys into one row.
+--
+CREATE TABLE tags (tag varchar(3) PRIMARY KEY, uses bigint NOT NULL DEFAULT 0);
+INSERT INTO tags VALUES ('abc'), ('xyz');
+CREATE TABLE tagged (id int PRIMARY KEY, tag text NOT NULL, big bigint NOT NULL DEFAULT 0);
+INSERT INTO tagged VALUES (1, 'abc'), (2, 'abcd'), (3, 'abcde'), (4, 'xyz');
+SELECT counters.create_counter('tag_uses', 'SELECT tag, count(*) AS uses FROM tagged GROUP BY tag', target => 'tags');
+\echo SQLSTATE :SQLSTATE
+CREATE TABLE bigs (big int PRIMARY KEY, uses bigint NOT NULL DEFAULT 0);
+SELECT counters.create_counter('big_uses', 'SELECT big, count(*) AS uses FROM tagged GROUP BY big', target => 'bigs');
+\echo SQLSTATE :SQLSTATE
+-- with the key cast to the column's type in the definition, the counter means what it says
+SELECT counters.create_counter('tag_uses', 'SELECT tag::varchar(3) AS tag, count(*) AS uses FROM tagged GROUP BY 1', target => 'tags');
+INSERT INTO tagged VALUES (5, 'xyzw');
+SELECT * FROM tags ORDER BY tag;
+SELECT * FROM differs('tags', 'SELECT t.tag, count(g.id) FROM tags t LEFT JOIN tagged g ON g.tag::varchar(3) = t.tag GROUP BY t.tag');
+SELECT counters.drop_counter('tag_uses');
+
+--
+-- 4. Keys computed as text from values whose text depends on session settings (extra_float_digits for float4 and
+-- float8, bytea_output for bytea): PostgreSQL marks these conversions immutable. Writers in differently set
+-- sessions, and the recount, all see the same text: the counter stays exact.
+--
+CREATE TABLE readings (id int PRIMARY KEY, x float8 NOT NULL, y float4 NOT NULL, b bytea NOT NULL);
+SELECT counters.create_counter('by_text', $$
+	SELECT x::text AS x, y::text AS y, b::text AS b, count(*) AS n FROM readings GROUP BY 1, 2, 3
+$$);
+SET extra_float_digits = 3; SET bytea_output = escape;
+INSERT INTO readings VALUES (1, 0.1, 0.1, 'ab'), (2, 1e-20, 2.2, '\x00ff');
+SET extra_float_digits = -5; SET bytea_output = hex;
+INSERT INTO readings VALUES (3, 0.1, 0.1, 'ab');
+DELETE FROM readings WHERE id = 2;
+UPDATE readings SET x = 2.5 WHERE id = 3;
+UPDATE readings SET b = 'ab'::bytea || '\x00'::bytea WHERE id = 1;
+RESET extra_float_digits; RESET bytea_output;
+SELECT * FROM by_text ORDER BY 1, 2, 3;
+SELECT * FROM differs('by_text', 'SELECT x::text, y::text, b::text, count(*) FROM readings GROUP BY 1, 2, 3');
+SET extra_float_digits = 0; SET bytea_output = escape;
+SELECT * FROM counters.verify('by_text');
+RESET extra_float_digits; RESET bytea_output;
+SELECT counters.drop_counter('by_text');
+
+--
+-- 5. A CHECK constraint on a counter table: decrements work (the constraint holds for the row as it will be, not
+-- for the delta alone), also through the executor (a trigger on the table), and a write that breaks it fails.
+--
+CREATE TABLE seats_src (id int PRIMARY KEY, excursion int NOT NULL);
+INSERT INTO seats_src SELECT i, i % 2 FROM generate_series(1, 10) i;
+SELECT counters.create_counter('seats', 'SELECT excursion, count(*) AS taken FROM seats_src GROUP BY excursion');
+ALTER TABLE seats ADD CHECK (taken BETWEEN 0 AND 6);
+DELETE FROM seats_src WHERE id IN (1, 2);
+INSERT INTO seats_src VALUES (11, 1);
+INSERT INTO seats_src VALUES (12, 1), (13, 1);
+\echo SQLSTATE :SQLSTATE
+CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$;
+CREATE TRIGGER noop AFTER UPDATE ON seats FOR EACH ROW EXECUTE FUNCTION noop();
+DELETE FROM seats_src WHERE id IN (3, 4, 5);
+UPDATE seats_src SET excursion = 1 - excursion WHERE id IN (6, 7);
+SELECT * FROM differs('seats', 'SELECT excursion, count(*) FROM seats_src GROUP BY excursion');
+SELECT counters.drop_counter('seats');
+
+--
+-- 6. A key too long for the counter table's index: the write fails with an error that says so and names the
+-- counter. Counter tables without a primary key (NULL keys) and logs have a replica identity, so that publishing
+-- them does not make writes to the source fail.
+--
+CREATE TABLE notes (id int PRIMARY KEY, body text, grp int);
+SELECT counters.create_counter('per_body', 'SELECT body, grp, count(*) AS n FROM notes GROUP BY body, grp');
+SELECT counters.create_counter('per_grp', 'SELECT grp, count(*) AS n FROM notes GROUP BY grp', mode => 'log');
+\set VERBOSITY verbose
+INSERT INTO notes SELECT 1, string_agg(md5(i::text), ''), 1 FROM generate_series(1, 200) i;
+\set VERBOSITY default
+SELECT relname, relreplident FROM pg_class WHERE relname IN ('per_body', 'per_grp_log', 'per_grp_totals') ORDER BY 1;
+CREATE PUBLICATION counters_edge_pub FOR TABLE per_body, per_grp_log, per_grp_totals;
+INSERT INTO notes VALUES (2, 'a', NULL), (3, 'a', NULL), (4, NULL, 1);
+DELETE FROM notes WHERE id = 2;
+SELECT counters.compact('per_grp');
+SELECT * FROM counters.verify();
+DROP PUBLICATION counters_edge_pub;
+
+--
+-- 7. A compaction round over all counters goes on when one counter fails: the failure is a WARNING and shows in
+-- counters.stats until a round succeeds; compact() of that one counter raises the error.
+--
+CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'the totals refuse the fold'; END$$;
+CREATE TRIGGER refuse BEFORE UPDATE ON per_grp_totals FOR EACH ROW EXECUTE FUNCTION refuse();
+CREATE TABLE clicks (id int PRIMARY KEY, grp int NOT NULL);
+SELECT counters.create_counter('clicks_log', 'SELECT grp, count(*) AS n FROM clicks GROUP BY grp', mode => 'log');
+INSERT INTO notes VALUES (5, 'b', NULL);
+INSERT INTO clicks VALUES (1, 1), (2, 1);
+SELECT counters.compact() AS folded;
+SELECT counter, last_compact IS NOT NULL AS compacted, last_compact_error FROM counters.stats WHERE mode = 'log' ORDER BY 1;
+SELECT (SELECT count(*) FROM clicks_log_log) AS clicks_pending, (SELECT count(*) FROM per_grp_log) AS per_grp_pending;
+SELECT counters.compact('per_grp');
+\echo SQLSTATE :SQLSTATE
+DROP TRIGGER refuse ON per_grp_totals;
+SELECT counters.compact() AS folded;
+SELECT counter, last_compact_error FROM counters.stats WHERE mode = 'log' ORDER BY 1;
+SELECT * FROM counters.verify();
+
+--
+-- 8. A transaction that crossed a threshold sent a NOTIFY, which PREPARE TRANSACTION refuses: the error says which
+-- counter, and the transaction is rolled back with everything it counted.
+--
+SELECT counters.create_counter('per_grp_exact', 'SELECT grp, count(*) AS n FROM clicks GROUP BY grp');
+SELECT counters.set_thresholds('per_grp_exact', 'n', '{3}');
+BEGIN;
+INSERT INTO clicks VALUES (3, 1);
+PREPARE TRANSACTION 'counters_edge';
+\echo SQLSTATE :SQLSTATE
+SELECT * FROM per_grp_exact;
+BEGIN;
+INSERT INTO clicks VALUES (4, 2);
+PREPARE TRANSACTION 'counters_edge';
+COMMIT PREPARED 'counters_edge';
+SELECT * FROM differs('per_grp_exact', 'SELECT grp, count(*) FROM clicks GROUP BY grp');
+
+--
+-- 9. Triggers without a catalog row (a database made from pg_dump --schema-only, which does not carry the
+-- extension's catalog rows): writes fail, saying so, instead of counting nothing.
+--
+CREATE TABLE orphan (id int PRIMARY KEY, k int);
+SELECT counters.create_counter('orphaned', 'SELECT k, count(*) AS n FROM orphan GROUP BY k');
+-- (as a schema-only restore leaves it: the triggers, the tables and the view, no catalog row)
+DELETE FROM counters.counter WHERE name = 'orphaned';
+INSERT INTO orphan VALUES (1, 1);
+\echo SQLSTATE :SQLSTATE
+SELECT counters.detach('orphan');
+INSERT INTO orphan VALUES (1, 1);
+
+-- clean up
+SET client_min_messages = warning;
+SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
+DROP SCHEMA edge_test CASCADE;
+DROP OWNED BY counters_edge_owner, counters_edge_partitioner, counters_edge_guest;
+DROP ROLE counters_edge_owner, counters_edge_partitioner, counters_edge_guest;
+RESET client_min_messages;
+RESET search_path;
