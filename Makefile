@@ -8,12 +8,14 @@ OBJS = $(SRCS:.cpp=.o)
 
 # src/sql/counters.sql is the one editable install script; the build copies it to counters--$(EXTVERSION).sql.
 # The upgrade scripts (and the first release's install script) beside it are frozen once released.
-DATA = $(filter-out src/sql/counters--$(EXTVERSION).sql,$(wildcard src/sql/counters--*.sql))
+DATA = $(filter-out src/sql/counters--$(EXTVERSION).sql,$(wildcard src/sql/counters--*.sql)) \
+	$(wildcard src/sql/counters--*.control)
 DATA_built = src/sql/counters--$(EXTVERSION).sql
-REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
-REGRESS_OPTS = --inputdir=. --load-extension=counters
-ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
-ISOLATION_OPTS = --inputdir=test --load-extension=counters
+# setup runs first: it makes every later test run as counters_app, a role that is not a superuser (sql/setup.sql).
+REGRESS = setup $(filter-out setup,$(sort $(basename $(notdir $(wildcard sql/*.sql)))))
+REGRESS_OPTS = --inputdir=.
+ISOLATION = setup $(filter-out setup,$(sort $(basename $(notdir $(wildcard test/specs/*.spec)))))
+ISOLATION_OPTS = --inputdir=test
 
 EXTRA_CLEAN = results regression.diffs regression.out output_iso test/results log tmp_check
 

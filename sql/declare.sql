@@ -223,8 +223,11 @@ SELECT counters.drop_counter('user_blog_posts');
 --
 CREATE TABLE blogs (id int PRIMARY KEY, title text);
 CREATE VIEW posts_view AS SELECT * FROM posts;
+SET ROLE NONE;
 CREATE FOREIGN DATA WRAPPER declare_test_fdw;
 CREATE SERVER declare_test_server FOREIGN DATA WRAPPER declare_test_fdw;
+GRANT USAGE ON FOREIGN SERVER declare_test_server TO counters_app;
+RESET ROLE;
 CREATE FOREIGN TABLE remote_posts (id int, blog_id int) SERVER declare_test_server;
 CREATE TABLE events (id int, kind text, at date NOT NULL) PARTITION BY RANGE (at);
 CREATE TABLE events_2024 PARTITION OF events FOR VALUES FROM ('2024-01-01') TO ('2025-01-01');
@@ -236,11 +239,11 @@ CREATE TABLE blog_nokey (id int, post_count int);
 CREATE UNIQUE INDEX blog_nokey_partial ON blog_nokey (id) WHERE id > 0;
 INSERT INTO blog_cache VALUES (1, 42, 'one', 0), (2, NULL, 'two', 0);
 -- a role that owns own_posts only
-CREATE ROLE counters_regress_declare;
+SET ROLE NONE; CREATE ROLE counters_regress_declare; RESET ROLE;
 GRANT USAGE, CREATE ON SCHEMA declare_test TO counters_regress_declare;
 GRANT SELECT, UPDATE ON posts, blog_cache TO counters_regress_declare;
 CREATE TABLE own_posts (id int PRIMARY KEY, blog_id int NOT NULL);
-ALTER TABLE own_posts OWNER TO counters_regress_declare;
+SET ROLE NONE; ALTER TABLE own_posts OWNER TO counters_regress_declare; RESET ROLE;
 -- a counter that exists, for the duplicate name
 SELECT counters.create_counter('taken', 'SELECT blog_id, count(*) AS posts FROM posts GROUP BY blog_id');
 
@@ -447,8 +450,10 @@ SELECT counters.drop_counter('taken');
 SELECT count(*) AS catalog_rows FROM counters.counter;
 SET client_min_messages = warning;
 DROP SCHEMA declare_test, declare_other CASCADE;
+SET ROLE NONE;
 DROP SERVER declare_test_server;
 DROP FOREIGN DATA WRAPPER declare_test_fdw;
-DROP ROLE counters_regress_declare;
+RESET ROLE;
+SET ROLE NONE; DROP ROLE counters_regress_declare; RESET ROLE;
 RESET client_min_messages;
 RESET search_path;

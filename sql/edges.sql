@@ -18,7 +18,7 @@ END $$;
 -- 1. Row-level security forced on a source owned by a non-superuser: the trigger counts every row, so a recount
 -- that saw only the rows a policy shows would be wrong. Declaring, verify() and rebuild() refuse instead.
 --
-CREATE ROLE counters_edge_owner;
+SET ROLE NONE; CREATE ROLE counters_edge_owner; RESET ROLE;
 GRANT USAGE, CREATE ON SCHEMA edge_test TO counters_edge_owner;
 SET ROLE counters_edge_owner;
 CREATE TABLE secrets (id int PRIMARY KEY, team int NOT NULL, hidden boolean NOT NULL);
@@ -37,8 +37,10 @@ SELECT * FROM counters.verify('per_team');
 \echo SQLSTATE :SQLSTATE
 SELECT counters.rebuild('per_team');
 \echo SQLSTATE :SQLSTATE
-RESET ROLE;
+-- (the superuser sees every row: the recount)
+SET ROLE NONE;
 SELECT * FROM differs('per_team', 'SELECT team, count(*) FROM secrets GROUP BY team');
+SET ROLE counters_edge_owner;
 SET ROLE counters_edge_owner;
 SELECT counters.drop_counter('per_team');
 DROP TABLE secrets;
@@ -64,10 +66,10 @@ ALTER TABLE plain INHERIT other;
 \echo SQLSTATE :SQLSTATE
 SELECT relname FROM pg_class WHERE relname IN ('child') AND relnamespace = 'edge_test'::regnamespace;
 CREATE SCHEMA edge_parts;
-CREATE ROLE counters_edge_partitioner;
+SET ROLE NONE; CREATE ROLE counters_edge_partitioner; RESET ROLE;
 GRANT USAGE, CREATE ON SCHEMA edge_test, edge_parts TO counters_edge_partitioner;
 CREATE TABLE events (id int, region text NOT NULL, day int NOT NULL) PARTITION BY LIST (region);
-ALTER TABLE events OWNER TO counters_edge_partitioner;
+SET ROLE NONE; ALTER TABLE events OWNER TO counters_edge_partitioner; RESET ROLE;
 SET ROLE counters_edge_partitioner;
 CREATE TABLE edge_parts.events_eu PARTITION OF events FOR VALUES IN ('eu') PARTITION BY RANGE (day);
 CREATE TABLE events_eu_1 PARTITION OF edge_parts.events_eu FOR VALUES FROM (0) TO (10);
@@ -77,11 +79,12 @@ CREATE TABLE events_jp PARTITION OF events FOR VALUES IN ('jp');
 INSERT INTO events SELECT i, (ARRAY['eu', 'us', 'jp'])[1 + i % 3], i % 20 FROM generate_series(1, 60) i;
 SELECT counters.create_counter('per_region', 'SELECT region, day / 10 AS decade, count(*) AS n FROM events GROUP BY 1, 2');
 RESET ROLE;
-CREATE ROLE counters_edge_guest;
+SET ROLE NONE; CREATE ROLE counters_edge_guest; RESET ROLE;
 GRANT USAGE, CREATE ON SCHEMA edge_test TO counters_edge_guest;
-ALTER TABLE events_jp OWNER TO counters_edge_guest;
+SET ROLE NONE; ALTER TABLE events_jp OWNER TO counters_edge_guest; RESET ROLE;
 ALTER TABLE edge_parts.events_eu DETACH PARTITION events_eu_1 CONCURRENTLY;
 \echo SQLSTATE :SQLSTATE
+SET ROLE NONE;
 DROP SCHEMA edge_parts CASCADE;
 SELECT * FROM differs('per_region', 'SELECT region, day / 10, count(*) FROM events GROUP BY 1, 2');
 DROP OWNED BY counters_edge_guest;
@@ -217,7 +220,9 @@ SELECT * FROM differs('per_grp_exact', 'SELECT grp, count(*) FROM clicks GROUP B
 CREATE TABLE orphan (id int PRIMARY KEY, k int);
 SELECT counters.create_counter('orphaned', 'SELECT k, count(*) AS n FROM orphan GROUP BY k');
 -- (as a schema-only restore leaves it: the triggers, the tables and the view, no catalog row)
+SET ROLE NONE;
 DELETE FROM counters.counter WHERE name = 'orphaned';
+RESET ROLE;
 INSERT INTO orphan VALUES (1, 1);
 \echo SQLSTATE :SQLSTATE
 SELECT counters.detach('orphan');
@@ -227,7 +232,7 @@ INSERT INTO orphan VALUES (1, 1);
 SET client_min_messages = warning;
 SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
 DROP SCHEMA edge_test CASCADE;
-DROP OWNED BY counters_edge_owner, counters_edge_partitioner, counters_edge_guest;
-DROP ROLE counters_edge_owner, counters_edge_partitioner, counters_edge_guest;
+SET ROLE NONE; DROP OWNED BY counters_edge_owner, counters_edge_partitioner, counters_edge_guest; RESET ROLE;
+SET ROLE NONE; DROP ROLE counters_edge_owner, counters_edge_partitioner, counters_edge_guest; RESET ROLE;
 RESET client_min_messages;
 RESET search_path;

@@ -243,7 +243,7 @@ SELECT * FROM check_all();
 DROP TRIGGER zz_fail ON posts;
 
 -- a writer without any privilege on the counters' relations keeps them exact (deltas are logged as their owner)
-CREATE ROLE modes_regress_writer;
+SET ROLE NONE; CREATE ROLE modes_regress_writer; RESET ROLE;
 GRANT USAGE ON SCHEMA modes_test TO modes_regress_writer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON posts TO modes_regress_writer;
 SET ROLE modes_regress_writer;
@@ -339,7 +339,7 @@ SELECT * FROM check_all();
 --
 -- switching modes
 --
-CREATE ROLE modes_regress_reader;
+SET ROLE NONE; CREATE ROLE modes_regress_reader; RESET ROLE;
 GRANT USAGE ON SCHEMA modes_test TO modes_regress_reader;
 GRANT SELECT ON eu TO modes_regress_reader;
 CREATE TEMP TABLE before_switch AS TABLE eu;
@@ -651,7 +651,7 @@ SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
 SELECT count(*) AS catalog_rows FROM counters.counter;
 SET client_min_messages = warning;
 DROP SCHEMA modes_test CASCADE;
-DROP OWNED BY modes_regress_writer, modes_regress_reader;
-DROP ROLE modes_regress_writer, modes_regress_reader;
+SET ROLE NONE; DROP OWNED BY modes_regress_writer, modes_regress_reader; RESET ROLE;
+SET ROLE NONE; DROP ROLE modes_regress_writer, modes_regress_reader; RESET ROLE;
 RESET client_min_messages;
 RESET search_path;

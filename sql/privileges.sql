@@ -6,6 +6,9 @@
 --
 \set VERBOSITY default
 \set SHOW_CONTEXT never
+-- (This test is about roles: the superuser sets up and observes, SET ROLE NONE; the owner, the writer and the
+-- stranger are roles that are not superusers.)
+SET ROLE NONE;
 CREATE SCHEMA priv_test;
 CREATE SCHEMA priv_hidden;
 SET search_path = priv_test;
@@ -54,7 +57,7 @@ SELECT counters.create_counter('blog_cache', $$
 	SELECT blog_id AS id, count(*) AS post_count, sum(rating) AS rating_sum FROM posts WHERE is_published GROUP BY blog_id
 $$, target => 'blogs');
 GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON posts TO counters_regress_writer;
-RESET ROLE;
+SET ROLE NONE;
 CREATE VIEW expect_user_posts AS
 	SELECT user_id, count(*) AS posts, coalesce(sum(rating), 0) AS rating_sum FROM posts GROUP BY user_id;
 CREATE VIEW blogs_cached AS SELECT id, post_count, rating_sum FROM blogs;
@@ -94,7 +97,7 @@ INSERT INTO posts SELECT i, 1 + i % 2, i % 2, i, true FROM generate_series(1, 6)
 SELECT * FROM check_all();
 -- the writer still cannot read the counter table
 SELECT count(*) FROM user_posts;
-RESET ROLE;
+SET ROLE NONE;
 SELECT * FROM user_posts ORDER BY user_id;
 
 --
@@ -111,7 +114,7 @@ SELECT counters.create_counter('denied', 'SELECT blog_id, count(*) AS n FROM pos
 \echo SQLSTATE :SQLSTATE
 SELECT counters.drop_counter('user_posts');
 \echo SQLSTATE :SQLSTATE
-RESET ROLE;
+SET ROLE NONE;
 GRANT SELECT, UPDATE ON posts TO counters_regress_stranger;
 SET ROLE counters_regress_stranger;
 SELECT counters.create_counter('denied', 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
@@ -121,7 +124,7 @@ CREATE TABLE stranger_posts (id int PRIMARY KEY, blog_id int NOT NULL);
 SELECT counters.create_counter('denied', 'SELECT blog_id AS id, count(*) AS post_count FROM stranger_posts GROUP BY blog_id', 'blogs');
 \echo SQLSTATE :SQLSTATE
 DROP TABLE stranger_posts;
-RESET ROLE;
+SET ROLE NONE;
 SELECT to_regclass('denied') AS "table", to_regclass('denied_definition') AS "view",
        (SELECT count(*) FROM counters.counter WHERE name = 'denied') AS catalog_rows,
        (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'posts'::regclass) AS triggers_on_posts;
@@ -137,7 +140,7 @@ INSERT INTO comments SELECT i, i % 3 FROM generate_series(1, 5) i;
 SELECT counters.create_counter('comments_per_post', 'SELECT post_id, count(*) AS comments FROM comments GROUP BY post_id',
                                target => 'priv_hidden.comments_per_post');
 GRANT SELECT, INSERT, UPDATE, DELETE ON comments TO counters_regress_writer;
-RESET ROLE;
+SET ROLE NONE;
 CREATE VIEW expect_comments_per_post AS SELECT post_id, count(*) AS comments FROM comments GROUP BY post_id;
 INSERT INTO checks VALUES ('priv_hidden.comments_per_post', 'expect_comments_per_post');
 SELECT has_schema_privilege('counters_regress_writer', 'priv_hidden', 'USAGE') AS writer_sees_priv_hidden;
@@ -147,7 +150,7 @@ SELECT * FROM check_all();
 UPDATE comments SET post_id = 2 WHERE id = 10;
 DELETE FROM comments WHERE id = 1;
 SELECT * FROM check_all();
-RESET ROLE;
+SET ROLE NONE;
 
 --
 -- A hostile schema: aggregates sum() and count(), functions lower() and date_trunc(), and the operators
@@ -211,7 +214,7 @@ SET ROLE counters_regress_writer;
 INSERT INTO events VALUES (100, 'Click', '2024-05-01 12:00', 3), (101, 'view', '2024-05-09', 4);
 UPDATE events SET kind = 'view', weight = 9 WHERE id = 100;
 DELETE FROM events WHERE id = 1;
-RESET ROLE;
+SET ROLE NONE;
 INSERT INTO checks VALUES ('priv_test.event_days', 'priv_test.expect_event_days');
 SELECT * FROM check_all();
 
@@ -233,7 +236,7 @@ SET ROLE counters_regress_writer;
 INSERT INTO events VALUES (102, 'view', '2024-05-10', 1), (103, 'Click', '2024-05-10', 2);
 UPDATE events SET kind = 'Click', weight = 5 WHERE id OPERATOR(pg_catalog.=) 2;
 DELETE FROM events WHERE id OPERATOR(pg_catalog.=) 3;
-RESET ROLE;
+SET ROLE NONE;
 SET search_path = priv_test;
 CREATE VIEW expect_kinds AS SELECT kind, count(*) AS n, coalesce(sum(weight), 0) AS w FROM events GROUP BY kind;
 CREATE VIEW expect_weights AS SELECT weight, count(*) AS n FROM events GROUP BY weight;
@@ -245,7 +248,7 @@ SET ROLE counters_regress_writer;
 SET search_path = priv_evil, pg_catalog, priv_test;
 TRUNCATE events;
 INSERT INTO events VALUES (1, 'x', '2024-01-01', 1);
-RESET ROLE;
+SET ROLE NONE;
 SET search_path = priv_test;
 SELECT * FROM check_all();
 -- dropping with priv_evil first
@@ -254,14 +257,14 @@ SET search_path = priv_evil, pg_catalog, priv_test;
 SELECT counters.drop_counter('weights');
 SELECT counters.drop_counter('kinds');
 SELECT counters.drop_counter('event_days');
-RESET ROLE;
+SET ROLE NONE;
 SET search_path = priv_test;
 
 -- clean up
 DELETE FROM checks;
 SET ROLE counters_regress_owner;
 SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
-RESET ROLE;
+SET ROLE NONE;
 SELECT count(*) AS catalog_rows FROM counters.counter;
 SET client_min_messages = warning;
 DROP SCHEMA priv_test, priv_hidden, priv_evil CASCADE;

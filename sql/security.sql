@@ -10,17 +10,20 @@
 --    whose rights it ran with and tries to make its author a superuser.
 -- 3. A non-superuser application role that owns its tables can use every function; any other role gets 42501, and
 --    compact() or verify() without a name skip the counters the caller may not maintain or read.
+-- (This file runs as counters_app, as every test after setup; SET ROLE NONE is the superuser.)
 --
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 CREATE SCHEMA sec_test;
 SET search_path = sec_test;
-CREATE ROLE counters_sec_mallory;
-CREATE ROLE counters_sec_app;
+SET ROLE NONE; CREATE ROLE counters_sec_mallory; RESET ROLE;
+SET ROLE NONE; CREATE ROLE counters_sec_app; RESET ROLE;
 GRANT USAGE, CREATE ON SCHEMA sec_test TO counters_sec_mallory, counters_sec_app;
 -- the superuser's own table, which no counter may touch
+SET ROLE NONE;
 CREATE TABLE vault (id int PRIMARY KEY, secret text NOT NULL);
 INSERT INTO vault VALUES (1, 'a'), (2, 'b');
+RESET ROLE;
 
 --
 -- 3 (first, as the attacker will try to reach its counters). The application role declares counters on its own
@@ -99,7 +102,9 @@ UPDATE counters.maintenance SET verify_wrong = 0;
 TRUNCATE m_src;
 DROP TABLE m_src CASCADE;
 RESET ROLE;
+SET ROLE NONE;
 SELECT * FROM vault ORDER BY id;
+RESET ROLE;
 SELECT name FROM counters.counter ORDER BY name;
 SELECT * FROM counters.bounds;
 -- nothing of the extension runs with its owner's rights
@@ -146,8 +151,9 @@ CREATE TRIGGER attack AFTER DELETE ON m_log_log FOR EACH ROW EXECUTE FUNCTION on
 CREATE TRIGGER attack AFTER DELETE ON m_days FOR EACH ROW EXECUTE FUNCTION on_counter_table();
 CREATE TRIGGER attack AFTER INSERT OR UPDATE ON m_wrapped FOR EACH ROW EXECUTE FUNCTION on_counter_table();
 TRUNCATE audit;
-RESET ROLE;
 -- The superuser writes to the attacker's table (crossing the threshold), then does routine maintenance.
+SET ROLE NONE;
+SELECT current_user = session_user AS superuser_now, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user);
 INSERT INTO m_events SELECT i, i, '2024-02-01' FROM generate_series(7, 9) i;
 SELECT counters.compact() > 0 AS compacted;
 SELECT counters.apply_retention() >= 0 AS retained;
@@ -164,6 +170,7 @@ RESET client_min_messages;
 SELECT what, who, superuser FROM audit GROUP BY 1, 2, 3 ORDER BY 1, 2;
 SELECT rolsuper AS mallory_is_superuser FROM pg_roles WHERE rolname = 'counters_sec_mallory';
 SELECT * FROM counters.verify();
+RESET ROLE;
 
 -- clean up
 SET client_min_messages = warning;
@@ -173,7 +180,7 @@ SET ROLE counters_sec_app;
 SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
 RESET ROLE;
 DROP SCHEMA sec_test CASCADE;
-DROP OWNED BY counters_sec_mallory, counters_sec_app;
-DROP ROLE counters_sec_mallory, counters_sec_app;
+SET ROLE NONE; DROP OWNED BY counters_sec_mallory, counters_sec_app; RESET ROLE;
+SET ROLE NONE; DROP ROLE counters_sec_mallory, counters_sec_app; RESET ROLE;
 RESET client_min_messages;
 RESET search_path;

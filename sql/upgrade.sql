@@ -58,8 +58,13 @@ UNION ALL
 (SELECT 'not in a fresh install', kind, name FROM (SELECT * FROM extension_objects EXCEPT SELECT * FROM fresh) y)
 ORDER BY 1, 2, 3;
 
--- Install 0.1 and declare counters with it, in both modes.
+-- Releases before 0.4 are not trusted: only a superuser installs (and updates) them.
 DROP EXTENSION counters;
+CREATE EXTENSION counters VERSION '0.3';
+\echo SQLSTATE :SQLSTATE
+SET ROLE NONE;
+
+-- Install 0.1 and declare counters with it, in both modes.
 CREATE EXTENSION counters VERSION '0.1';
 CREATE SCHEMA upgrade_test;
 SET search_path = upgrade_test;
@@ -179,6 +184,10 @@ DROP SCHEMA upgrade_test CASCADE;
 -- tables, the source and its data stay; the counter tables stay as plain tables (yours); CREATE EXTENSION works again
 -- and counters can be declared anew.
 --
+-- (The application role installs 0.4 itself: it is trusted.)
+DROP EXTENSION counters;
+RESET ROLE;
+CREATE EXTENSION counters;
 CREATE SCHEMA dropext_test;
 SET search_path = dropext_test;
 CREATE TABLE posts (id serial PRIMARY KEY, blog_id int NOT NULL);

@@ -697,6 +697,7 @@ BuildEntry(SourceCounters *entry)
 			Relation trel = table_open(c->write_rel, AccessShareLock);
 			c->owner = trel->rd_rel->relowner;
 			c->has_check = RelationGetDescr(trel)->constr != nullptr && RelationGetDescr(trel)->constr->num_check > 0;
+			c->has_rls = trel->rd_rel->relrowsecurity;
 			table_close(trel, AccessShareLock);
 			CompileKeys(c);
 			ResolveColumns(c);

@@ -898,12 +898,20 @@ ApplyCounters(CounterRun **list, int n)
 {
 	int maxparams = 1;
 	bool any = false;
+	int pin = PIN_SEARCH_PATH;
 	for (int i = 0; i < n; i++) {
 		maxparams = Max(maxparams, list[i]->c->def->nkeys + list[i]->c->def->nvalues + 1);
 		any |= list[i]->nentries > 0;
+		/* (threshold events render keys as text: in the same format in every session) */
+		if (list[i]->c->has_thresholds)
+			pin |= PIN_OUTPUT;
+		/* Policies that would hide counter rows from their owner make the write fail, not drop deltas. */
+		if (list[i]->c->has_rls)
+			pin |= PIN_ROW_SECURITY;
 	}
 	if (!any)
 		return;
+	int level = PinSettings(pin);
 	Datum *params = (Datum *)palloc(sizeof(Datum) * maxparams);
 	char *nulls = (char *)palloc(sizeof(char) * maxparams);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -928,6 +936,7 @@ ApplyCounters(CounterRun **list, int n)
 	PG_END_TRY();
 	AnnounceCrossings(outer);
 	SPI_finish();
+	UnpinSettings(level);
 	pfree(params);
 	pfree(nulls);
 }
@@ -1099,7 +1108,6 @@ ApplyFrame(Frame *frame)
 	if (frame->runs == NIL)
 		return;
 	int n = 0;
-	bool thresholds = false;
 	ListCell *lc;
 	foreach (lc, frame->runs)
 		n += ((Run *)lfirst(lc))->ncounters;
@@ -1108,17 +1116,12 @@ ApplyFrame(Frame *frame)
 	n = 0;
 	foreach (lc, frame->runs) {
 		Run *run = (Run *)lfirst(lc);
-		for (int i = 0; i < run->ncounters; i++) {
+		for (int i = 0; i < run->ncounters; i++)
 			list[n++] = &run->runs[i];
-			thresholds |= run->runs[i].c->has_thresholds;
-		}
 	}
 	if (n > 1)
 		qsort(list, n, sizeof(CounterRun *), CompareCounterNames);
-	/* (the threshold events' payloads render keys as text: in the same format in every session) */
-	int level = PinSettings(PIN_SEARCH_PATH | (thresholds ? PIN_OUTPUT : 0));
 	ApplyCounters(list, n);
-	UnpinSettings(level);
 	MemoryContextSwitchTo(old);
 	foreach (lc, frame->runs)
 		FreeExprContext(((Run *)lfirst(lc))->econtext, true);

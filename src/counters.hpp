@@ -134,6 +134,7 @@ struct CompiledCounter {
 	SPIPlanPtr truncate_plan;    /* empty the counter (owned) or zero its columns (target) */
 	SPIPlanPtr update_plan;      /* add to an existing row of one key (owned table with CHECK constraints) */
 	bool has_check;              /* the table deltas are written to has CHECK constraints */
+	bool has_rls;                /* ... has row-level security enabled */
 };
 
 /*
