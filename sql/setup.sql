@@ -15,7 +15,7 @@ BEGIN
 END $$;
 DROP EXTENSION IF EXISTS counters CASCADE;
 RESET client_min_messages;
-SELECT rolsuper, rolcreaterole, rolcreatedb, rolbypassrls FROM pg_roles WHERE rolname = 'counters_app';
+SELECT rolsuper, rolcreaterole, rolbypassrls FROM pg_roles WHERE rolname = 'counters_app';
 SET ROLE counters_app;
 CREATE EXTENSION counters;
 SELECT e.extname, e.extversion, e.extowner::regrole, n.nspname AS schema

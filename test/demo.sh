@@ -64,7 +64,13 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export PGDATABASE=counters_demo
-createdb "$PGDATABASE"
+# Everything below runs as an application role that is not a superuser: it owns the demo database and installs the
+# extension itself (a trusted extension).
+psql -X -q -v ON_ERROR_STOP=1 -d postgres -v password="$PGPASSWORD" <<'SQL'
+CREATE ROLE counters_app LOGIN PASSWORD :'password';
+SQL
+createdb -O counters_app "$PGDATABASE"
+export PGUSER=counters_app
 
 # -X: no ~/.psqlrc; ON_ERROR_STOP: any error (including a failed drift check) ends the demo with a non-zero status.
 sql() { psql -X -q -v ON_ERROR_STOP=1 -P pager=off -P footer=off -P null='(null)' "$@"; }
