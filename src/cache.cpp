@@ -85,7 +85,8 @@ FreePlans(CompiledCounter *counters, int n)
 			SPI_freeplan(c->bulk_delete_plan);
 		if (c->update_plan)
 			SPI_freeplan(c->update_plan);
-		c->apply_plan = c->delete_plan = c->truncate_plan = c->bulk_plan = c->bulk_delete_plan = c->update_plan = nullptr;
+		c->apply_plan = c->delete_plan = c->truncate_plan = c->bulk_plan = c->bulk_delete_plan = c->update_plan =
+		    nullptr;
 	}
 }
 
@@ -284,7 +285,6 @@ ResolveColumns(CompiledCounter *c)
 	}
 	table_close(rel, AccessShareLock);
 }
-
 
 /*
  * TRUNCATE of a log or sharded counter's source empties the log (or slots) and the totals. It first waits for a
@@ -627,22 +627,22 @@ BuildEntry(SourceCounters *entry)
 	 * sees counters declared earlier in its own transaction.
 	 */
 	(void)QueryLatest("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
-	                                "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
-	                                "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds', c.mode, "
-	                                "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16), "
-	                                "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
-	                                "(c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) "
-	                                "'keep')::pg_catalog.interval "
-	                                "FROM counters.counter c, LATERAL ("
-	                                "SELECT pg_catalog.array_agg(e.key) AS columns, "
-	                                "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
-	                                " AS mins, "
-	                                "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'max')::pg_catalog.numeric)"
-	                                " AS maxs "
-	                                "FROM pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') e) b "
-	                                "WHERE c.source OPERATOR(pg_catalog.=) $1 "
-	                                "ORDER BY c.name COLLATE \"C\"",
-	                                1, argtypes, args, nullptr);
+	                  "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
+	                  "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds', c.mode, "
+	                  "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16), "
+	                  "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
+	                  "(c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) "
+	                  "'keep')::pg_catalog.interval "
+	                  "FROM counters.counter c, LATERAL ("
+	                  "SELECT pg_catalog.array_agg(e.key) AS columns, "
+	                  "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
+	                  " AS mins, "
+	                  "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'max')::pg_catalog.numeric)"
+	                  " AS maxs "
+	                  "FROM pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') e) b "
+	                  "WHERE c.source OPERATOR(pg_catalog.=) $1 "
+	                  "ORDER BY c.name COLLATE \"C\"",
+	                  1, argtypes, args, nullptr);
 
 	int n = (int)SPI_processed;
 	SPITupleTable *catalog = SPI_tuptable;

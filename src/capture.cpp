@@ -1154,14 +1154,13 @@ CountersExecutorFinish(QueryDesc *query)
 }
 
 void
-CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree,
-                       ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *env, DestReceiver *dest,
-                       QueryCompletion *qc)
+CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree, ProcessUtilityContext context,
+                       ParamListInfo params, QueryEnvironment *env, DestReceiver *dest, QueryCompletion *qc)
 {
 	/* COPY FROM fires its AFTER triggers itself, outside the executor. */
 	if (IsA(pstmt->utilityStmt, CopyStmt))
-		WITH_FRAME(if (prev_process_utility) prev_process_utility(pstmt, query_string, read_only_tree, context, params,
-		                                                           env, dest, qc);
+		WITH_FRAME(if (prev_process_utility)
+		               prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
 		           else standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc));
 	else if (prev_process_utility)
 		prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
@@ -1195,15 +1194,16 @@ RequireCounters(Relation rel, SourceCounters *sc)
 {
 	if (sc->ncounters > 0)
 		return;
-	ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-	                errmsg("table %s has the triggers of counters, but no counter is declared on it",
-	                       QualifiedName(RelationGetRelid(rel))),
-	                errdetail("counters.counter has no row for it: a schema-only dump (pg_dump --schema-only) does "
-	                          "not contain the rows of the extension's catalog, so the counters it held are not "
-	                          "restored."),
-	                errhint("Restore counters.counter too (a full dump, or pg_dump --data-only --table=counters.counter), "
-	                        "or remove the triggers with SELECT counters.detach('%s').",
-	                        QualifiedName(RelationGetRelid(rel)))));
+	ereport(ERROR,
+	        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+	         errmsg("table %s has the triggers of counters, but no counter is declared on it",
+	                QualifiedName(RelationGetRelid(rel))),
+	         errdetail("counters.counter has no row for it: a schema-only dump (pg_dump --schema-only) does "
+	                   "not contain the rows of the extension's catalog, so the counters it held are not "
+	                   "restored."),
+	         errhint("Restore counters.counter too (a full dump, or pg_dump --data-only --table=counters.counter), "
+	                 "or remove the triggers with SELECT counters.detach('%s').",
+	                 QualifiedName(RelationGetRelid(rel)))));
 }
 
 void

@@ -126,8 +126,7 @@ uint64
 ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, int expected,
                       bool exactly_one)
 {
-	Oid catalog =
-	    RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
+	Oid catalog = RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
 	AsOwner owner;
 	BecomeOwner(&owner, RelationOwner(catalog));
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -170,11 +169,12 @@ NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types
 		appendStringInfo(&names, ", %s", quote_identifier(columns[i]));
 		appendStringInfo(&params, ", $%d", i + 2);
 	}
-	uint64 updated = ExecuteAsCatalogOwner(psprintf("UPDATE counters.maintenance m SET %s WHERE m.ctid OPERATOR(pg_catalog.=) "
-	                               "(SELECT x.ctid FROM counters.maintenance x "
-	                               "  WHERE x.counter OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED)",
-	                               sets.data),
-	                      ncolumns + 1, argtypes, args, argnulls, SPI_OK_UPDATE, false);
+	uint64 updated =
+	    ExecuteAsCatalogOwner(psprintf("UPDATE counters.maintenance m SET %s WHERE m.ctid OPERATOR(pg_catalog.=) "
+	                                   "(SELECT x.ctid FROM counters.maintenance x "
+	                                   "  WHERE x.counter OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED)",
+	                                   sets.data),
+	                          ncolumns + 1, argtypes, args, argnulls, SPI_OK_UPDATE, false);
 	if (updated > 0)
 		return;
 	ExecuteAsCatalogOwner(psprintf("INSERT INTO counters.maintenance (counter%s) SELECT k.name%s "

@@ -248,7 +248,7 @@ Oid CounterOwner(const CatalogEntry *e);
 struct CounterShape {
 	const CatalogEntry *e;
 	CounterDef *def;
-	int ncolumns;            /* in definition order */
+	int ncolumns; /* in definition order */
 	bool *is_key;
 	const char **def_names;  /* in the definition view */
 	const char **read_names; /* in the relation users read (e->target) */

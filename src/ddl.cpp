@@ -101,17 +101,17 @@ RelationsWhere(const char *condition, Oid arg)
 		elog(ERROR, "counters: SPI_connect failed");
 	Oid argtypes[1] = {OIDOID};
 	Datum args[1] = {ObjectIdGetDatum(arg)};
-	int ret = SPI_execute_with_args(psprintf("SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relispartition AND %s",
-	                                         condition),
-	                                1, argtypes, args, nullptr, true, 0);
+	int ret = SPI_execute_with_args(
+	    psprintf("SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relispartition AND %s", condition), 1, argtypes, args,
+	    nullptr, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading pg_class failed: %s", SPI_result_code_string(ret));
 	List *rels = NIL;
 	MemoryContext old = MemoryContextSwitchTo(caller);
 	for (uint64 r = 0; r < SPI_processed; r++) {
 		bool isnull;
-		rels = lappend_oid(rels, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1,
-		                                                        &isnull)));
+		rels = lappend_oid(rels,
+		                   DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull)));
 	}
 	MemoryContextSwitchTo(old);
 	SPI_finish();

@@ -445,8 +445,8 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 		RequireImmutable(name, "the WHERE clause", from->quals, def->source, varno);
 		def->quals = make_ands_implicit((Expr *)PlanSourceExpr(from->quals, varno));
 	}
-	def->fixed_output = UsesOutputFunction((Node *)query->targetList, nullptr) ||
-	                    UsesOutputFunction(from->quals, nullptr);
+	def->fixed_output =
+	    UsesOutputFunction((Node *)query->targetList, nullptr) || UsesOutputFunction(from->quals, nullptr);
 
 	return def;
 }
@@ -456,8 +456,8 @@ AnalyzeView(const char *name, Oid view_oid)
 {
 	Relation view = relation_open(view_oid, AccessShareLock);
 	if (view->rd_rel->relkind != RELKIND_VIEW)
-		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
-		                errmsg("counter \"%s\": definition \"%s\" is not a view", name, RelationGetRelationName(view))));
+		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("counter \"%s\": definition \"%s\" is not a view",
+		                                                           name, RelationGetRelationName(view))));
 	Query *query = (Query *)copyObject(get_view_query(view));
 	CounterDef *def = AnalyzeDefinition(name, query, RelationGetDescr(view));
 	relation_close(view, AccessShareLock);

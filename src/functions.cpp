@@ -217,14 +217,15 @@ CheckTargetKeyTypes(const counters::CounterDef *def, Oid target)
 		Oid collation;
 		get_atttypetypmodcoll(target, attnum, &type, &typmod, &collation);
 		if (getBaseType(type) != getBaseType(key->type))
-			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-			                errmsg("counter \"%s\": key column \"%s\" of %s has type %s, the definition's key has type %s",
-			                       def->name, key->column_name, counters::QualifiedName(target),
-			                       format_type_with_typemod(type, typmod), format_type_be(key->type)),
-			                errdetail("Keys are compared without conversion, so that no two keys fold into one row."),
-			                errhint("Cast the key in the definition to the column's type, e.g. %s::%s AS %s.",
-			                        quote_identifier(key->column_name), format_type_be(getBaseType(type)),
-			                        quote_identifier(key->column_name))));
+			ereport(ERROR,
+			        (errcode(ERRCODE_DATATYPE_MISMATCH),
+			         errmsg("counter \"%s\": key column \"%s\" of %s has type %s, the definition's key has type %s",
+			                def->name, key->column_name, counters::QualifiedName(target),
+			                format_type_with_typemod(type, typmod), format_type_be(key->type)),
+			         errdetail("Keys are compared without conversion, so that no two keys fold into one row."),
+			         errhint("Cast the key in the definition to the column's type, e.g. %s::%s AS %s.",
+			                 quote_identifier(key->column_name), format_type_be(getBaseType(type)),
+			                 quote_identifier(key->column_name))));
 	}
 }
 
@@ -451,8 +452,9 @@ COUNTERS_FUNCTION(counters_set_mode)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": unknown mode %s", cname, quote_literal_cstr(mode))));
 	if ((strcmp(mode, "exact") == 0) != (PG_ARGISNULL(3) && PG_ARGISNULL(4)))
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-		                errmsg("counter \"%s\": log and sharded mode have totals and a log, exact mode neither", cname)));
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		         errmsg("counter \"%s\": log and sharded mode have totals and a log, exact mode neither", cname)));
 	if (strcmp(mode, "exact") != 0 && HasBounds(name))
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\" has bounds or thresholds, which only exact mode can check at write time",
@@ -511,10 +513,10 @@ COUNTERS_FUNCTION(counters_set_option)
 	Datum values[3] = {PointerGetDatum(name), PG_GETARG_DATUM(1), PG_ARGISNULL(2) ? (Datum)0 : PG_GETARG_DATUM(2)};
 	char nulls[3] = {' ', ' ', PG_ARGISNULL(2) ? 'n' : ' '};
 	counters::ExecuteAsCatalogOwner("UPDATE counters.counter SET options = CASE WHEN $3 IS NULL "
-	                      "THEN options OPERATOR(pg_catalog.-) $2 "
-	                      "ELSE options OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object($2, $3) END "
-	                      "WHERE name OPERATOR(pg_catalog.=) $1",
-	                      3, argtypes, values, nulls, SPI_OK_UPDATE, true);
+	                                "THEN options OPERATOR(pg_catalog.-) $2 "
+	                                "ELSE options OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object($2, $3) END "
+	                                "WHERE name OPERATOR(pg_catalog.=) $1",
+	                                3, argtypes, values, nulls, SPI_OK_UPDATE, true);
 	CacheInvalidateRelcacheByRelid(source);
 	PG_RETURN_VOID();
 }

@@ -64,12 +64,11 @@ NamesByPosition(const CounterDef *def, Oid rel, int n)
 		if (!att->attisdropped) {
 			Oid expected = ColumnType(def, found);
 			if (getBaseType(att->atttypid) != getBaseType(expected))
-				ereport(ERROR,
-				        (errcode(ERRCODE_DATATYPE_MISMATCH),
-				         errmsg("counter \"%s\": column \"%s\" of %s has type %s, the counter keeps %s there", counter,
-				                NameStr(att->attname), QualifiedName(rel), format_type_be(att->atttypid),
-				                format_type_be(expected)),
-				         errhint("Change the column back, or drop and declare the counter again.")));
+				ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+				                errmsg("counter \"%s\": column \"%s\" of %s has type %s, the counter keeps %s there",
+				                       counter, NameStr(att->attname), QualifiedName(rel),
+				                       format_type_be(att->atttypid), format_type_be(expected)),
+				                errhint("Change the column back, or drop and declare the counter again.")));
 			names[found++] = pstrdup(NameStr(att->attname));
 		}
 		ReleaseSysCache(tup);
@@ -131,14 +130,15 @@ void
 RequireAllRowsVisible(const CatalogEntry *e)
 {
 	if (check_enable_rls(e->source, RelationOwner(e->query), true) == RLS_ENABLED)
-		ereport(ERROR,
-		        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-		         errmsg("counter \"%s\": row-level security of table %s hides rows from the owner of its definition",
-		                e->name, QualifiedName(e->source)),
-		         errdetail("The trigger counts every row written; a recount that saw only the rows the policies show "
-		                   "would be wrong."),
-		         errhint("Use ALTER TABLE %s NO FORCE ROW LEVEL SECURITY, or have a role with BYPASSRLS own the counter.",
-		                 QualifiedName(e->source))));
+		ereport(
+		    ERROR,
+		    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		     errmsg("counter \"%s\": row-level security of table %s hides rows from the owner of its definition",
+		            e->name, QualifiedName(e->source)),
+		     errdetail("The trigger counts every row written; a recount that saw only the rows the policies show "
+		               "would be wrong."),
+		     errhint("Use ALTER TABLE %s NO FORCE ROW LEVEL SECURITY, or have a role with BYPASSRLS own the counter.",
+		             QualifiedName(e->source))));
 }
 
 /* Run `sql` as the owner of counter `e` (security-restricted, settings pinned); SPI is connected by the caller. */
@@ -218,7 +218,8 @@ CompactOne(const CatalogEntry *e)
 	int64 folded = Int64Column(1);
 	bool isnull;
 	Datum zero_rows = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	if (!isnull && ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(zero_rows)), ARR_DIMS(DatumGetArrayTypeP(zero_rows))) > 0) {
+	if (!isnull &&
+	    ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(zero_rows)), ARR_DIMS(DatumGetArrayTypeP(zero_rows))) > 0) {
 		Oid tids = TIDARRAYOID;
 		ret = RunAsOwner(e, DeleteRowsStatement(s->table), 1, &tids, &zero_rows, false);
 		if (ret != SPI_OK_DELETE)
@@ -246,8 +247,8 @@ RetainOne(const CatalogEntry *e)
 		Oid rel = i == 0 ? table : e->log;
 		if (!OidIsValid(rel))
 			continue;
-		int ret = RunAsOwner(e, RetentionStatement(s, rel, i == 0 ? s->table_names : s->log_names), 0, nullptr,
-		                     nullptr, false);
+		int ret = RunAsOwner(e, RetentionStatement(s, rel, i == 0 ? s->table_names : s->log_names), 0, nullptr, nullptr,
+		                     false);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: applying the retention of counter \"%s\" failed: %s", e->name,
 			     SPI_result_code_string(ret));
@@ -280,8 +281,8 @@ TryStep(int64 (*step)(const CatalogEntry *), const CatalogEntry *e, int64 *resul
 	{
 		MemoryContextSwitchTo(caller);
 		error = CopyErrorData();
-		if (error->sqlerrcode == ERRCODE_QUERY_CANCELED || ERRCODE_TO_CATEGORY(error->sqlerrcode) ==
-		                                                        ERRCODE_TO_CATEGORY(ERRCODE_OPERATOR_INTERVENTION))
+		if (error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+		    ERRCODE_TO_CATEGORY(error->sqlerrcode) == ERRCODE_TO_CATEGORY(ERRCODE_OPERATOR_INTERVENTION))
 			PG_RE_THROW();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
@@ -440,9 +441,10 @@ CheckCondition(const CatalogEntry *e, const CounterShape *s, const char *conditi
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(caller);
 		CurrentResourceOwner = owner;
-		ereport(ERROR, (errcode(error->sqlerrcode),
-		                errmsg("counter \"%s\": rebuild condition \"%s\" is not a condition over the key columns (%s): %s",
-		                       e->name, condition, KeyColumnList(s), error->message)));
+		ereport(ERROR,
+		        (errcode(error->sqlerrcode),
+		         errmsg("counter \"%s\": rebuild condition \"%s\" is not a condition over the key columns (%s): %s",
+		                e->name, condition, KeyColumnList(s), error->message)));
 	}
 	PG_END_TRY();
 }
@@ -482,8 +484,7 @@ int64
 Rebuild(const char *name, const char *condition)
 {
 	if (condition != nullptr && name == nullptr)
-		ereport(ERROR,
-		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("a rebuild condition needs a counter name")));
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("a rebuild condition needs a counter name")));
 	RequireReadCommitted("counters.rebuild()");
 	int64 total = 0;
 	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
@@ -502,10 +503,10 @@ void
 RequireReadCommitted(const char *what)
 {
 	if (IsolationUsesXactSnapshot())
-		ereport(ERROR,
-		        (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-		         errmsg("%s must run at READ COMMITTED, not %s", what, IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
-		         errhint("Its lock on the source must come before the snapshot it reads with.")));
+		ereport(ERROR, (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+		                errmsg("%s must run at READ COMMITTED, not %s", what,
+		                       IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
+		                errhint("Its lock on the source must come before the snapshot it reads with.")));
 }
 
 } // namespace counters

@@ -101,12 +101,13 @@ void
 RequireOwnerPrivileges(const char *counter, Oid relid)
 {
 	if (!HasOwnerPrivileges(relid))
-		ereport(ERROR,
-		        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-		         errmsg("counter \"%s\": must be owner of %s %s", counter,
-		                get_rel_relkind(relid) == RELKIND_VIEW ? "view" : "table", QualifiedName(relid)),
-		         errdetail("Declaring, changing, maintaining or dropping a counter requires the privileges of the owner "
-		                   "of every table and view it reads and writes.")));
+		ereport(
+		    ERROR,
+		    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		     errmsg("counter \"%s\": must be owner of %s %s", counter,
+		            get_rel_relkind(relid) == RELKIND_VIEW ? "view" : "table", QualifiedName(relid)),
+		     errdetail("Declaring, changing, maintaining or dropping a counter requires the privileges of the owner "
+		               "of every table and view it reads and writes.")));
 }
 
 namespace {

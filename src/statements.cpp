@@ -96,8 +96,8 @@ VerifyStatement(const CounterShape *s)
 	    json.data, keys.data, sums.data, read_keys.data, stored.data, QualifiedName(s->e->target),
 	    LiveCondition(s, rk > 0 ? psprintf("t.%s", Quoted(s->read_names[rk - 1])) : nullptr), view_keys.data,
 	    expected.data, QualifiedName(s->e->query),
-	    LiveCondition(s, rk > 0 ? psprintf("v.%s", Quoted(s->def_names[rk - 1])) : nullptr), keys.data,
-	    differs.data, unpivot.data, s->e->owns_target ? "true" : "false");
+	    LiveCondition(s, rk > 0 ? psprintf("v.%s", Quoted(s->def_names[rk - 1])) : nullptr), keys.data, differs.data,
+	    unpivot.data, s->e->owns_target ? "true" : "false");
 }
 
 char *
@@ -162,11 +162,13 @@ RebuildStatement(const CounterShape *s, const char *condition)
 			appendStringInfo(&as_table, "%su.k%d AS %s", as_table.len ? ", " : "", n, col);
 			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "", col);
 		} else {
-			appendStringInfo(&table_side, "COALESCE(t.%s, 0)::pg_catalog.numeric AS s%d, NULL::pg_catalog.numeric AS e%d",
-			                 col, n, n);
+			appendStringInfo(&table_side,
+			                 "COALESCE(t.%s, 0)::pg_catalog.numeric AS s%d, NULL::pg_catalog.numeric AS e%d", col, n,
+			                 n);
 			appendStringInfo(&view_side, "NULL::pg_catalog.numeric, COALESCE(v.%s, 0)::pg_catalog.numeric",
 			                 Quoted(s->def_names[i]));
-			appendStringInfo(&sums, ", COALESCE(pg_catalog.sum(u.s%d), 0) AS s%d, COALESCE(pg_catalog.sum(u.e%d), 0) AS e%d",
+			appendStringInfo(&sums,
+			                 ", COALESCE(pg_catalog.sum(u.s%d), 0) AS s%d, COALESCE(pg_catalog.sum(u.e%d), 0) AS e%d",
 			                 n, n, n, n);
 			appendStringInfo(&differs, "%sx.s%d IS DISTINCT FROM x.e%d", differs.len ? " OR " : "", n, n);
 			appendStringInfo(&nonzero, "%sd.e%d OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "", n);
@@ -179,17 +181,17 @@ RebuildStatement(const CounterShape *s, const char *condition)
 	char *keep = condition != nullptr
 	                 ? psprintf("EXISTS (SELECT FROM (SELECT %s) c WHERE (%s))", as_table.data, condition)
 	                 : pstrdup("true");
-	char *diff = psprintf(
-	    "SELECT x.* FROM ("
-	    " SELECT %s%s, pg_catalog.max(u.row_id) AS row_id "
-	    "   FROM (SELECT %s, t.ctid AS row_id FROM %s t "
-	    "         UNION ALL "
-	    "         SELECT %s, NULL::pg_catalog.tid FROM %s v) u "
-	    "  WHERE %s AND %s "
-	    "  GROUP BY %s) x "
-	    "WHERE %s",
-	    keys.data, sums.data, table_side.data, QualifiedName(s->table), view_side.data, QualifiedName(s->e->query),
-	    LiveCondition(s, rk > 0 ? psprintf("u.k%d", rk) : nullptr), keep, keys.data, differs.data);
+	char *diff = psprintf("SELECT x.* FROM ("
+	                      " SELECT %s%s, pg_catalog.max(u.row_id) AS row_id "
+	                      "   FROM (SELECT %s, t.ctid AS row_id FROM %s t "
+	                      "         UNION ALL "
+	                      "         SELECT %s, NULL::pg_catalog.tid FROM %s v) u "
+	                      "  WHERE %s AND %s "
+	                      "  GROUP BY %s) x "
+	                      "WHERE %s",
+	                      keys.data, sums.data, table_side.data, QualifiedName(s->table), view_side.data,
+	                      QualifiedName(s->e->query), LiveCondition(s, rk > 0 ? psprintf("u.k%d", rk) : nullptr), keep,
+	                      keys.data, differs.data);
 	const char *table = QualifiedName(s->table);
 	if (!s->e->owns_target)
 		/* Columns of an existing table: rows are updated, none created or deleted. */
@@ -211,17 +213,18 @@ RebuildStatement(const CounterShape *s, const char *condition)
 		if (s->is_key[i])
 			appendStringInfo(&order, "%sd.k%d", order.len ? ", " : "", i + 1);
 	/* Rows that should not exist (all zeros) go; the others are upserted in key order. */
-	return psprintf("WITH d AS MATERIALIZED (%s), "
-	                "     deleted AS (DELETE FROM %s t WHERE t.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-	                "                   SELECT d.row_id FROM d WHERE d.row_id IS NOT NULL AND NOT (%s))) RETURNING 1), "
-	                "     upserted AS (INSERT INTO %s AS t (%s) SELECT %s FROM d WHERE %s ORDER BY %s "
-	                "                  ON CONFLICT (%s) DO UPDATE SET %s "
-	                "                  RETURNING (t.xmax OPERATOR(pg_catalog.=) 0) AS inserted) "
-	                "SELECT (SELECT pg_catalog.count(*) FROM d), (SELECT pg_catalog.count(*) FROM deleted), "
-	                "       pg_catalog.count(*) FILTER (WHERE u.inserted), pg_catalog.count(*) FILTER (WHERE NOT u.inserted) "
-	                "  FROM upserted u",
-	                diff, table, nonzero.data, table, insert_cols.data, insert_vals.data, nonzero.data, order.data,
-	                conflict.data, excluded.data);
+	return psprintf(
+	    "WITH d AS MATERIALIZED (%s), "
+	    "     deleted AS (DELETE FROM %s t WHERE t.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+	    "                   SELECT d.row_id FROM d WHERE d.row_id IS NOT NULL AND NOT (%s))) RETURNING 1), "
+	    "     upserted AS (INSERT INTO %s AS t (%s) SELECT %s FROM d WHERE %s ORDER BY %s "
+	    "                  ON CONFLICT (%s) DO UPDATE SET %s "
+	    "                  RETURNING (t.xmax OPERATOR(pg_catalog.=) 0) AS inserted) "
+	    "SELECT (SELECT pg_catalog.count(*) FROM d), (SELECT pg_catalog.count(*) FROM deleted), "
+	    "       pg_catalog.count(*) FILTER (WHERE u.inserted), pg_catalog.count(*) FILTER (WHERE NOT u.inserted) "
+	    "  FROM upserted u",
+	    diff, table, nonzero.data, table, insert_cols.data, insert_vals.data, nonzero.data, order.data, conflict.data,
+	    excluded.data);
 }
 
 char *
@@ -246,7 +249,8 @@ CompactStatement(const CounterShape *s)
 			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "", col);
 		} else {
 			appendStringInfo(&sums, ", pg_catalog.sum(m.c%d)", n);
-			appendStringInfo(&nonzero, "%spg_catalog.sum(m.c%d) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "", n);
+			appendStringInfo(&nonzero, "%spg_catalog.sum(m.c%d) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "",
+			                 n);
 			appendStringInfo(&updates, "%s%s = t.%s OPERATOR(pg_catalog.+) EXCLUDED.%s", updates.len ? ", " : "", col,
 			                 col, col);
 			appendStringInfo(&zero, "%st.%s OPERATOR(pg_catalog.=) 0", zero.len ? " AND " : "", col);
@@ -261,10 +265,10 @@ CompactStatement(const CounterShape *s)
 				appendStringInfo(&insert_cols, "%s%s", insert_cols.len ? ", " : "", Quoted(s->table_names[i]));
 	const char *log = QualifiedName(s->e->log);
 	/* Sharded mode: only the slot rows no transaction holds (busy ones wait for the next compaction). */
-	char *pending = s->e->mode == Mode::Sharded
-	                    ? psprintf("l.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT x.ctid FROM %s x FOR UPDATE SKIP LOCKED))",
-	                               log)
-	                    : pstrdup("true");
+	char *pending =
+	    s->e->mode == Mode::Sharded
+	        ? psprintf("l.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT x.ctid FROM %s x FOR UPDATE SKIP LOCKED))", log)
+	        : pstrdup("true");
 	return psprintf("WITH moved AS (DELETE FROM %s l WHERE %s RETURNING %s), "
 	                "     folded AS (INSERT INTO %s AS t (%s) SELECT %s%s FROM moved m GROUP BY %s HAVING %s "
 	                "                ORDER BY %s ON CONFLICT (%s) DO UPDATE SET %s RETURNING t.ctid, (%s) AS zero) "

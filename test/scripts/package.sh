@@ -6,7 +6,7 @@
 #     build products and nothing untracked.
 #  3. test/packaging/build-deb.sh builds postgresql-15-counters_<version>_<arch>.deb from HEAD (pg_buildext,
 #     dpkg-buildpackage); its control fields, and its file list: counters.so in the PostgreSQL 15 libdir, the control
-#     file, counters--<version>.sql (built from src/sql/counters.sql) and every src/sql/counters--*.sql of HEAD under /usr/share/postgresql/15/extension, nothing else but docs.
+#     file, counters--<version>.sql (built from src/sql/counters.sql) and every src/sql/counters--*.sql and .control of HEAD under /usr/share/postgresql/15/extension, nothing else but docs.
 #  4. dpkg -i installs it (dpkg -V: the files on disk are the package's), and in a private pg_virtualenv cluster
 #     CREATE EXTENSION gives the default version and a counter equals a recount after inserts, an update and a delete.
 # The installed extension files are system-wide and the rest of the suite uses the make-installed ones: they are
@@ -47,7 +47,7 @@ installed_by_us=
 libdir=/usr/lib/postgresql/$PGVER/lib
 extdir=/usr/share/postgresql/$PGVER/extension
 manifest() { # sha256 and mode of every installed counters file
-	find "$libdir" "$extdir" -maxdepth 1 \( -name 'counters.so' -o -name 'counters.control' -o -name 'counters--*.sql' \) \
+	find "$libdir" "$extdir" -maxdepth 1 \( -name 'counters.so' -o -name 'counters.control' -o -name 'counters--*.sql' -o -name 'counters--*.control' \) \
 		-printf '%p %m ' -exec sha256sum {} \; 2>/dev/null | awk '{print $1, $2, $3}' | sort
 }
 restore() {
@@ -113,7 +113,7 @@ awk '$1 !~ /^d/ {print $6}' "$tmp/deb.contents" | sed 's|^\./|/|' | grep -v "^/u
 {
 	echo "$libdir/counters.so"
 	echo "$extdir/counters.control"
-	git ls-tree --name-only HEAD src/sql/ | grep '^src/sql/counters--.*\.sql$' | sed "s|^src/sql/|$extdir/|"
+	git ls-tree --name-only HEAD src/sql/ | grep -E '^src/sql/counters--.*\.(sql|control)$' | sed "s|^src/sql/|$extdir/|"
 	echo "$extdir/counters--$control.sql"
 } | sort > "$tmp/want.list"
 diff -u "$tmp/want.list" "$tmp/deb.list" >&2 || fail "$deb file list differs from the expected one (above)"
@@ -130,7 +130,7 @@ fi
 manifest > "$tmp/manifest.before"
 mkdir -p "$backup/lib" "$backup/ext"
 [ -e "$libdir/counters.so" ] && cp -p "$libdir/counters.so" "$backup/lib/"
-find "$extdir" -maxdepth 1 \( -name 'counters.control' -o -name 'counters--*.sql' \) -exec cp -p {} "$backup/ext/" \;
+find "$extdir" -maxdepth 1 \( -name 'counters.control' -o -name 'counters--*.sql' -o -name 'counters--*.control' \) -exec cp -p {} "$backup/ext/" \;
 installed_by_us=1
 dpkg -i "$deb" > "$tmp/dpkg.log" 2>&1 || { cat "$tmp/dpkg.log"; fail "dpkg -i $deb failed"; }
 dpkg -V "$pkg" || fail "dpkg -V: the installed files are not the package's"
