@@ -207,7 +207,11 @@ INSERT INTO clicks VALUES (3, 1);
 PREPARE TRANSACTION 'counters_edge';
 \echo SQLSTATE :SQLSTATE
 SELECT * FROM per_grp_exact;
+-- (a crossing rolled back to a savepoint took its notification with it)
 BEGIN;
+SAVEPOINT s;
+INSERT INTO clicks VALUES (3, 1);
+ROLLBACK TO SAVEPOINT s;
 INSERT INTO clicks VALUES (4, 2);
 PREPARE TRANSACTION 'counters_edge';
 COMMIT PREPARED 'counters_edge';

@@ -785,8 +785,12 @@ struct Crossing {
 /* The crossings of the statement being applied (allocated in CurTransactionContext). */
 List *crossings = NIL;
 
-/* The first counter whose threshold crossing this transaction announced (cleared when it ends). */
+/*
+ * The first counter whose threshold crossing this transaction announced, and the subtransaction level it was
+ * announced at (a subtransaction that rolls back takes its notifications with it).
+ */
 char notified_counter[NAMEDATALEN];
+int notified_level = 0;
 
 void
 AppendJsonValue(StringInfo buf, Oid type, Datum value)
@@ -850,8 +854,10 @@ AnnounceCrossings(List *list)
 		appendStringInfo(&payload, ", \"old\": %s, \"new\": %s, \"threshold\": %s, \"direction\": \"%s\"}", old_text,
 		                 new_text, threshold_text, direction);
 		Async_Notify(psprintf("counters.%s", def->name), payload.data);
-		if (notified_counter[0] == '\0')
+		if (notified_counter[0] == '\0') {
 			strlcpy(notified_counter, def->name, sizeof(notified_counter));
+			notified_level = GetCurrentTransactionNestLevel();
+		}
 		Oid callback = c->callbacks[x->v];
 		if (c->callback_missing[x->v] ||
 		    (OidIsValid(callback) && !SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(callback))))
@@ -1188,6 +1194,18 @@ TransactionCallback(XactEvent event, void *arg)
 		notified_counter[0] = '\0';
 }
 
+void
+SubtransactionCallback(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void *arg)
+{
+	if (notified_counter[0] == '\0')
+		return;
+	int level = GetCurrentTransactionNestLevel();
+	if (event == SUBXACT_EVENT_ABORT_SUB && level <= notified_level)
+		notified_counter[0] = '\0';
+	else if (event == SUBXACT_EVENT_COMMIT_SUB && level == notified_level)
+		notified_level = level - 1;
+}
+
 /* A relation that carries the capture triggers must feed a counter: otherwise they count nothing, silently. */
 void
 RequireCounters(Relation rel, SourceCounters *sc)
@@ -1326,6 +1344,7 @@ InitCapture()
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = CountersProcessUtility;
 	RegisterXactCallback(TransactionCallback, nullptr);
+	RegisterSubXactCallback(SubtransactionCallback, nullptr);
 }
 
 } // namespace counters
