@@ -119,7 +119,9 @@ awk '$1 !~ /^d/ {print $6}' "$tmp/deb.contents" | sed 's|^\./|/|' | grep -v "^/u
 diff -u "$tmp/want.list" "$tmp/deb.list" >&2 || fail "$deb file list differs from the expected one (above)"
 grep -q "/usr/share/doc/$pkg/copyright$" "$tmp/deb.contents" || fail "$deb has no copyright file"
 mkdir "$tmp/x" && dpkg-deb -x "$deb" "$tmp/x"
-nm -D --defined-only "$tmp/x$libdir/counters.so" | grep -q ' Pg_magic_func$' || fail "counters.so in $deb has no Pg_magic_func"
+# (nm's output to a file first: grep -q quitting early would make nm fail with SIGPIPE under pipefail)
+nm -D --defined-only "$tmp/x$libdir/counters.so" > "$tmp/symbols"
+grep -q ' Pg_magic_func$' "$tmp/symbols" || fail "counters.so in $deb has no Pg_magic_func"
 cmp -s "$tmp/x$extdir/counters.control" <(git show HEAD:counters.control) || fail "counters.control in $deb is not HEAD's"
 echo "package: built $(basename "$deb") ($(wc -l <"$tmp/want.list") files + docs) in $((SECONDS - started)) s"
 
