@@ -15,7 +15,11 @@ extern "C" {
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 }
 
 namespace counters {
@@ -62,17 +66,19 @@ QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const char
 	return ret;
 }
 
+namespace {
+
+/* Catalog rows matching `condition` on parameter $1 (NULL: all), in name order, as the latest snapshot sees them. */
 List *
-ReadCatalog(const char *name)
+ReadCatalogWhere(const char *condition, Oid argtype, Datum arg, bool isnull)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
-	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {name ? CStringGetTextDatum(name) : (Datum)0};
-	char nulls[1] = {name ? ' ' : 'n'};
-	QueryLatest(psprintf("SELECT %s WHERE $1 IS NULL OR c.name OPERATOR(pg_catalog.=) $1 ORDER BY c.name COLLATE \"C\"",
-	                     catalog_columns),
+	Oid argtypes[1] = {argtype};
+	Datum args[1] = {arg};
+	char nulls[1] = {isnull ? 'n' : ' '};
+	QueryLatest(psprintf("SELECT %s WHERE $1 IS NULL OR %s ORDER BY c.name COLLATE \"C\"", catalog_columns, condition),
 	            1, argtypes, args, nulls);
 	MemoryContext old = MemoryContextSwitchTo(caller);
 	List *entries = NIL;
@@ -97,6 +103,22 @@ ReadCatalog(const char *name)
 	MemoryContextSwitchTo(old);
 	SPI_finish();
 	return entries;
+}
+
+} // namespace
+
+List *
+ReadCatalog(const char *name)
+{
+	return ReadCatalogWhere("c.name OPERATOR(pg_catalog.=) $1", TEXTOID, name ? CStringGetTextDatum(name) : (Datum)0,
+	                        name == nullptr);
+}
+
+List *
+ReadCatalogOfSource(Oid source)
+{
+	return ReadCatalogWhere("c.source OPERATOR(pg_catalog.=) $1::pg_catalog.regclass", OIDOID, ObjectIdGetDatum(source),
+	                        false);
 }
 
 CatalogEntry *
@@ -137,6 +159,8 @@ ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, 
 	uint64 processed = SPI_processed;
 	SPI_finish();
 	RestoreUser(&owner);
+	/* What the rest of this command reads of the catalog (with the latest snapshot) includes this write. */
+	CommandCounterIncrement();
 	return processed;
 }
 
@@ -182,6 +206,217 @@ NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types
 	                               "ON CONFLICT (counter) DO NOTHING",
 	                               names.data, params.data),
 	                      ncolumns + 1, argtypes, args, argnulls, SPI_OK_INSERT, false);
+}
+
+namespace {
+
+/*
+ * A counter kept in columns of an existing table updates the row whose key columns equal the counter's key. A key
+ * column of another type than the definition's key (varchar(3) for text, integer for bigint) would compare after a
+ * conversion that folds different keys into one row, or fails: the types must be the same (a domain counts as its
+ * base type; a narrower typmod is fine, the comparison does not convert).
+ */
+void
+CheckTargetKeyTypes(const CounterDef *def, Oid target)
+{
+	for (int k = 0; k < def->nkeys; k++) {
+		const KeyDef *key = &def->keys[k];
+		AttrNumber attnum = get_attnum(target, key->column_name);
+		if (attnum == InvalidAttrNumber)
+			continue; /* (reported with the other missing columns) */
+		Oid type;
+		int32 typmod;
+		Oid collation;
+		get_atttypetypmodcoll(target, attnum, &type, &typmod, &collation);
+		if (getBaseType(type) != getBaseType(key->type))
+			ereport(ERROR,
+			        (errcode(ERRCODE_DATATYPE_MISMATCH),
+			         errmsg("counter \"%s\": key column \"%s\" of %s has type %s, the definition's key has type %s",
+			                def->name, key->column_name, QualifiedName(target), format_type_with_typemod(type, typmod),
+			                format_type_be(key->type)),
+			         errdetail("Keys are compared without conversion, so that no two keys fold into one row."),
+			         errhint("Cast the key in the definition to the column's type, e.g. %s::%s AS %s.",
+			                 quote_identifier(key->column_name), format_type_be(getBaseType(type)),
+			                 quote_identifier(key->column_name))));
+	}
+}
+
+/* Whether a counter has bounds or thresholds. */
+bool
+HasBoundsOrThresholds(const char *name)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(name)};
+	QueryLatest("SELECT 1 FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1 "
+	            "AND options OPERATOR(pg_catalog.?|) '{bounds,thresholds}'::pg_catalog.text[]",
+	            1, argtypes, args, nullptr);
+	bool found = SPI_processed > 0;
+	SPI_finish();
+	return found;
+}
+
+/*
+ * Views (and materialized views) other than `except` that read `rel`, as a list for a message, or nullptr. They
+ * follow the relation by OID, whatever it is renamed to.
+ */
+char *
+ViewsReading(Oid rel, Oid except)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[2] = {OIDOID, OIDOID};
+	Datum args[2] = {ObjectIdGetDatum(rel), ObjectIdGetDatum(except)};
+	/* (names as the message shows them: schema-qualified) */
+	int level = PinSettings(PIN_SEARCH_PATH);
+	int ret = SPI_execute_with_args(
+	    "SELECT pg_catalog.string_agg(DISTINCT r.ev_class::pg_catalog.regclass::pg_catalog.text, ', ') "
+	    "FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_rewrite r ON r.oid OPERATOR(pg_catalog.=) d.objid "
+	    "WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass "
+	    "AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+	    "AND d.refobjid OPERATOR(pg_catalog.=) $1 AND r.ev_class OPERATOR(pg_catalog.<>) $1 "
+	    "AND r.ev_class OPERATOR(pg_catalog.<>) $2",
+	    2, argtypes, args, nullptr, false, 1);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "counters: reading pg_depend failed: %s", SPI_result_code_string(ret));
+	char *views = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	char *result = views ? MemoryContextStrdup(caller, views) : nullptr;
+	UnpinSettings(level);
+	SPI_finish();
+	return result;
+}
+
+Datum
+OidOrNull(Oid oid, char *null)
+{
+	*null = OidIsValid(oid) ? ' ' : 'n';
+	return ObjectIdGetDatum(oid);
+}
+
+} // namespace
+
+void
+Register(const char *name, Oid query, Oid target, bool owns)
+{
+	CounterDef *def = AnalyzeView(name, query);
+	RequireOwnerPrivileges(name, def->source);
+	RequireOwnerPrivileges(name, target);
+	RequireOwnerPrivileges(name, query);
+	if (!owns)
+		CheckTargetKeyTypes(def, target);
+	Oid argtypes[5] = {TEXTOID, OIDOID, OIDOID, OIDOID, BOOLOID};
+	Datum values[5] = {CStringGetTextDatum(name), ObjectIdGetDatum(def->source), ObjectIdGetDatum(target),
+	                   ObjectIdGetDatum(query), BoolGetDatum(owns)};
+	ExecuteAsCatalogOwner("INSERT INTO counters.counter (name, source, target, query, owns_target) "
+	                      "VALUES ($1, $2::pg_catalog.regclass, $3::pg_catalog.regclass, $4::pg_catalog.regclass, $5)",
+	                      5, argtypes, values, nullptr, SPI_OK_INSERT, true);
+	CacheInvalidateRelcacheByRelid(def->source);
+	CommandCounterIncrement();
+	/* Compile now: anything the trigger could not run fails the declaration, not a later write. */
+	(void)GetSourceCounters(def->source);
+}
+
+void
+Unregister(const CatalogEntry *e)
+{
+	RequireMaintainer(e);
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(e->name)};
+	ExecuteAsCatalogOwner("DELETE FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes, args,
+	                      nullptr, SPI_OK_DELETE, true);
+	CacheInvalidateRelcacheByRelid(e->source);
+}
+
+CatalogEntry *
+Forget(const char *name)
+{
+	List *entries = ReadCatalog(name);
+	if (entries == NIL)
+		return nullptr;
+	CatalogEntry *e = (CatalogEntry *)linitial(entries);
+	Oid rels[5] = {e->source, e->target, e->query, e->totals, e->log};
+	bool broken = false;
+	for (int i = 0; i < 5; i++)
+		broken |= OidIsValid(rels[i]) && !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[i]));
+	if (!broken)
+		return nullptr;
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(e->name)};
+	ExecuteAsCatalogOwner("DELETE FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes, args,
+	                      nullptr, SPI_OK_DELETE, true);
+	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->source)))
+		CacheInvalidateRelcacheByRelid(e->source);
+	return e;
+}
+
+void
+SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	/* The relations it will name: the caller must have their owners' privileges too. */
+	Oid named[3] = {target, totals, log};
+	for (int i = 0; i < 3; i++)
+		if (OidIsValid(named[i]))
+			RequireOwnerPrivileges(name, named[i]);
+	if ((mode == Mode::Exact) != (!OidIsValid(totals) && !OidIsValid(log)) || !OidIsValid(target))
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		         errmsg("counter \"%s\": log and sharded mode have totals and a log, exact mode neither", name)));
+	if (mode != Mode::Exact && HasBoundsOrThresholds(name))
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("counter \"%s\" has bounds or thresholds, which only exact mode can check at write time", name),
+		         errhint("Remove them first with counters.set_bounds(name, column_name) or "
+		                 "counters.set_thresholds(name, column_name, '{}').")));
+	/*
+	 * Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending deltas
+	 * under its name. A user's view over the table would follow the rename and silently miss pending deltas.
+	 */
+	if (OidIsValid(totals)) {
+		char *views = ViewsReading(totals, target);
+		if (views != nullptr)
+			ereport(ERROR,
+			        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+			         errmsg("counter \"%s\": views read its table: %s", name, views),
+			         errdetail("Leaving exact mode renames the counter table to \"%s\" and makes \"%s\" a view of "
+			                   "totals plus pending deltas; these views would go on reading the totals alone.",
+			                   get_rel_name(totals), get_rel_name(target)),
+			         errhint("Drop the views, switch the mode, then create them again over \"%s\".",
+			                 get_rel_name(target))));
+	}
+	Oid argtypes[5] = {TEXTOID, OIDOID, TEXTOID, OIDOID, OIDOID};
+	char nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	Datum values[5] = {CStringGetTextDatum(name), ObjectIdGetDatum(target), CStringGetTextDatum(ModeName(mode)),
+	                   OidOrNull(totals, &nulls[3]), OidOrNull(log, &nulls[4])};
+	ExecuteAsCatalogOwner("UPDATE counters.counter SET target = $2::pg_catalog.regclass, mode = $3, "
+	                      "totals = $4::pg_catalog.regclass, log = $5::pg_catalog.regclass "
+	                      "WHERE name OPERATOR(pg_catalog.=) $1",
+	                      5, argtypes, values, nulls, SPI_OK_UPDATE, true);
+	CacheInvalidateRelcacheByRelid(e->source);
+}
+
+void
+SetOption(const char *name, const char *key, Datum value, bool isnull)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	/* (last_rebuild: written by 0.3's rebuild(), which runs with this library until ALTER EXTENSION UPDATE) */
+	if (strcmp(key, "bounds") != 0 && strcmp(key, "thresholds") != 0 && strcmp(key, "max_slots") != 0 &&
+	    strcmp(key, "retention") != 0 && strcmp(key, "last_rebuild") != 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": unknown option %s", name, quote_literal_cstr(key))));
+	Oid argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
+	Datum values[3] = {CStringGetTextDatum(name), CStringGetTextDatum(key), isnull ? (Datum)0 : value};
+	char nulls[3] = {' ', ' ', isnull ? 'n' : ' '};
+	ExecuteAsCatalogOwner("UPDATE counters.counter SET options = CASE WHEN $3 IS NULL "
+	                      "THEN options OPERATOR(pg_catalog.-) $2 "
+	                      "ELSE options OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object($2, $3) END "
+	                      "WHERE name OPERATOR(pg_catalog.=) $1",
+	                      3, argtypes, values, nulls, SPI_OK_UPDATE, true);
+	CacheInvalidateRelcacheByRelid(e->source);
 }
 
 } // namespace counters

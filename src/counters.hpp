@@ -21,6 +21,7 @@ extern "C" {
 #include "nodes/bitmapset.h"
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
+#include "utils/array.h"
 #include "utils/relcache.h"
 }
 
@@ -214,6 +215,16 @@ int QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const 
 /* Run a catalog write as the catalog's owner; returns the rows processed. */
 uint64 ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, int expected,
                              bool exactly_one);
+/*
+ * Catalog writes (catalog.cpp), each after checking the caller's rights on every relation the row names: record a
+ * counter (and compile it once), remove it, remove a counter one of whose relations is gone, change its mode and
+ * relations, set (or remove, isnull) one entry of its options.
+ */
+void Register(const char *name, Oid query, Oid target, bool owns);
+void Unregister(const CatalogEntry *e);
+CatalogEntry *Forget(const char *name);
+void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
+void SetOption(const char *name, const char *key, Datum value, bool isnull);
 /* Record what maintenance did to a counter in counters.maintenance: `columns` get `values` (see catalog.cpp). */
 void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types, Datum *values,
                      const char *nulls);
@@ -268,6 +279,54 @@ char *CompactStatement(const CounterShape *s);
 char *DeleteRowsStatement(Oid rel);
 char *RetentionStatement(const CounterShape *s, Oid rel, const char **names);
 
+/* Statements for declaring and switching counters (statements.cpp). */
+char *DerivedName(const char *base, const char *suffix);
+const char *ColumnName(const CounterDef *def, int i);
+char *KeyNames(const CounterDef *def);
+char *CreateViewStatement(const char *schema, const char *view, const char *definition);
+char *CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table, bool all_keys_not_null);
+char *FillStatement(const CounterDef *def, Oid table, Oid view);
+char *ZeroTargetStatement(const CounterDef *def, Oid target);
+char *FillTargetStatement(const CounterDef *def, Oid target, Oid view);
+char *ReplicaIdentityFullStatement(Oid rel);
+char *RenameStatement(Oid rel, const char *name);
+char *CreateLikeStatement(const char *schema, const char *name, Oid like);
+char *LogIndexStatement(const CounterShape *s, Oid log);
+char *AddSlotColumnStatement(Oid log);
+char *SlotKeyStatement(const CounterShape *s, Oid log);
+char *PendingViewStatement(const CounterShape *s, const char *schema, const char *name, Oid totals, Oid log);
+char *GrantSelectStatement(Oid rel, Oid grantee);
+char *DropStatement(const char *kind, Oid rel);
+
+/* The capture triggers, in the order attach() creates them. */
+enum { BEGIN_TRIGGER, INSERT_TRIGGER, UPDATE_TRIGGER, DELETE_TRIGGER, TRUNCATE_TRIGGER, CAPTURE_TRIGGERS };
+const char *CaptureTriggerName(int trigger);
+char *CreateTriggerStatement(int trigger, Oid rel, bool is_source);
+char *DropTriggerStatement(int trigger, Oid rel);
+/* The function of trigger `name` on `rel`, or InvalidOid; the OID of counters.capture(). */
+Oid TriggerFunction(Oid rel, const char *name);
+Oid CaptureFunction();
+
+/* Declaring, switching and dropping counters, attaching their triggers (declare.cpp). */
+Oid CreateCounter(const char *name, const char *definition, const char *target, const char *mode);
+void AlterCounter(const char *name, const char *mode, int max_slots);
+void DropCounter(const char *name);
+void Attach(Oid source);
+void Detach(Oid source);
+void CopySelectGrants(Oid from, Oid to);
+/* The counters whose source is `source`. */
+List *ReadCatalogOfSource(Oid source);
+
+/* Bounds, thresholds, retention, top() (options.cpp) and the statements they run (statements.cpp). */
+void SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum max, bool max_null);
+void SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback);
+void SetRetention(const char *name, const char *column, Datum keep, bool keep_null);
+void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
+void RequireKeyFilter(const CatalogEntry *e, const CounterShape *s, const char *filter);
+char *BoundsViolation(const char *column, Datum min, bool min_null, Datum max, bool max_null);
+char *KeyFilterCheckStatement(const CounterShape *s, const char *filter);
+char *TopStatement(const CounterShape *s, int col, const char *limit, const char *filter);
+
 /* The maintenance functions (maintenance.cpp). */
 int64 Compact(const char *name);
 int64 ApplyRetention(const char *name);
@@ -275,13 +334,19 @@ int64 Rebuild(const char *name, const char *condition);
 void Verify(const char *name, FunctionCallInfo fcinfo);
 void RequireReadCommitted(const char *what);
 
+/* Parse and analyse a definition's text (names resolve with the caller's search_path), with the declaring rules. */
+CounterDef *DescribeDefinition(const char *name, const char *definition);
+/* A key column's type as the counter table declares it (qualified, with typmod and a non-default collation). */
+char *KeyColumnType(const KeyDef *key);
 /* The analysed definition of counter `name`, stored as view `view`. */
 CounterDef *AnalyzeView(const char *name, Oid view);
 /* A relation's schema-qualified, quoted name. */
 char *QualifiedName(Oid relid);
 
-/* The ddl_command_start event trigger (ddl.cpp). */
+/* The event triggers (ddl.cpp): ddl_command_start, ddl_command_end, sql_drop. */
 void OnDdlStart(EventTriggerData *trigger);
+void OnDdlEnd();
+void OnSqlDrop();
 
 /* The compaction background worker (worker.cpp): GUCs, and workers registered when preloaded. */
 void InitWorkers();

@@ -26,6 +26,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 }
 
 namespace counters {
@@ -282,6 +283,170 @@ OnDdlStart(EventTriggerData *trigger)
 		CountPartitionRows(lfirst_oid(lc), SourceOf(lfirst_oid(lc)), -1);
 	foreach (lc, joining)
 		CountPartitionRows(lfirst_oid(lc), SourceOf(parent), 1);
+	UnpinSettings(level);
+}
+
+namespace {
+
+/*
+ * The OIDs in the first column of an SPI query's result (SPI connected), in the caller's memory. (Not read-only: the
+ * query must see what the command being followed changed in the catalogs.)
+ */
+List *
+OidsOf(MemoryContext cxt, const char *sql)
+{
+	int ret = SPI_execute(sql, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
+	List *oids = NIL;
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	for (uint64 r = 0; r < SPI_processed; r++) {
+		bool isnull;
+		Datum d = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+			oids = lappend_oid(oids, DatumGetObjectId(d));
+	}
+	MemoryContextSwitchTo(old);
+	return oids;
+}
+
+void
+ExecuteDdl(const char *sql)
+{
+	int ret = SPI_execute(sql, false, 0);
+	if (ret != SPI_OK_UTILITY)
+		elog(ERROR, "counters: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
+}
+
+} // namespace
+
+/*
+ * After CREATE TABLE ... PARTITION OF and ATTACH PARTITION: new partitions of a counted table get the triggers. After
+ * a column of an existing target was renamed: the definition's alias that named it follows. After DETACH PARTITION:
+ * the table that left loses the triggers (looked for only when the command altered a counted table: any other ALTER
+ * TABLE leaves triggers alone, as during a restore the triggers exist before the catalog rows are loaded).
+ */
+void
+OnDdlEnd()
+{
+	MemoryContext caller = CurrentMemoryContext;
+	int level = PinSettings(PIN_SEARCH_PATH);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	List *sources = OidsOf(caller, "SELECT DISTINCT k.source::pg_catalog.oid "
+	                               "  FROM pg_catalog.pg_event_trigger_ddl_commands() d "
+	                               "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid "
+	                               "   AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+	                               " CROSS JOIN LATERAL pg_catalog.pg_partition_ancestors(c.oid) a "
+	                               "  JOIN counters.counter k ON k.source OPERATOR(pg_catalog.=) a.relid");
+	/* renamed columns of existing targets: (view, its column's old name, the new name) */
+	int ret = SPI_execute(
+	    "SELECT DISTINCT k.query::pg_catalog.oid, va.attname::pg_catalog.text, ta.attname::pg_catalog.text "
+	    "  FROM pg_catalog.pg_event_trigger_ddl_commands() d "
+	    "  JOIN counters.counter k ON k.target OPERATOR(pg_catalog.=) d.objid AND NOT k.owns_target "
+	    "  JOIN pg_catalog.pg_attribute ta ON ta.attrelid OPERATOR(pg_catalog.=) d.objid "
+	    "   AND ta.attnum OPERATOR(pg_catalog.=) d.objsubid "
+	    "  JOIN pg_catalog.pg_attribute va ON va.attrelid OPERATOR(pg_catalog.=) k.query AND va.attnum > 0 "
+	    " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid > 0 "
+	    "   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute x WHERE x.attrelid OPERATOR(pg_catalog.=) k.target "
+	    "                      AND x.attname OPERATOR(pg_catalog.=) va.attname AND NOT x.attisdropped)",
+	    false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the renamed columns failed: %s", SPI_result_code_string(ret));
+	List *renames = NIL;
+	MemoryContext old = MemoryContextSwitchTo(caller);
+	for (uint64 r = 0; r < SPI_processed; r++) {
+		bool isnull;
+		Oid view = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+		renames =
+		    lappend(renames, psprintf("ALTER VIEW %s RENAME COLUMN %s TO %s", QualifiedName(view),
+		                              quote_identifier(SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2)),
+		                              quote_identifier(SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3))));
+	}
+	MemoryContextSwitchTo(old);
+	List *leftovers = NIL;
+	if (OidsOf(caller, "SELECT 1::pg_catalog.oid FROM pg_catalog.pg_event_trigger_ddl_commands() d "
+	                   "  JOIN counters.counter k ON k.source OPERATOR(pg_catalog.=) d.objid "
+	                   " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass") != NIL)
+		/* tables carrying capture triggers that feed no counter and are no partition, which the caller owns */
+		leftovers = OidsOf(caller, psprintf("SELECT DISTINCT t.tgrelid FROM pg_catalog.pg_trigger t "
+		                                    "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid "
+		                                    " WHERE t.tgfoid OPERATOR(pg_catalog.=) %u AND NOT c.relispartition "
+		                                    "   AND pg_catalog.pg_has_role(c.relowner, 'USAGE') "
+		                                    "   AND NOT EXISTS (SELECT FROM counters.counter k "
+		                                    "                    WHERE k.source OPERATOR(pg_catalog.=) t.tgrelid)",
+		                                    CaptureFunction()));
+	ListCell *lc;
+	foreach (lc, renames)
+		ExecuteDdl((const char *)lfirst(lc));
+	SPI_finish();
+	foreach (lc, sources)
+		Attach(lfirst_oid(lc));
+	foreach (lc, leftovers)
+		Detach(lfirst_oid(lc));
+	UnpinSettings(level);
+}
+
+/*
+ * When a source, counter table or definition view is dropped (DROP TABLE ... CASCADE, ALTER TABLE ... DROP COLUMN
+ * ... CASCADE, DROP TABLE of the counter table), the counter goes with it: its catalog row, what remains of its view
+ * and of the tables it created, and the triggers once no counter of the source is left. This runs as the role that
+ * dropped: what that role may not drop stays, and is reported.
+ */
+void
+OnSqlDrop()
+{
+	MemoryContext caller = CurrentMemoryContext;
+	int level = PinSettings(PIN_SEARCH_PATH);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	List *dropped = OidsOf(caller, "SELECT d.objid FROM pg_catalog.pg_event_trigger_dropped_objects() d "
+	                               " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+	                               "   AND d.objsubid OPERATOR(pg_catalog.=) 0");
+	SPI_finish();
+	if (dropped == NIL) {
+		UnpinSettings(level);
+		return;
+	}
+	List *catalog = ReadCatalog(nullptr);
+	ListCell *lc;
+	foreach (lc, catalog) {
+		CatalogEntry *c = (CatalogEntry *)lfirst(lc);
+		Oid rels[5] = {c->source, c->target, c->query, c->totals, c->log};
+		bool hit = false;
+		for (int i = 0; i < 5; i++)
+			hit |= OidIsValid(rels[i]) && list_member_oid(dropped, rels[i]);
+		if (!hit)
+			continue;
+		(void)Forget(c->name);
+		/* what is left of it, views first */
+		struct {
+			Oid rel;
+			const char *kind;
+		} left[5] = {{c->query, "VIEW"},
+		             {c->mode != Mode::Exact ? c->target : InvalidOid, "VIEW"},
+		             {c->log, "TABLE"},
+		             {c->totals, "TABLE"},
+		             {c->mode == Mode::Exact && c->owns_target ? c->target : InvalidOid, "TABLE"}};
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		for (int i = 0; i < 5; i++) {
+			Oid rel = left[i].rel;
+			if (!OidIsValid(rel) || list_member_oid(dropped, rel) ||
+			    !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
+				continue;
+			if (HasOwnerPrivileges(rel))
+				ExecuteDdl(psprintf("DROP %s IF EXISTS %s", left[i].kind, QualifiedName(rel)));
+			else
+				ereport(NOTICE, (errmsg("counter \"%s\": %s %s is left in place: it belongs to another role", c->name,
+				                        strcmp(left[i].kind, "VIEW") == 0 ? "view" : "table", QualifiedName(rel))));
+		}
+		SPI_finish();
+		if (!list_member_oid(dropped, c->source) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->source)) &&
+		    ReadCatalogOfSource(c->source) == NIL && HasOwnerPrivileges(c->source))
+			Detach(c->source);
+		ereport(NOTICE, (errmsg("counter \"%s\" was dropped with the objects it depends on", c->name)));
+	}
 	UnpinSettings(level);
 }
 

@@ -16,6 +16,9 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_collation.h"
+#include "parser/analyze.h"
+#include "parser/parser.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
@@ -462,6 +465,76 @@ AnalyzeView(const char *name, Oid view_oid)
 	CounterDef *def = AnalyzeDefinition(name, query, RelationGetDescr(view));
 	relation_close(view, AccessShareLock);
 	return def;
+}
+
+namespace {
+
+char *
+CollationName(Oid collation)
+{
+	HeapTuple tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(collation));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for collation %u", collation);
+	Form_pg_collation form = (Form_pg_collation)GETSTRUCT(tup);
+	char *name = quote_qualified_identifier(get_namespace_name(form->collnamespace), NameStr(form->collname));
+	ReleaseSysCache(tup);
+	return name;
+}
+
+struct DefinitionContext {
+	const char *name;
+	const char *definition;
+};
+
+/* Syntax and name errors point into the definition text, not into the statement that declared it. */
+void
+DefinitionErrorContext(void *arg)
+{
+	DefinitionContext *dc = (DefinitionContext *)arg;
+	int position = geterrposition();
+	if (position > 0) {
+		errposition(0);
+		internalerrposition(position);
+		internalerrquery(dc->definition);
+	}
+	errcontext("definition of counter \"%s\"", dc->name);
+}
+
+} // namespace
+
+CounterDef *
+DescribeDefinition(const char *name, const char *definition)
+{
+	DefinitionContext dc = {name, definition};
+	ErrorContextCallback context;
+	context.callback = DefinitionErrorContext;
+	context.arg = &dc;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	List *raw = raw_parser(definition, RAW_PARSE_DEFAULT);
+	if (list_length(raw) != 1)
+		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR),
+		                errmsg("counter \"%s\": the definition must be exactly one SELECT statement", name)));
+	RawStmt *stmt = linitial_node(RawStmt, raw);
+	if (!IsA(stmt->stmt, SelectStmt) || ((SelectStmt *)stmt->stmt)->intoClause != nullptr)
+		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+		                errmsg("counter \"%s\": the definition must be a SELECT statement", name)));
+	Query *query = parse_analyze_fixedparams(stmt, definition, nullptr, 0, nullptr);
+	error_context_stack = context.previous;
+	return AnalyzeDefinition(name, query, nullptr);
+}
+
+char *
+KeyColumnType(const KeyDef *key)
+{
+	/* The key column groups like the definition's GROUP BY: same type and collation. */
+	StringInfoData type;
+	initStringInfo(&type);
+	appendStringInfoString(
+	    &type, format_type_extended(key->type, key->typmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+	if (OidIsValid(key->collation) && key->collation != get_typcollation(key->type))
+		appendStringInfo(&type, " COLLATE %s", CollationName(key->collation));
+	return type.data;
 }
 
 } // namespace counters

@@ -9,9 +9,15 @@
 #include "counters.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
+#include "catalog/pg_attribute.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 }
 
 namespace counters {
@@ -288,6 +294,347 @@ RetentionStatement(const CounterShape *s, Oid rel, const char **names)
 {
 	return psprintf("DELETE FROM %s t WHERE NOT (%s)", QualifiedName(rel),
 	                LiveCondition(s, psprintf("t.%s", Quoted(names[s->retention_column]))));
+}
+
+/* ---- declaring and switching counters ---- */
+
+char *
+DerivedName(const char *base, const char *suffix)
+{
+	int room = NAMEDATALEN - 1 - (int)strlen(suffix);
+	int len = pg_mbcliplen(base, (int)strlen(base), room);
+	return psprintf("%.*s%s", len, base, suffix);
+}
+
+const char *
+ColumnName(const CounterDef *def, int i)
+{
+	const ColumnDef *cd = &def->columns[i];
+	return cd->is_key ? def->keys[cd->index].column_name : def->values[cd->index].column_name;
+}
+
+char *
+KeyNames(const CounterDef *def)
+{
+	StringInfoData keys;
+	initStringInfo(&keys);
+	for (int k = 0; k < def->nkeys; k++)
+		appendStringInfo(&keys, "%s%s", k ? ", " : "", Quoted(def->keys[k].column_name));
+	return keys.data;
+}
+
+char *
+CreateViewStatement(const char *schema, const char *view, const char *definition)
+{
+	return psprintf("CREATE VIEW %s AS %s", quote_qualified_identifier(schema, view), definition);
+}
+
+char *
+CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table, bool all_keys_not_null)
+{
+	StringInfoData sql;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TABLE %s (", quote_qualified_identifier(schema, table));
+	for (int i = 0; i < def->ncolumns; i++) {
+		const ColumnDef *cd = &def->columns[i];
+		if (cd->is_key)
+			appendStringInfo(&sql, "%s%s %s", i ? ", " : "", Quoted(ColumnName(def, i)),
+			                 KeyColumnType(&def->keys[cd->index]));
+		else
+			appendStringInfo(&sql, "%s%s %s NOT NULL DEFAULT 0", i ? ", " : "", Quoted(ColumnName(def, i)),
+			                 def->values[cd->index].accum == AccumKind::Int64 ? "bigint" : "numeric");
+	}
+	/* Keys that may be NULL group like GROUP BY: one row for NULL. */
+	appendStringInfo(&sql, ", %s (%s))", all_keys_not_null ? "PRIMARY KEY" : "UNIQUE NULLS NOT DISTINCT",
+	                 KeyNames(def));
+	return sql.data;
+}
+
+namespace {
+
+/* "COALESCE(q.v, 0) <> 0 OR ...": a row whose values are all zero is not stored. */
+char *
+NonzeroCondition(const CounterDef *def, const char *alias)
+{
+	StringInfoData cond;
+	initStringInfo(&cond);
+	for (int v = 0; v < def->nvalues; v++)
+		appendStringInfo(&cond, "%sCOALESCE(%s.%s, 0) OPERATOR(pg_catalog.<>) 0", v ? " OR " : "", alias,
+		                 Quoted(def->values[v].column_name));
+	return cond.data;
+}
+
+} // namespace
+
+char *
+FillStatement(const CounterDef *def, Oid table, Oid view)
+{
+	StringInfoData values, value_list;
+	initStringInfo(&values);
+	initStringInfo(&value_list);
+	for (int v = 0; v < def->nvalues; v++) {
+		const char *col = Quoted(def->values[v].column_name);
+		appendStringInfo(&value_list, "%s%s", v ? ", " : "", col);
+		appendStringInfo(&values, "%sCOALESCE(q.%s, 0)", v ? ", " : "", col);
+	}
+	StringInfoData keys;
+	initStringInfo(&keys);
+	for (int k = 0; k < def->nkeys; k++)
+		appendStringInfo(&keys, "%sq.%s", k ? ", " : "", Quoted(def->keys[k].column_name));
+	return psprintf("INSERT INTO %s (%s, %s) SELECT %s, %s FROM %s q WHERE %s", QualifiedName(table), KeyNames(def),
+	                value_list.data, keys.data, values.data, QualifiedName(view), NonzeroCondition(def, "q"));
+}
+
+char *
+ZeroTargetStatement(const CounterDef *def, Oid target)
+{
+	StringInfoData sets;
+	initStringInfo(&sets);
+	for (int v = 0; v < def->nvalues; v++)
+		appendStringInfo(&sets, "%s%s = 0", v ? ", " : "", Quoted(def->values[v].column_name));
+	return psprintf("UPDATE %s SET %s", QualifiedName(target), sets.data);
+}
+
+char *
+FillTargetStatement(const CounterDef *def, Oid target, Oid view)
+{
+	StringInfoData sets, join;
+	initStringInfo(&sets);
+	initStringInfo(&join);
+	for (int v = 0; v < def->nvalues; v++) {
+		const char *col = Quoted(def->values[v].column_name);
+		appendStringInfo(&sets, "%s%s = COALESCE(q.%s, 0)", v ? ", " : "", col, col);
+	}
+	/* keys compared as they are: the target's key columns have the definition's key types */
+	for (int k = 0; k < def->nkeys; k++) {
+		const char *col = Quoted(def->keys[k].column_name);
+		appendStringInfo(&join, "%st.%s OPERATOR(pg_catalog.=) q.%s", k ? " AND " : "", col, col);
+	}
+	return psprintf("UPDATE %s t SET %s FROM %s q WHERE %s", QualifiedName(target), sets.data, QualifiedName(view),
+	                join.data);
+}
+
+char *
+ReplicaIdentityFullStatement(Oid rel)
+{
+	return psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", QualifiedName(rel));
+}
+
+char *
+RenameStatement(Oid rel, const char *name)
+{
+	return psprintf("ALTER TABLE %s RENAME TO %s", QualifiedName(rel), Quoted(name));
+}
+
+char *
+CreateLikeStatement(const char *schema, const char *name, Oid like)
+{
+	return psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS)", quote_qualified_identifier(schema, name),
+	                QualifiedName(like));
+}
+
+namespace {
+
+char *
+ShapeKeys(const CounterShape *s)
+{
+	StringInfoData keys;
+	initStringInfo(&keys);
+	for (int i = 0; i < s->ncolumns; i++)
+		if (s->is_key[i])
+			appendStringInfo(&keys, "%s%s", keys.len ? ", " : "", Quoted(s->table_names[i]));
+	return keys.data;
+}
+
+} // namespace
+
+char *
+LogIndexStatement(const CounterShape *s, Oid log)
+{
+	return psprintf("CREATE INDEX ON %s (%s)", QualifiedName(log), ShapeKeys(s));
+}
+
+char *
+AddSlotColumnStatement(Oid log)
+{
+	return psprintf("ALTER TABLE %s ADD COLUMN counters_slot integer NOT NULL", QualifiedName(log));
+}
+
+char *
+SlotKeyStatement(const CounterShape *s, Oid log)
+{
+	bool nullable = false;
+	for (int i = 0; i < s->ncolumns; i++)
+		if (s->is_key[i]) {
+			HeapTuple tup = SearchSysCacheAttName(s->table, s->table_names[i]);
+			if (HeapTupleIsValid(tup)) {
+				nullable |= !((Form_pg_attribute)GETSTRUCT(tup))->attnotnull;
+				ReleaseSysCache(tup);
+			}
+		}
+	return psprintf("ALTER TABLE %s ADD UNIQUE %s (%s, counters_slot)", QualifiedName(log),
+	                nullable ? "NULLS NOT DISTINCT" : "", ShapeKeys(s));
+}
+
+char *
+PendingViewStatement(const CounterShape *s, const char *schema, const char *name, Oid totals, Oid log)
+{
+	StringInfoData select, cols, nonzero;
+	initStringInfo(&select);
+	initStringInfo(&cols);
+	initStringInfo(&nonzero);
+	for (int i = 0; i < s->ncolumns; i++) {
+		const char *col = Quoted(s->table_names[i]);
+		appendStringInfo(&cols, "%s%s", i ? ", " : "", col);
+		/* the view's columns in the counter table's order (keys and values interleaved as declared) */
+		if (s->is_key[i])
+			appendStringInfo(&select, "%s%s", i ? ", " : "", col);
+		else {
+			Oid type;
+			int32 typmod;
+			Oid collation;
+			get_atttypetypmodcoll(totals, get_attnum(totals, s->table_names[i]), &type, &typmod, &collation);
+			appendStringInfo(&select, "%spg_catalog.sum(%s)::%s AS %s", i ? ", " : "", col,
+			                 format_type_with_typemod(type, typmod), col);
+			appendStringInfo(&nonzero, "%spg_catalog.sum(%s) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "",
+			                 col);
+		}
+	}
+	return psprintf("CREATE VIEW %s AS SELECT %s FROM (SELECT %s FROM %s UNION ALL SELECT %s FROM %s) u "
+	                "GROUP BY %s HAVING %s",
+	                quote_qualified_identifier(schema, name), select.data, cols.data, QualifiedName(totals), cols.data,
+	                QualifiedName(log), ShapeKeys(s), nonzero.data);
+}
+
+char *
+GrantSelectStatement(Oid rel, Oid grantee)
+{
+	return psprintf("GRANT SELECT ON %s TO %s", QualifiedName(rel),
+	                grantee == ACL_ID_PUBLIC ? "PUBLIC" : Quoted(GetUserNameFromId(grantee, false)));
+}
+
+char *
+DropStatement(const char *kind, Oid rel)
+{
+	return psprintf("DROP %s %s", kind, QualifiedName(rel));
+}
+
+/* ---- the capture triggers ---- */
+
+const char *
+CaptureTriggerName(int trigger)
+{
+	static const char *const names[CAPTURE_TRIGGERS] = {"counters_begin", "counters_insert", "counters_update",
+	                                                    "counters_delete", "counters_truncate"};
+	return names[trigger];
+}
+
+char *
+CreateTriggerStatement(int trigger, Oid rel, bool is_source)
+{
+	const char *on = QualifiedName(rel);
+	const char *name = CaptureTriggerName(trigger);
+	const char *call = "FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()";
+	switch (trigger) {
+	case BEGIN_TRIGGER:
+		return psprintf("CREATE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE ON %s %s", name, on, call);
+	case INSERT_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER INSERT ON %s REFERENCING NEW TABLE AS counters_new %s", name, on,
+		                call);
+	case UPDATE_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER UPDATE ON %s REFERENCING OLD TABLE AS counters_old "
+		                "NEW TABLE AS counters_new %s",
+		                name, on, call);
+	case DELETE_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER DELETE ON %s REFERENCING OLD TABLE AS counters_old %s", name, on,
+		                call);
+	default:
+		/* TRUNCATE: the whole source is emptied in one go; a leaf partition's rows are subtracted before. */
+		return psprintf("CREATE TRIGGER %s %s TRUNCATE ON %s %s", name, is_source ? "AFTER" : "BEFORE", on, call);
+	}
+}
+
+char *
+DropTriggerStatement(int trigger, Oid rel)
+{
+	return psprintf("DROP TRIGGER %s ON %s", CaptureTriggerName(trigger), QualifiedName(rel));
+}
+
+/* ---- bounds and top() ---- */
+
+char *
+BoundsViolation(const char *column, Datum min, bool min_null, Datum max, bool max_null)
+{
+	StringInfoData cond;
+	initStringInfo(&cond);
+	if (!min_null)
+		appendStringInfo(&cond, "%s < %s", Quoted(column),
+		                 quote_literal_cstr(DatumGetCString(DirectFunctionCall1(numeric_out, min))));
+	if (!max_null)
+		appendStringInfo(&cond, "%s%s > %s", cond.len ? " OR " : "", Quoted(column),
+		                 quote_literal_cstr(DatumGetCString(DirectFunctionCall1(numeric_out, max))));
+	return cond.data;
+}
+
+char *
+KeyFilterCheckStatement(const CounterShape *s, const char *filter)
+{
+	return psprintf("SELECT 1 FROM (SELECT %s FROM %s LIMIT 0) x WHERE (%s)", KeyColumnList(s), QualifiedName(s->table),
+	                filter);
+}
+
+char *
+TopStatement(const CounterShape *s, int col, const char *limit, const char *filter)
+{
+	const char *cond = filter ? psprintf("(%s)", filter) : "true";
+	const char *value = Quoted(s->table_names[col]);
+	StringInfoData keys, json, match, null_match, any_null, nonzero, xcols;
+	initStringInfo(&keys);
+	initStringInfo(&json);
+	initStringInfo(&match);
+	initStringInfo(&null_match);
+	initStringInfo(&any_null);
+	initStringInfo(&nonzero);
+	initStringInfo(&xcols);
+	for (int i = 0; i < s->ncolumns; i++) {
+		const char *c = Quoted(s->table_names[i]);
+		appendStringInfo(&xcols, "%sx.%s", i ? ", " : "", c);
+		if (s->is_key[i]) {
+			bool first = keys.len == 0;
+			appendStringInfo(&keys, "%s%s", first ? "" : ", ", c);
+			appendStringInfo(&json, "%s%s, %s", first ? "" : ", ", quote_literal_cstr(s->table_names[i]), c);
+			appendStringInfo(&match, "%sx.%s OPERATOR(pg_catalog.=) p.%s", first ? "" : " AND ", c, c);
+			appendStringInfo(&null_match, "%sx.%s IS NOT DISTINCT FROM p.%s", first ? "" : " AND ", c, c);
+			appendStringInfo(&any_null, "%sx.%s IS NULL", first ? "" : " OR ", c);
+		} else
+			/* a key is present when some value is nonzero, as in the counter's view */
+			appendStringInfo(&nonzero, "%spg_catalog.sum(%s) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "", c);
+	}
+	if (s->e->mode == Mode::Exact)
+		return psprintf("SELECT pg_catalog.jsonb_build_object(%s), %s::pg_catalog.numeric FROM %s WHERE %s "
+		                "ORDER BY %s DESC, %s LIMIT %s",
+		                json.data, value, QualifiedName(s->e->target), cond, value, keys.data, limit);
+	/*
+	 * The top k + m keys of the totals (an index on the column makes that an index scan) plus the m keys that have
+	 * pending deltas: any key without pending deltas is exact in the totals, so these contain the true top k.
+	 */
+	const char *totals = QualifiedName(s->e->totals);
+	const char *log = QualifiedName(s->e->log);
+	return psprintf("WITH pending AS MATERIALIZED (SELECT DISTINCT %s FROM %s WHERE %s), "
+	                "     candidates AS MATERIALIZED ( "
+	                "         (SELECT %s FROM %s WHERE %s ORDER BY %s DESC, %s LIMIT %s + (SELECT pg_catalog.count(*) "
+	                "FROM pending)) "
+	                "         UNION SELECT * FROM pending) "
+	                "SELECT pg_catalog.jsonb_build_object(%s), pg_catalog.sum(%s) "
+	                "  FROM (SELECT %s FROM %s x JOIN candidates p ON %s "
+	                "        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s "
+	                "        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s WHERE %s "
+	                "        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s WHERE %s) u "
+	                " GROUP BY %s HAVING %s ORDER BY 2 DESC, %s LIMIT %s",
+	                keys.data, log, cond, keys.data, totals, cond, value, keys.data, limit, json.data, value,
+	                xcols.data, totals, match.data, xcols.data, log, match.data, xcols.data, totals, null_match.data,
+	                any_null.data, xcols.data, log, null_match.data, any_null.data, keys.data, nonzero.data, keys.data,
+	                limit);
 }
 
 } // namespace counters

@@ -1,0 +1,475 @@
+/*
+ * declare.cpp: declaring, switching and dropping counters, and attaching their triggers.
+ *
+ * Each function orchestrates: lock, check, execute the statements statements.cpp generates, record in the catalog
+ * (catalog.cpp checks the caller's rights on every relation it records). Names in a definition and a target resolve
+ * with the caller's search_path, like any SQL they type; everything else runs with search_path pinned.
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
+#include "utils/jsonb.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/varlena.h"
+}
+
+namespace counters {
+
+namespace {
+
+/* Execute one generated statement (SPI connected), with search_path pinned. */
+void
+Execute(const char *sql, int expected)
+{
+	int level = PinSettings(PIN_SEARCH_PATH);
+	int ret = SPI_execute(sql, false, 0);
+	UnpinSettings(level);
+	if (ret != expected)
+		elog(ERROR, "counters: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
+}
+
+Mode
+ParseMode(const char *name, const char *mode)
+{
+	if (mode != nullptr && strcmp(mode, "exact") == 0)
+		return Mode::Exact;
+	if (mode != nullptr && strcmp(mode, "log") == 0)
+		return Mode::Log;
+	if (mode != nullptr && strcmp(mode, "sharded") == 0)
+		return Mode::Sharded;
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+	                errmsg("counter \"%s\": unknown mode %s", name, mode ? quote_literal_cstr(mode) : "<NULL>"),
+	                errhint("The modes are 'exact', 'sharded' and 'log'.")));
+	pg_unreachable();
+}
+
+bool
+CounterExists(const char *name)
+{
+	return ReadCatalog(name) != NIL;
+}
+
+/* The relation a target name denotes (InvalidOid if none) and, for one to create, its schema and name. */
+Oid
+ResolveTarget(const char *counter, const char *target, char **schema, char **table)
+{
+	List *names = stringToQualifiedNameList(target);
+	if (list_length(names) > 2)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_NAME),
+		                errmsg("counter \"%s\": invalid target name %s", counter, quote_literal_cstr(target))));
+	RangeVar *rv = makeRangeVarFromNameList(names);
+	Oid relid = RangeVarGetRelid(rv, NoLock, true);
+	if (OidIsValid(relid))
+		return relid;
+	if (rv->schemaname != nullptr)
+		*schema = rv->schemaname;
+	else {
+		List *path = fetch_search_path(false);
+		Oid nsp = path != NIL ? linitial_oid(path) : InvalidOid;
+		if (!OidIsValid(nsp))
+			ereport(ERROR,
+			        (errcode(ERRCODE_INVALID_SCHEMA_NAME),
+			         errmsg("counter \"%s\": no schema has been selected to create target %s", counter, target)));
+		*schema = get_namespace_name(nsp);
+	}
+	*table = rv->relname;
+	return InvalidOid;
+}
+
+/* A target (an existing table) must have the definition's columns, values of integer or numeric types, and a
+ * unique index on exactly the keys. */
+void
+CheckExistingTarget(const char *name, const CounterDef *def, Oid target)
+{
+	StringInfoData missing;
+	initStringInfo(&missing);
+	for (int i = 0; i < def->ncolumns; i++) {
+		const char *column = ColumnName(def, i);
+		if (get_attnum(target, column) == InvalidAttrNumber)
+			appendStringInfo(&missing, "%s%s", missing.len ? ", " : "", quote_identifier(column));
+	}
+	if (missing.len > 0)
+		ereport(ERROR,
+		        (errcode(ERRCODE_UNDEFINED_COLUMN),
+		         errmsg("counter \"%s\": target table %s has no column %s", name, QualifiedName(target), missing.data),
+		         errhint("The key and value aliases of the definition must name columns of the target table.")));
+	for (int v = 0; v < def->nvalues; v++) {
+		AttrNumber attnum = get_attnum(target, def->values[v].column_name);
+		Oid type;
+		int32 typmod;
+		Oid collation;
+		get_atttypetypmodcoll(target, attnum, &type, &typmod, &collation);
+		if (type != INT2OID && type != INT4OID && type != INT8OID && type != NUMERICOID)
+			appendStringInfo(&missing, "%s%s (%s)", missing.len ? ", " : "",
+			                 quote_identifier(def->values[v].column_name), format_type_with_typemod(type, typmod));
+	}
+	if (missing.len > 0)
+		ereport(ERROR,
+		        (errcode(ERRCODE_DATATYPE_MISMATCH),
+		         errmsg("counter \"%s\": target column %s is not of an integer or numeric type", name, missing.data)));
+	/* a valid unique index, without predicate or expressions, on exactly the key columns */
+	Relation rel = table_open(target, AccessShareLock);
+	List *indexes = RelationGetIndexList(rel);
+	bool found = false;
+	ListCell *lc;
+	foreach (lc, indexes) {
+		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		Form_pg_index index = (Form_pg_index)GETSTRUCT(tup);
+		bool ok = index->indisunique && index->indisvalid && index->indnatts == def->nkeys &&
+		          heap_attisnull(tup, Anum_pg_index_indpred, nullptr) &&
+		          heap_attisnull(tup, Anum_pg_index_indexprs, nullptr);
+		for (int k = 0; ok && k < def->nkeys; k++) {
+			bool in_index = false;
+			AttrNumber attnum = get_attnum(target, def->keys[k].column_name);
+			for (int j = 0; j < index->indnatts; j++)
+				in_index |= index->indkey.values[j] == attnum;
+			ok = in_index;
+		}
+		ReleaseSysCache(tup);
+		found |= ok;
+	}
+	list_free(indexes);
+	table_close(rel, AccessShareLock);
+	if (!found)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+		                errmsg("counter \"%s\": key columns (%s) are not a unique key of target table %s", name,
+		                       KeyNames(def), QualifiedName(target)),
+		                errhint("Create a unique index or primary key on exactly the key columns.")));
+}
+
+/* The relation a counter's name refers to in its schema, once created. */
+Oid
+RelationIn(const char *schema, const char *name)
+{
+	/* (as a statement names it: "pg_temp" stands for the session's temporary schema) */
+	return RangeVarGetRelid(makeRangeVar(pstrdup(schema), pstrdup(name), -1), NoLock, false);
+}
+
+/*
+ * Create the view, the counter table (or check the existing target), record the counter, fill it and attach the
+ * triggers. Returns the relation to read (the table; the view in log and sharded mode, after AlterCounter).
+ */
+void
+Declare(const char *name, const char *definition, const char *target)
+{
+	if (definition == nullptr)
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter \"%s\": the definition is null", name)));
+	if (CounterExists(name))
+		ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT), errmsg("counter \"%s\" already exists", name)));
+	/* Names in the definition and the target resolve with the caller's search_path, like any SQL they type. */
+	CounterDef *def = DescribeDefinition(name, definition);
+	char *schema = nullptr;
+	char *table = nullptr;
+	Oid tgt = target != nullptr ? ResolveTarget(name, target, &schema, &table) : InvalidOid;
+
+	/* Only the source's owner may declare (and so lock it), before anything else. */
+	RequireOwnerPrivileges(name, def->source);
+	if (OidIsValid(tgt))
+		RequireOwnerPrivileges(name, tgt);
+	/* No write may slip between the initial fill and the trigger: block writers of the source until commit. */
+	LockRelationOid(def->source, ShareRowExclusiveLock);
+
+	bool owns = !OidIsValid(tgt);
+	if (OidIsValid(tgt))
+		schema = get_namespace_name(get_rel_namespace(tgt));
+	else if (table == nullptr) {
+		schema = get_namespace_name(get_rel_namespace(def->source));
+		table = pstrdup(name);
+	}
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	/*
+	 * The definition becomes a view next to the counter table: PostgreSQL tracks what it depends on, renames follow
+	 * it, pg_dump dumps it as SQL, and selecting from it recomputes the counter from scratch. (Its names resolve as
+	 * the caller's query did: with the caller's search_path.)
+	 */
+	const char *view_name = psprintf("%s_definition", name);
+	int ret = SPI_execute(CreateViewStatement(schema, view_name, definition), false, 0);
+	if (ret != SPI_OK_UTILITY)
+		elog(ERROR, "counters: creating the definition view failed: %s", SPI_result_code_string(ret));
+	Oid view = RelationIn(schema, view_name);
+
+	/* The fill reads the source through the definition: every row (row_security off), in fixed output settings. */
+	if (owns) {
+		bool all_keys_not_null = true;
+		for (int k = 0; k < def->nkeys; k++)
+			all_keys_not_null &= def->keys[k].not_null;
+		Execute(CreateCounterTableStatement(def, schema, table, all_keys_not_null), SPI_OK_UTILITY);
+		tgt = RelationIn(schema, table);
+		/* A published table needs a replica identity to publish updates and deletes; NULL keys cannot make one. */
+		if (!all_keys_not_null)
+			Execute(ReplicaIdentityFullStatement(tgt), SPI_OK_UTILITY);
+		Register(name, view, tgt, owns);
+		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
+		ret = SPI_execute(FillStatement(def, tgt, view), false, 0);
+		UnpinSettings(level);
+		if (ret != SPI_OK_INSERT)
+			elog(ERROR, "counters: filling counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
+	} else {
+		CheckExistingTarget(name, def, tgt);
+		/* (checks that the key columns have the definition's key types: compared without conversion) */
+		Register(name, view, tgt, owns);
+		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
+		ret = SPI_execute(ZeroTargetStatement(def, tgt), false, 0);
+		if (ret == SPI_OK_UPDATE)
+			ret = SPI_execute(FillTargetStatement(def, tgt, view), false, 0);
+		UnpinSettings(level);
+		if (ret != SPI_OK_UPDATE)
+			elog(ERROR, "counters: filling counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
+	}
+	SPI_finish();
+	Attach(def->source);
+}
+
+} // namespace
+
+Oid
+CreateCounter(const char *name, const char *definition, const char *target, const char *mode)
+{
+	RequireReadCommitted("counters.create_counter()");
+	if (name == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_NAME), errmsg("invalid counter name NULL"),
+		                errdetail("A counter name has 1 to %d bytes.", COUNTER_NAME_MAX_BYTES)));
+	/* The definition view is named <name>_definition, an identifier of at most NAMEDATALEN - 1 bytes. */
+	if (strlen(name) == 0 || strlen(name) > COUNTER_NAME_MAX_BYTES)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_NAME), errmsg("invalid counter name %s", quote_literal_cstr(name)),
+		                errdetail("A counter name has 1 to %d bytes (this one has %zu): its tables and views are "
+		                          "named after it.",
+		                          COUNTER_NAME_MAX_BYTES, strlen(name))));
+	/*
+	 * Every error of a declaration names the counter: PostgreSQL's own (an existing relation name, a definition that
+	 * fails on the data during the fill) get its name put before their message; SQLSTATE, detail, hint and context
+	 * are kept.
+	 */
+	const char *named = psprintf("counter \"%s\"", name);
+	volatile Oid result = InvalidOid;
+	MemoryContext caller = CurrentMemoryContext;
+	PG_TRY();
+	{
+		Declare(name, definition, target);
+		AlterCounter(name, mode, -1);
+		CatalogEntry *e = LookupCounter(name);
+		/* A target in pg_temp (named so, or the caller's temporary table) would vanish with the session. */
+		if (get_rel_persistence(e->target) == RELPERSISTENCE_TEMP)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": target \"%s\" is a temporary table", name, get_rel_name(e->target)),
+			                errdetail("A counter is declared for every session; a temporary table belongs to one.")));
+		result = e->target;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller);
+		ErrorData *edata = CopyErrorData();
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_OPERATOR_INTERVENTION && edata->message != nullptr &&
+		    strstr(edata->message, named) == nullptr) {
+			FlushErrorState();
+			edata->message = psprintf("%s: %s", named, edata->message);
+			ReThrowError(edata);
+		}
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return result;
+}
+
+void
+AlterCounter(const char *name, const char *mode_text, int max_slots)
+{
+	CatalogEntry *c = LookupCounter(name);
+	RequireMaintainer(c);
+	Mode mode = ParseMode(name, mode_text);
+	if (max_slots != -1 && (mode != Mode::Sharded || max_slots < 1 || max_slots > 1024))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": max_slots applies to sharded mode, from 1 to 1024", name)));
+	if (c->mode == mode) {
+		if (max_slots != -1)
+			SetOption(name, "max_slots", DirectFunctionCall1(jsonb_in, CStringGetDatum(psprintf("%d", max_slots))),
+			          false);
+		return;
+	}
+	if (!c->owns_target)
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("counter \"%s\": a counter kept in columns of an existing table can only be exact", name)));
+	/* (folding the log or slots after locking writers out must see every delta committed before the lock) */
+	RequireReadCommitted("counters.alter_counter()");
+	if (c->mode != Mode::Exact && mode != Mode::Exact) {
+		AlterCounter(name, "exact", -1);
+		c = LookupCounter(name);
+	}
+	LockRelationOid(c->source, ShareRowExclusiveLock);
+	/* (in this context: SPI's goes away with SPI_finish) */
+	char *nsp = get_namespace_name(get_rel_namespace(c->target));
+	char *rel = get_rel_name(c->target);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	if (mode != Mode::Exact) {
+		CounterShape *s = BuildShape(c);
+		char *totals_name = DerivedName(rel, "_totals");
+		char *log_name = DerivedName(rel, mode == Mode::Log ? "_log" : "_slots");
+		Oid totals = c->target;
+		Execute(RenameStatement(totals, totals_name), SPI_OK_UTILITY);
+		Execute(CreateLikeStatement(nsp, log_name, totals), SPI_OK_UTILITY);
+		Oid log = RelationIn(nsp, log_name);
+		/* (published for logical replication, compaction's deletes need a replica identity) */
+		Execute(ReplicaIdentityFullStatement(log), SPI_OK_UTILITY);
+		if (mode == Mode::Log)
+			Execute(LogIndexStatement(s, log), SPI_OK_UTILITY);
+		else {
+			/* the slot number: the column after the definition's (the trigger finds it by position) */
+			Execute(AddSlotColumnStatement(log), SPI_OK_UTILITY);
+			Execute(SlotKeyStatement(s, log), SPI_OK_UTILITY);
+			SetOption(name, "max_slots",
+			          DirectFunctionCall1(jsonb_in, CStringGetDatum(psprintf("%d", max_slots == -1 ? 16 : max_slots))),
+			          false);
+		}
+		/* Readers see totals plus pending deltas as of their snapshot: exact and transactional, never a cache. */
+		Execute(PendingViewStatement(s, nsp, rel, totals, log), SPI_OK_UTILITY);
+		Oid view = RelationIn(nsp, rel);
+		CopySelectGrants(totals, view);
+		SPI_finish();
+		SetMode(name, view, mode, totals, log);
+	} else {
+		SPI_finish();
+		(void)Compact(name);
+		SetMode(name, c->totals, Mode::Exact, InvalidOid, InvalidOid);
+		SetOption(name, "max_slots", (Datum)0, true);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		/* SELECT grants on the view go back to the table that takes its name. */
+		CopySelectGrants(c->target, c->totals);
+		Execute(DropStatement("VIEW", c->target), SPI_OK_UTILITY);
+		Execute(DropStatement("TABLE", c->log), SPI_OK_UTILITY);
+		Execute(RenameStatement(c->totals, rel), SPI_OK_UTILITY);
+		SPI_finish();
+	}
+}
+
+void
+DropCounter(const char *name)
+{
+	CatalogEntry *c = LookupCounter(name);
+	RequireMaintainer(c);
+	Unregister(c);
+	if (ReadCatalogOfSource(c->source) == NIL)
+		Detach(c->source);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Execute(DropStatement("VIEW", c->query), SPI_OK_UTILITY);
+	if (c->mode != Mode::Exact) {
+		Execute(DropStatement("VIEW", c->target), SPI_OK_UTILITY);
+		Execute(DropStatement("TABLE", c->log), SPI_OK_UTILITY);
+		Execute(DropStatement("TABLE", c->totals), SPI_OK_UTILITY);
+	} else if (c->owns_target)
+		Execute(DropStatement("TABLE", c->target), SPI_OK_UTILITY);
+	SPI_finish();
+}
+
+void
+CopySelectGrants(Oid from, Oid to)
+{
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(from));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", from);
+	bool isnull;
+	Datum acl_datum = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relacl, &isnull);
+	Oid owner = ((Form_pg_class)GETSTRUCT(tup))->relowner;
+	List *grantees = NIL;
+	if (!isnull) {
+		Acl *acl = DatumGetAclPCopy(acl_datum);
+		AclItem *items = ACL_DAT(acl);
+		for (int i = 0; i < ACL_NUM(acl); i++)
+			if ((ACLITEM_GET_PRIVS(items[i]) & ACL_SELECT) && items[i].ai_grantee != owner)
+				grantees = list_append_unique_oid(grantees, items[i].ai_grantee);
+	}
+	ReleaseSysCache(tup);
+	ListCell *lc;
+	foreach (lc, grantees)
+		Execute(GrantSelectStatement(to, lfirst_oid(lc)), SPI_OK_UTILITY);
+}
+
+/*
+ * The capture triggers on a source and (a partitioned table) every partition, since statement triggers of a parent
+ * do not fire for statements that name a partition: INSERT, UPDATE and DELETE with transition tables, counters_begin
+ * before the statement, and TRUNCATE (after it on the source, emptying the counters; before it on a leaf partition,
+ * subtracting its rows). Idempotent.
+ */
+void
+Attach(Oid source)
+{
+	List *rels = find_all_inheritors(source, NoLock, nullptr);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	ListCell *lc;
+	foreach (lc, rels) {
+		Oid rel = lfirst_oid(lc);
+		for (int t = 0; t < CAPTURE_TRIGGERS; t++) {
+			if (t == TRUNCATE_TRIGGER && get_rel_relkind(rel) != RELKIND_RELATION)
+				continue; /* a partitioned table has no rows of its own: its leaves' triggers fire */
+			if (!OidIsValid(TriggerFunction(rel, CaptureTriggerName(t))))
+				Execute(CreateTriggerStatement(t, rel, rel == source), SPI_OK_UTILITY);
+		}
+	}
+	SPI_finish();
+}
+
+void
+Detach(Oid source)
+{
+	List *rels = find_all_inheritors(source, NoLock, nullptr);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	ListCell *lc;
+	foreach (lc, rels)
+		for (int t = 0; t < CAPTURE_TRIGGERS; t++)
+			if (TriggerFunction(lfirst_oid(lc), CaptureTriggerName(t)) == CaptureFunction())
+				Execute(DropTriggerStatement(t, lfirst_oid(lc)), SPI_OK_UTILITY);
+	SPI_finish();
+}
+
+Oid
+TriggerFunction(Oid rel, const char *name)
+{
+	Relation triggers = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData keys[2];
+	ScanKeyInit(&keys[0], Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(rel));
+	ScanKeyInit(&keys[1], Anum_pg_trigger_tgname, BTEqualStrategyNumber, F_NAMEEQ, CStringGetDatum(name));
+	SysScanDesc scan = systable_beginscan(triggers, TriggerRelidNameIndexId, true, nullptr, 2, keys);
+	HeapTuple tup = systable_getnext(scan);
+	Oid function = HeapTupleIsValid(tup) ? ((Form_pg_trigger)GETSTRUCT(tup))->tgfoid : InvalidOid;
+	systable_endscan(scan);
+	table_close(triggers, AccessShareLock);
+	return function;
+}
+
+Oid
+CaptureFunction()
+{
+	List *name = list_make2(makeString(pstrdup("counters")), makeString(pstrdup("capture")));
+	return LookupFuncName(name, 0, nullptr, false);
+}
+
+} // namespace counters

@@ -1,0 +1,363 @@
+/*
+ * options.cpp: decisions a counter makes at write time and what it keeps: bounds, thresholds, retention (the catalog's
+ * options, checked and recorded here), and top(), which reads a counter's largest keys.
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+#include "utils/tuplestore.h"
+}
+
+namespace counters {
+
+namespace {
+
+/* A value column of a counter, named as in the definition or (a table create_counter made) as in the table. */
+struct ValueColumn {
+	const char *definition_name;
+	const char *table_name;
+};
+
+ValueColumn
+FindValueColumn(const CatalogEntry *e, const char *column)
+{
+	CounterShape *s = BuildShape(e);
+	int found = -1;
+	for (int i = 0; i < s->ncolumns; i++) {
+		if (s->is_key[i])
+			continue;
+		if (strcmp(s->def_names[i], column) == 0) {
+			found = i;
+			break;
+		}
+		if (e->owns_target && found < 0 && strcmp(s->table_names[i], column) == 0)
+			found = i;
+	}
+	if (found < 0)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+		                errmsg("counter \"%s\" has no value column \"%s\"", e->name, column),
+		                errhint("Bounds and thresholds apply to the count() and sum() columns of the definition.")));
+	return ValueColumn{s->def_names[found], s->table_names[found]};
+}
+
+void
+RequireExactMode(const CatalogEntry *e, const char *what)
+{
+	if (e->mode != Mode::Exact)
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("counter \"%s\" is in %s mode, whose values are not exact at write time: it cannot have %s",
+		                e->name, ModeName(e->mode), what),
+		         errhint("Switch it to exact mode first: SELECT counters.alter_counter(%s, 'exact');",
+		                 quote_literal_cstr(e->name))));
+}
+
+char *
+NumericText(Datum n)
+{
+	return DatumGetCString(DirectFunctionCall1(numeric_out, n));
+}
+
+/* The single value of a one-row, one-column SPI query (NULL stays NULL), copied into the caller's context. */
+Datum
+QueryValue(MemoryContext cxt, const char *sql, int nargs, Oid *types, Datum *args, const char *nulls, bool *isnull)
+{
+	int ret = SPI_execute_with_args(sql, nargs, types, args, nulls, true, 1);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "counters: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
+	Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
+	if (*isnull)
+		return (Datum)0;
+	Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, 0);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	d = datumCopy(d, att->attbyval, att->attlen);
+	MemoryContextSwitchTo(old);
+	return d;
+}
+
+/*
+ * An option's new value: the counter's current `key` object (or {}) without `column`, plus `column` => `entry`
+ * (jsonb, NULL: none); NULL when nothing is left. Computed with the catalog as it is now.
+ */
+Datum
+OptionWith(const CatalogEntry *e, const char *key, const char *column, Datum entry, bool entry_null, bool *isnull)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid types[4] = {TEXTOID, TEXTOID, TEXTOID, JSONBOID};
+	Datum args[4] = {CStringGetTextDatum(e->name), CStringGetTextDatum(key), CStringGetTextDatum(column), entry};
+	char nulls[4] = {' ', ' ', ' ', entry_null ? 'n' : ' '};
+	Datum result = QueryValue(caller,
+	                          "SELECT NULLIF((COALESCE(c.options OPERATOR(pg_catalog.->) $2, '{}') "
+	                          "               OPERATOR(pg_catalog.-) $3) "
+	                          "OPERATOR(pg_catalog.||) CASE WHEN $4 IS NULL THEN '{}'::pg_catalog.jsonb "
+	                          "ELSE pg_catalog.jsonb_build_object($3, $4) END, '{}') "
+	                          "FROM counters.counter c WHERE c.name OPERATOR(pg_catalog.=) $1",
+	                          4, types, args, nulls, isnull);
+	SPI_finish();
+	return result;
+}
+
+Datum
+JsonbOf(const char *text)
+{
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(text));
+}
+
+} // namespace
+
+void
+SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum max, bool max_null)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	ValueColumn col = FindValueColumn(e, column);
+	RequireExactMode(e, "bounds");
+	if (!min_null && !max_null && DatumGetInt32(DirectFunctionCall2(numeric_cmp, min, max)) > 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": minimum %s of \"%s\" is above its maximum %s", name, NumericText(min),
+		                       col.definition_name, NumericText(max))));
+	if (!min_null || !max_null) {
+		RequireReadCommitted("counters.set_bounds()");
+		/* No write slips in between the check and the bounds taking effect. */
+		LockRelationOid(e->source, ShareLock);
+		char *outside = BoundsViolation(col.table_name, min, min_null, max, max_null);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		bool isnull;
+		int level = PinSettings(PIN_SEARCH_PATH);
+		int64 violating = DatumGetInt64(
+		    QueryValue(CurrentMemoryContext,
+		               psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s", QualifiedName(e->target), outside), 0,
+		               nullptr, nullptr, nullptr, &isnull));
+		UnpinSettings(level);
+		SPI_finish();
+		if (violating > 0)
+			ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION),
+			                errmsg("counter \"%s\": %lld of its keys have a value of \"%s\" outside [%s, %s]", name,
+			                       (long long)violating, col.definition_name, min_null ? "-infinity" : NumericText(min),
+			                       max_null ? "infinity" : NumericText(max)),
+			                errhint("SELECT * FROM %s WHERE %s lists them.", QualifiedName(e->target), outside)));
+	}
+	StringInfoData entry;
+	initStringInfo(&entry);
+	if (!min_null || !max_null) {
+		appendStringInfoChar(&entry, '{');
+		if (!min_null)
+			appendStringInfo(&entry, "\"min\": %s", NumericText(min));
+		if (!max_null)
+			appendStringInfo(&entry, "%s\"max\": %s", min_null ? "" : ", ", NumericText(max));
+		appendStringInfoChar(&entry, '}');
+	}
+	bool isnull;
+	Datum bounds = OptionWith(e, "bounds", col.definition_name, entry.len ? JsonbOf(entry.data) : (Datum)0,
+	                          entry.len == 0, &isnull);
+	SetOption(name, "bounds", bounds, isnull);
+}
+
+void
+SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	ValueColumn col = FindValueColumn(e, column);
+	if (thresholds == nullptr || array_contains_nulls(thresholds))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+		                errmsg("counter \"%s\": thresholds of \"%s\" must be an array without NULLs", name,
+		                       col.definition_name),
+		                errhint("An empty array removes the thresholds.")));
+	int n = ArrayGetNItems(ARR_NDIM(thresholds), ARR_DIMS(thresholds));
+	if (n > 0)
+		RequireExactMode(e, "thresholds");
+	const char *callback_text = nullptr;
+	if (OidIsValid(callback)) {
+		HeapTuple tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(callback));
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for function %u", callback);
+		Form_pg_proc proc = (Form_pg_proc)GETSTRUCT(tup);
+		Oid expected[7] = {TEXTOID, JSONBOID, TEXTOID, NUMERICOID, NUMERICOID, NUMERICOID, TEXTOID};
+		bool ok = proc->pronargs == 7;
+		for (int a = 0; ok && a < 7; a++)
+			ok = proc->proargtypes.values[a] == expected[a];
+		ReleaseSysCache(tup);
+		/* (its name as the catalog will show it: schema-qualified) */
+		int level = PinSettings(PIN_SEARCH_PATH);
+		callback_text = format_procedure(callback);
+		UnpinSettings(level);
+		if (!ok)
+			ereport(
+			    ERROR,
+			    (errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
+			     errmsg("counter \"%s\": callback %s must take (text, jsonb, text, numeric, numeric, numeric, text)",
+			            name, callback_text),
+			     errhint("The arguments are counter, key, column_name, old, new, threshold, direction.")));
+		/* It will run as the counter's owner. */
+		Oid owner = CounterOwner(e);
+		if (pg_proc_aclcheck(callback, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK ||
+		    pg_proc_aclcheck(callback, owner, ACL_EXECUTE) != ACLCHECK_OK)
+			ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			                errmsg("counter \"%s\": permission denied for callback %s", name, callback_text),
+			                errdetail("The callback runs as the counter's owner, %s.",
+			                          quote_identifier(GetUserNameFromId(owner, false)))));
+	}
+	Datum entry = (Datum)0;
+	if (n > 0) {
+		/* the thresholds sorted and without duplicates */
+		MemoryContext caller = CurrentMemoryContext;
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		Oid types[2] = {NUMERICARRAYOID, TEXTOID};
+		Datum args[2] = {PointerGetDatum(thresholds), callback_text ? CStringGetTextDatum(callback_text) : (Datum)0};
+		char nulls[2] = {' ', callback_text ? ' ' : 'n'};
+		bool isnull;
+		entry = QueryValue(caller,
+		                   "SELECT pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('values', "
+		                   "(SELECT pg_catalog.jsonb_agg(DISTINCT t ORDER BY t) FROM pg_catalog.unnest($1) t), "
+		                   "'callback', $2))",
+		                   2, types, args, nulls, &isnull);
+		SPI_finish();
+	}
+	bool isnull;
+	Datum entries = OptionWith(e, "thresholds", col.definition_name, entry, n == 0, &isnull);
+	SetOption(name, "thresholds", entries, isnull);
+}
+
+void
+SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	if (keep_null) {
+		SetOption(name, "retention", (Datum)0, true);
+		return;
+	}
+	if (!e->owns_target)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": retention applies to counters with a table of their own", name)));
+	CounterShape *s = BuildShape(e);
+	int found = -1;
+	for (int i = 0; i < s->ncolumns; i++) {
+		if (!s->is_key[i])
+			continue;
+		if (strcmp(s->def_names[i], column) == 0) {
+			found = i;
+			break;
+		}
+		if (found < 0 && strcmp(s->table_names[i], column) == 0)
+			found = i;
+	}
+	Oid type = found >= 0 ? s->def->keys[s->def->columns[found].index].type : InvalidOid;
+	if (type != DATEOID && type != TIMESTAMPOID && type != TIMESTAMPTZOID)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": retention needs a key column of type date, timestamp or timestamptz, "
+		                       "not \"%s\"",
+		                       name, column)));
+	/* (the interval as text in the same style whatever the session's IntervalStyle) */
+	int level = PinSettings(PIN_OUTPUT);
+	char *keep_text = DatumGetCString(DirectFunctionCall1(interval_out, keep));
+	UnpinSettings(level);
+	Datum zero =
+	    DirectFunctionCall3(interval_in, CStringGetDatum("0"), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, keep, zero)) <= 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": retention must keep a positive interval, not %s", name,
+		                       DatumGetCString(DirectFunctionCall1(interval_out, keep)))));
+	StringInfoData json;
+	initStringInfo(&json);
+	appendStringInfoString(&json, "{\"column\": ");
+	escape_json(&json, s->def_names[found]);
+	appendStringInfoString(&json, ", \"keep\": ");
+	escape_json(&json, keep_text);
+	appendStringInfoChar(&json, '}');
+	SetOption(name, "retention", JsonbOf(json.data), false);
+}
+
+void
+Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo)
+{
+	CatalogEntry *e = LookupCounter(name);
+	CounterShape *s = BuildShape(e);
+	int col = -1;
+	for (int i = 0; i < s->ncolumns; i++)
+		if (!s->is_key[i] && strcmp(s->table_names[i], column) == 0)
+			col = i;
+	if (col < 0)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+		                errmsg("counter \"%s\" has no value column %s", name, quote_identifier(column))));
+	char *limit = k_null ? pstrdup("NULL") : psprintf("%d", DatumGetInt32(k));
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	/* The caller reads the counter with its own rights; the statement's names are its own, pinned. */
+	int level = PinSettings(PIN_SEARCH_PATH);
+	/* In log and sharded mode a key's value is spread over several rows: the filter may name key columns only. */
+	if (e->mode != Mode::Exact && filter != nullptr)
+		RequireKeyFilter(e, s, filter);
+	int ret = SPI_execute(TopStatement(s, col, limit, filter), true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: top() of counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
+	for (uint64 r = 0; r < SPI_processed; r++) {
+		Datum values[2];
+		bool nulls[2];
+		heap_deform_tuple(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, values, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	UnpinSettings(level);
+	SPI_finish();
+}
+
+void
+RequireKeyFilter(const CatalogEntry *e, const CounterShape *s, const char *filter)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	BeginInternalSubTransaction(nullptr);
+	MemoryContextSwitchTo(caller);
+	PG_TRY();
+	{
+		int ret = SPI_execute(KeyFilterCheckStatement(s, filter), true, 0);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "counters: checking the filter of top() failed: %s", SPI_result_code_string(ret));
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller);
+		ErrorData *error = CopyErrorData();
+		if (error->sqlerrcode != ERRCODE_UNDEFINED_COLUMN)
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": in %s mode the filter of top() may name key columns only (%s)", e->name,
+		                       ModeName(e->mode), KeyColumnList(s)),
+		                errhint("Filter the result instead: SELECT * FROM %s WHERE ... ORDER BY ... LIMIT ...",
+		                        QualifiedName(e->target))));
+	}
+	PG_END_TRY();
+}
+
+} // namespace counters
