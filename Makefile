@@ -20,12 +20,11 @@ ISOLATION_OPTS = --inputdir=test
 EXTRA_CLEAN = results regression.diffs regression.out output_iso test/results log tmp_check
 
 PG_CONFIG ?= pg_config
-PG_CXXFLAGS += -std=gnu++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+PG_CXXFLAGS += -std=gnu++17 -fno-exceptions -fno-rtti -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	-Wno-register -Wno-sign-compare
 ifeq ($(WERROR),1)
 PG_CXXFLAGS += -Werror
 endif
-SHLIB_LINK += -lstdc++
 
 # JIT inlining of our objects buys nothing; skip the LLVM bitcode build.
 override with_llvm = no

@@ -353,9 +353,13 @@ SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter(repeat('b', 53), 'SELECT user_id, count(*) AS n FROM posts GROUP BY user_id');
 SELECT * FROM rejected(:'SQLSTATE');
 -- unknown table (42P01) or column (42703): PostgreSQL's own errors, pointing into the definition
+\set SHOW_CONTEXT errors
 SELECT counters.create_counter('bad', 'SELECT blog_id, count(*) AS n FROM no_such_table GROUP BY blog_id');
+\set SHOW_CONTEXT never
 SELECT * FROM rejected(:'SQLSTATE');
+\set SHOW_CONTEXT errors
 SELECT counters.create_counter('bad', 'SELECT blog_id, count(no_such_column) AS n FROM posts GROUP BY blog_id');
+\set SHOW_CONTEXT never
 SELECT * FROM rejected(:'SQLSTATE');
 -- existing target: a missing column (42703), a value column that is not int/numeric (42804), key columns that are
 -- not a unique key of the target (42P17; a partial unique index does not count)
@@ -416,11 +420,15 @@ SELECT counters.drop_counter(repeat('ж', 26));
 -- PostgreSQL's own errors while declaring name the counter too: an existing relation (42P07), the definition
 -- failing on the rows during the initial fill (22012)
 CREATE TABLE clash (id int);
+\set SHOW_CONTEXT errors
 SELECT counters.create_counter('clash', 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
+\set SHOW_CONTEXT never
 \echo SQLSTATE :SQLSTATE
 DROP TABLE clash;
 SELECT * FROM rejected('42P07');
+\set SHOW_CONTEXT errors
 SELECT counters.create_counter('bad', 'SELECT blog_id, sum(10 / (id - 3)) AS n FROM posts GROUP BY blog_id');
+\set SHOW_CONTEXT never
 SELECT * FROM rejected(:'SQLSTATE');
 -- ... and so does a definition failing on a written row later (the write fails, nothing is miscounted)
 SELECT counters.create_counter('fragile', 'SELECT blog_id, sum(100 / (id - 1000)) AS n FROM posts GROUP BY blog_id');

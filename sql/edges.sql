@@ -27,7 +27,9 @@ ALTER TABLE secrets ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 CREATE POLICY visible ON secrets FOR SELECT USING (NOT hidden);
 CREATE POLICY writable ON secrets FOR INSERT WITH CHECK (true);
 SELECT count(*) AS rows_the_owner_sees FROM secrets;
+\set SHOW_CONTEXT errors
 SELECT counters.create_counter('per_team', 'SELECT team, count(*) AS n FROM secrets GROUP BY team');
+\set SHOW_CONTEXT never
 \echo SQLSTATE :SQLSTATE
 ALTER TABLE secrets NO FORCE ROW LEVEL SECURITY;
 SELECT counters.create_counter('per_team', 'SELECT team, count(*) AS n FROM secrets GROUP BY team');

@@ -535,7 +535,9 @@ SELECT extnamespace::regnamespace, extversion = (SELECT default_version FROM pg_
 SET search_path = lifecycle_test;
 SELECT count(*) AS catalog_rows FROM counters.counter;
 -- The old name is taken by the leftover definition view: PostgreSQL's error, and nothing is left behind.
+\set SHOW_CONTEXT errors
 SELECT counters.create_counter('post_comments', 'SELECT post_id, count(*) AS comments, sum(score) AS score FROM comments GROUP BY post_id');
+\set SHOW_CONTEXT never
 \echo SQLSTATE :SQLSTATE
 SELECT * FROM catalog_rows();
 SELECT * FROM capture_triggers();

@@ -71,23 +71,12 @@ InvalidateCallback(Datum arg, Oid relid)
 void
 FreePlans(CompiledCounter *counters, int n)
 {
-	for (int i = 0; i < n; i++) {
-		CompiledCounter *c = &counters[i];
-		if (c->apply_plan)
-			SPI_freeplan(c->apply_plan);
-		if (c->delete_plan)
-			SPI_freeplan(c->delete_plan);
-		if (c->truncate_plan)
-			SPI_freeplan(c->truncate_plan);
-		if (c->bulk_plan)
-			SPI_freeplan(c->bulk_plan);
-		if (c->bulk_delete_plan)
-			SPI_freeplan(c->bulk_delete_plan);
-		if (c->update_plan)
-			SPI_freeplan(c->update_plan);
-		c->apply_plan = c->delete_plan = c->truncate_plan = c->bulk_plan = c->bulk_delete_plan = c->update_plan =
-		    nullptr;
-	}
+	for (int i = 0; i < n; i++)
+		for (int p = 0; p < NUM_PLANS; p++) {
+			if (counters[i].plans[p] != nullptr)
+				SPI_freeplan(counters[i].plans[p]);
+			counters[i].plans[p] = nullptr;
+		}
 }
 
 /*
@@ -152,15 +141,14 @@ IsFastKeyType(Oid type)
 	}
 }
 
-const char *
-OperatorSchema(Oid opno)
+/*
+ * The relation that receives a counter's deltas, the one place that decides it: the log (log mode) or the slots
+ * (sharded mode), else the table users read (the counter table, or an existing table's counter-cache columns).
+ */
+Oid
+WriteRelation(ApplyMode mode, Oid target, Oid log)
 {
-	HeapTuple tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for operator %u", opno);
-	Oid nsp = ((Form_pg_operator)GETSTRUCT(tup))->oprnamespace;
-	ReleaseSysCache(tup);
-	return quote_identifier(get_namespace_name(nsp));
+	return mode == ApplyMode::Log || mode == ApplyMode::Sharded ? log : target;
 }
 
 SPIPlanPtr
@@ -172,57 +160,6 @@ PrepareKept(const char *sql, int nargs, Oid *argtypes)
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "counters: SPI_keepplan failed");
 	return plan;
-}
-
-/*
- * The select list of a bulk write: unnest($1), unnest($2), ... in the target list, which reads the arrays in step
- * and keeps a composite element one column (unnest() in FROM would expand it into its fields).
- */
-void
-AppendUnnests(StringInfo sql, int nparams)
-{
-	for (int i = 0; i < nparams; i++)
-		appendStringInfo(sql, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
-}
-
-void
-AppendColumnList(StringInfo sql, CompiledCounter *c, bool keys, bool values)
-{
-	bool first = true;
-	for (int i = 0; keys && i < c->def->nkeys; i++, first = false)
-		appendStringInfo(sql, "%s%s", first ? "" : ", ", quote_identifier(c->key_columns[i]));
-	for (int i = 0; values && i < c->def->nvalues; i++, first = false)
-		appendStringInfo(sql, "%s%s", first ? "" : ", ", quote_identifier(c->value_columns[i]));
-}
-
-/* RETURNING the row's ctid, whether every value is now zero, the new values and the keys (for bounds). */
-void
-AppendReturning(StringInfo sql, CompiledCounter *c)
-{
-	CounterDef *def = c->def;
-	appendStringInfoString(sql, " RETURNING c.ctid, ");
-	for (int i = 0; i < def->nvalues; i++)
-		appendStringInfo(sql, "%sc.%s OPERATOR(pg_catalog.=) 0", i ? " AND " : "",
-		                 quote_identifier(c->value_columns[i]));
-	for (int i = 0; i < def->nvalues; i++)
-		appendStringInfo(sql, ", c.%s", quote_identifier(c->value_columns[i]));
-	for (int i = 0; i < def->nkeys; i++)
-		appendStringInfo(sql, ", c.%s", quote_identifier(c->key_columns[i]));
-}
-
-/* ON CONFLICT (keys) DO UPDATE adding the deltas, RETURNING as above. */
-void
-AppendUpsertTail(StringInfo sql, CompiledCounter *c)
-{
-	CounterDef *def = c->def;
-	appendStringInfoString(sql, " ON CONFLICT (");
-	AppendColumnList(sql, c, true, false);
-	appendStringInfoString(sql, ") DO UPDATE SET ");
-	for (int i = 0; i < def->nvalues; i++) {
-		const char *col = quote_identifier(c->value_columns[i]);
-		appendStringInfo(sql, "%s%s = c.%s OPERATOR(pg_catalog.+) EXCLUDED.%s", i ? ", " : "", col, col, col);
-	}
-	AppendReturning(sql, c);
 }
 
 /*
@@ -240,7 +177,7 @@ ResolveColumns(CompiledCounter *c)
 		c->key_columns[i] = def->keys[i].column_name;
 	for (int i = 0; i < def->nvalues; i++)
 		c->value_columns[i] = def->values[i].column_name;
-	if (!c->owns_target)
+	if (c->mode == ApplyMode::Target)
 		return;
 	c->key_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nkeys);
 	c->value_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nvalues);
@@ -278,7 +215,7 @@ ResolveColumns(CompiledCounter *c)
 		                errhint("Drop and declare the counter again.")));
 	/* sharded mode: the slot number is the integer column after the definition's */
 	AttrNumber last = Max(c->key_attnums[def->nkeys - 1], c->value_attnums[def->nvalues - 1]);
-	for (int a = 0; c->sharded && a < desc->natts && c->slot_attnum == InvalidAttrNumber; a++) {
+	for (int a = 0; c->mode == ApplyMode::Sharded && a < desc->natts && c->slot_attnum == InvalidAttrNumber; a++) {
 		Form_pg_attribute att = TupleDescAttr(desc, a);
 		if (!att->attisdropped && att->attnum > last && att->atttypid == INT4OID)
 			c->slot_attnum = att->attnum;
@@ -286,216 +223,15 @@ ResolveColumns(CompiledCounter *c)
 	table_close(rel, AccessShareLock);
 }
 
-/*
- * TRUNCATE of a log or sharded counter's source empties the log (or slots) and the totals. It first waits for a
- * compaction in progress (which holds the log's SHARE UPDATE EXCLUSIVE lock until it commits), so that the DELETEs,
- * each with a new snapshot, see the totals that compaction wrote; otherwise its folded sums would survive.
- */
-void
-AppendTruncatePlan(StringInfo sql, CompiledCounter *c, const char *log)
-{
-	resetStringInfo(sql);
-	appendStringInfo(sql, "LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE; WITH l AS (DELETE FROM %s) DELETE FROM %s",
-	                 log, log, QualifiedName(c->totals));
-	c->truncate_plan = PrepareKept(sql->data, 0, nullptr);
-}
-
-/* The array types of the parameter types, or NULL if one has none. */
-Oid *
-ArrayTypes(Oid *types, int n)
-{
-	Oid *array_types = (Oid *)palloc(sizeof(Oid) * n);
-	for (int i = 0; i < n; i++) {
-		array_types[i] = get_array_type(types[i]);
-		if (!OidIsValid(array_types[i]))
-			return nullptr;
-	}
-	return array_types;
-}
-
-/* Build the statements that apply deltas to counter `c`. Column names are read from the target itself. */
+/* Prepare the statements that apply deltas to counter `c` (those its mode has). */
 void
 PreparePlans(CompiledCounter *c)
 {
-	CounterDef *def = c->def;
-	char *target = QualifiedName(c->write_rel);
-	int nparams = def->nkeys + def->nvalues;
-	Oid *argtypes = (Oid *)palloc(sizeof(Oid) * nparams);
-	for (int i = 0; i < def->nkeys; i++)
-		argtypes[i] = def->keys[i].type;
-	for (int i = 0; i < def->nvalues; i++)
-		argtypes[def->nkeys + i] = def->values[i].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
-
-	StringInfoData sql;
-	initStringInfo(&sql);
-	if (c->append_only) {
-		/* Log mode: append the statement's summed deltas; no counter row is locked, nothing can conflict. */
-		appendStringInfo(&sql, "INSERT INTO %s (", target);
-		AppendColumnList(&sql, c, true, true);
-		appendStringInfoString(&sql, ") VALUES (");
-		for (int i = 0; i < nparams; i++)
-			appendStringInfo(&sql, "%s$%d", i ? ", " : "", i + 1);
-		appendStringInfoString(&sql, ")");
-		c->apply_plan = PrepareKept(sql.data, nparams, argtypes);
-
-		Oid *array_types = ArrayTypes(argtypes, nparams);
-		if (array_types != nullptr) {
-			resetStringInfo(&sql);
-			appendStringInfo(&sql, "INSERT INTO %s (", target);
-			AppendColumnList(&sql, c, true, true);
-			appendStringInfoString(&sql, ") SELECT ");
-			AppendUnnests(&sql, nparams);
-			c->bulk_plan = PrepareKept(sql.data, nparams, array_types);
-		}
-
-		AppendTruncatePlan(&sql, c, target);
-	} else if (c->sharded) {
-		/*
-		 * Sharded mode: existing slot rows are updated directly (direct.cpp); this upsert creates a slot row, the
-		 * slot number coming as the last parameter, or adds to an existing one, waiting for its lock, when every
-		 * slot of the key is taken. Zero rows are deleted as in exact mode.
-		 */
-		Oid *slot_argtypes = (Oid *)palloc(sizeof(Oid) * (nparams + 1));
-		memcpy(slot_argtypes, argtypes, sizeof(Oid) * nparams);
-		slot_argtypes[nparams] = INT4OID;
-		const char *slot_col = quote_identifier(get_attname(c->write_rel, c->slot_attnum, false));
-		appendStringInfo(&sql, "INSERT INTO %s AS c (", target);
-		AppendColumnList(&sql, c, true, true);
-		appendStringInfo(&sql, ", %s) VALUES (", slot_col);
-		for (int i = 0; i <= nparams; i++)
-			appendStringInfo(&sql, "%s$%d", i ? ", " : "", i + 1);
-		appendStringInfoString(&sql, ")");
-		StringInfoData tail;
-		initStringInfo(&tail);
-		AppendUpsertTail(&tail, c);
-		/* ON CONFLICT (keys) -> ON CONFLICT (keys, slot) */
-		const char *paren = strchr(tail.data, ')');
-		appendBinaryStringInfo(&sql, tail.data, paren - tail.data);
-		appendStringInfo(&sql, ", %s%s", slot_col, paren);
-		c->apply_plan = PrepareKept(sql.data, nparams + 1, slot_argtypes);
-
-		resetStringInfo(&sql);
-		appendStringInfo(&sql, "DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) $1", target);
-		Oid tid_type = TIDOID;
-		c->delete_plan = PrepareKept(sql.data, 1, &tid_type);
-
-		AppendTruncatePlan(&sql, c, target);
-	} else if (c->owns_target) {
-		/*
-		 * INSERT ... ON CONFLICT DO UPDATE adds the delta to an existing row or creates it; RETURNING tells whether
-		 * every value came back to zero, in which case the row is deleted by ctid (we hold its lock).
-		 */
-		appendStringInfo(&sql, "INSERT INTO %s AS c (", target);
-		AppendColumnList(&sql, c, true, true);
-		appendStringInfoString(&sql, ") VALUES (");
-		for (int i = 0; i < nparams; i++)
-			appendStringInfo(&sql, "%s$%d", i ? ", " : "", i + 1);
-		appendStringInfoString(&sql, ")");
-		AppendUpsertTail(&sql, c);
-		c->apply_plan = PrepareKept(sql.data, nparams, argtypes);
-
-		/*
-		 * Many keys at once: the same upsert fed by unnest() of one array per column. The arrays are read in step,
-		 * in order, so rows are still locked in sorted key order.
-		 */
-		Oid *array_types = ArrayTypes(argtypes, nparams);
-		if (array_types != nullptr) {
-			resetStringInfo(&sql);
-			appendStringInfo(&sql, "INSERT INTO %s AS c (", target);
-			AppendColumnList(&sql, c, true, true);
-			appendStringInfoString(&sql, ") SELECT ");
-			AppendUnnests(&sql, nparams);
-			AppendUpsertTail(&sql, c);
-			c->bulk_plan = PrepareKept(sql.data, nparams, array_types);
-
-			resetStringInfo(&sql);
-			appendStringInfo(&sql, "DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)", target);
-			Oid tid_array_type = TIDARRAYOID;
-			c->bulk_delete_plan = PrepareKept(sql.data, 1, &tid_array_type);
-		}
-
-		resetStringInfo(&sql);
-		appendStringInfo(&sql, "DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) $1", target);
-		Oid tid_type = TIDOID;
-		c->delete_plan = PrepareKept(sql.data, 1, &tid_type);
-
-		resetStringInfo(&sql);
-		appendStringInfo(&sql, "DELETE FROM %s", target);
-		c->truncate_plan = PrepareKept(sql.data, 0, nullptr);
-
-		/*
-		 * A CHECK constraint on the counter table holds for the row the upsert proposes (the delta alone) before
-		 * it finds the existing row: a decrement would fail it. An existing row is updated first, then.
-		 */
-		if (c->has_check) {
-			resetStringInfo(&sql);
-			appendStringInfo(&sql, "UPDATE %s AS c SET ", target);
-			for (int i = 0; i < def->nvalues; i++) {
-				const char *col = quote_identifier(c->value_columns[i]);
-				appendStringInfo(&sql, "%s%s = c.%s OPERATOR(pg_catalog.+) $%d", i ? ", " : "", col, col,
-				                 def->nkeys + i + 1);
-			}
-			appendStringInfoString(&sql, " WHERE ");
-			for (int i = 0; i < def->nkeys; i++)
-				appendStringInfo(&sql, "%sc.%s IS NOT DISTINCT FROM $%d", i ? " AND " : "",
-				                 quote_identifier(c->key_columns[i]), i + 1);
-			AppendReturning(&sql, c);
-			c->update_plan = PrepareKept(sql.data, nparams, argtypes);
-		}
-	} else {
-		/* Counter-cache columns of an existing table: rows that do not exist are not created (documented). */
-		Relation rel = table_open(c->target, AccessShareLock);
-		TupleDesc desc = RelationGetDescr(rel);
-		appendStringInfo(&sql, "UPDATE %s AS t SET ", target);
-		for (int i = 0; i < def->nvalues; i++) {
-			const char *col = quote_identifier(c->value_columns[i]);
-			appendStringInfo(&sql, "%s%s = COALESCE(t.%s, 0) OPERATOR(pg_catalog.+) $%d", i ? ", " : "", col, col,
-			                 def->nkeys + i + 1);
-		}
-		appendStringInfoString(&sql, " WHERE ");
-		for (int i = 0; i < def->nkeys; i++) {
-			const char *col = quote_identifier(c->key_columns[i]);
-			AttrNumber attno = InvalidAttrNumber;
-			for (int a = 0; a < desc->natts; a++)
-				if (!TupleDescAttr(desc, a)->attisdropped &&
-				    strcmp(NameStr(TupleDescAttr(desc, a)->attname), c->key_columns[i]) == 0)
-					attno = a + 1;
-			if (attno == InvalidAttrNumber)
-				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
-				                errmsg("counter \"%s\": target table %s has no column %s", def->name, target, col)));
-			/*
-			 * The key is compared as it is, never cast to the column's type: a cast to a narrower type (varchar(3),
-			 * integer) would fold different keys into one row. Declarations require the column to have the key's
-			 * type; a counter declared before that rule compares across types as PostgreSQL's own operators do.
-			 */
-			Form_pg_attribute att = TupleDescAttr(desc, attno - 1);
-			if (getBaseType(att->atttypid) == getBaseType(def->keys[i].type)) {
-				TypeCacheEntry *tc = lookup_type_cache(getBaseType(att->atttypid), TYPECACHE_EQ_OPR);
-				if (!OidIsValid(tc->eq_opr))
-					ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
-					                errmsg("counter \"%s\": key column %s of %s has no equality operator", def->name,
-					                       col, target)));
-				appendStringInfo(&sql, "%st.%s OPERATOR(%s.=) $%d", i ? " AND " : "", col, OperatorSchema(tc->eq_opr),
-				                 i + 1);
-			} else
-				appendStringInfo(&sql, "%st.%s OPERATOR(pg_catalog.=) $%d", i ? " AND " : "", col, i + 1);
-		}
-		table_close(rel, AccessShareLock);
-		appendStringInfoString(&sql, " RETURNING ");
-		for (int i = 0; i < def->nvalues; i++)
-			appendStringInfo(&sql, "%st.%s", i ? ", " : "", quote_identifier(c->value_columns[i]));
-		c->apply_plan = PrepareKept(sql.data, nparams, argtypes);
-
-		resetStringInfo(&sql);
-		appendStringInfo(&sql, "UPDATE %s SET ", target);
-		for (int i = 0; i < def->nvalues; i++)
-			appendStringInfo(&sql, "%s%s = 0", i ? ", " : "", quote_identifier(c->value_columns[i]));
-		appendStringInfoString(&sql, " WHERE ");
-		for (int i = 0; i < def->nvalues; i++)
-			appendStringInfo(&sql, "%s%s IS DISTINCT FROM 0", i ? " OR " : "", quote_identifier(c->value_columns[i]));
-		c->truncate_plan = PrepareKept(sql.data, 0, nullptr);
+	for (int p = 0; p < NUM_PLANS; p++) {
+		PlanStatement st = ApplyStatement(c, (Plan)p);
+		if (st.sql != nullptr)
+			c->plans[p] = PrepareKept(st.sql, st.nargs, st.argtypes);
 	}
-	pfree(sql.data);
 }
 
 void
@@ -569,16 +305,7 @@ ReadThresholds(CompiledCounter *c)
 	c->thresholds = (Datum **)palloc0(sizeof(Datum *) * def->nvalues);
 	c->callbacks = (Oid *)palloc0(sizeof(Oid) * def->nvalues);
 	c->callback_missing = (bool *)palloc0(sizeof(bool) * def->nvalues);
-	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {CStringGetTextDatum(def->name)};
-	(void)QueryLatest(
-	    "SELECT e.key, e.value OPERATOR(pg_catalog.->>) 'callback', "
-	    "pg_catalog.to_regprocedure(e.value OPERATOR(pg_catalog.->>) 'callback')::pg_catalog.oid, "
-	    "pg_catalog.array_agg(t::pg_catalog.numeric ORDER BY t::pg_catalog.numeric) "
-	    "FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') e, "
-	    "pg_catalog.jsonb_array_elements_text(e.value OPERATOR(pg_catalog.->) 'values') t "
-	    "WHERE c.name OPERATOR(pg_catalog.=) $1 GROUP BY 1, 2, 3",
-	    1, argtypes, args, nullptr);
+	QueryThresholds(def->name);
 	MemoryContextSwitchTo(cxt);
 	for (uint64 r = 0; r < SPI_processed; r++) {
 		HeapTuple tup = SPI_tuptable->vals[r];
@@ -619,30 +346,7 @@ BuildEntry(SourceCounters *entry)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
-	Oid argtypes[1] = {OIDOID};
-	Datum args[1] = {ObjectIdGetDatum(source)};
-	/*
-	 * The latest snapshot, not the writer's: a REPEATABLE READ writer whose snapshot predates a declaration, a mode
-	 * switch or new bounds must still apply them (its lock on the source was granted after they committed), and
-	 * sees counters declared earlier in its own transaction.
-	 */
-	(void)QueryLatest("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
-	                  "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
-	                  "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds', c.mode, "
-	                  "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16), "
-	                  "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
-	                  "(c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) "
-	                  "'keep')::pg_catalog.interval "
-	                  "FROM counters.counter c, LATERAL ("
-	                  "SELECT pg_catalog.array_agg(e.key) AS columns, "
-	                  "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
-	                  " AS mins, "
-	                  "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'max')::pg_catalog.numeric)"
-	                  " AS maxs "
-	                  "FROM pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') e) b "
-	                  "WHERE c.source OPERATOR(pg_catalog.=) $1 "
-	                  "ORDER BY c.name COLLATE \"C\"",
-	                  1, argtypes, args, nullptr);
+	QueryCountersOf(source);
 
 	int n = (int)SPI_processed;
 	SPITupleTable *catalog = SPI_tuptable;
@@ -677,8 +381,6 @@ BuildEntry(SourceCounters *entry)
 			relation_close(view, AccessShareLock);
 			c->target = target;
 			c->query = query_oid;
-			c->owns_target = owns;
-			c->sharded = strcmp(TextDatumGetCString(SPI_getbinval(tup, tupdesc, 11, &isnull)), "sharded") == 0;
 			c->max_slots = DatumGetInt32(SPI_getbinval(tup, tupdesc, 12, &isnull));
 			c->retention_key = -1;
 			Datum retention_column = SPI_getbinval(tup, tupdesc, 13, &isnull);
@@ -691,8 +393,12 @@ BuildEntry(SourceCounters *entry)
 						c->retention_keep = datumCopy(keep, false, sizeof(Interval));
 					}
 			}
-			c->append_only = log_mode && !c->sharded;
-			c->write_rel = log_mode ? DatumGetObjectId(log) : target;
+			bool sharded = strcmp(TextDatumGetCString(SPI_getbinval(tup, tupdesc, 11, &isnull)), "sharded") == 0;
+			c->mode = !owns      ? ApplyMode::Target
+			          : sharded  ? ApplyMode::Sharded
+			          : log_mode ? ApplyMode::Log
+			                     : ApplyMode::Exact;
+			c->write_rel = WriteRelation(c->mode, target, log_mode ? DatumGetObjectId(log) : InvalidOid);
 			c->totals = log_mode && !totals_null ? DatumGetObjectId(totals) : InvalidOid;
 			Relation trel = table_open(c->write_rel, AccessShareLock);
 			c->owner = trel->rd_rel->relowner;

@@ -419,4 +419,50 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 	CacheInvalidateRelcacheByRelid(e->source);
 }
 
+/* ---- what the compiled cache reads (cache.cpp) ---- */
+
+void
+QueryCountersOf(Oid source)
+{
+	Oid argtypes[1] = {OIDOID};
+	Datum args[1] = {ObjectIdGetDatum(source)};
+	/*
+	 * The latest snapshot, not the writer's: a REPEATABLE READ writer whose snapshot predates a declaration, a mode
+	 * switch or new bounds must still apply them (its lock on the source was granted after they committed), and
+	 * sees counters declared earlier in its own transaction.
+	 */
+	(void)QueryLatest("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
+	                  "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
+	                  "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds', c.mode, "
+	                  "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16), "
+	                  "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
+	                  "(c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) "
+	                  "'keep')::pg_catalog.interval "
+	                  "FROM counters.counter c, LATERAL ("
+	                  "SELECT pg_catalog.array_agg(e.key) AS columns, "
+	                  "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
+	                  " AS mins, "
+	                  "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'max')::pg_catalog.numeric)"
+	                  " AS maxs "
+	                  "FROM pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') e) b "
+	                  "WHERE c.source OPERATOR(pg_catalog.=) $1 "
+	                  "ORDER BY c.name COLLATE \"C\"",
+	                  1, argtypes, args, nullptr);
+}
+
+void
+QueryThresholds(const char *name)
+{
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(name)};
+	(void)QueryLatest(
+	    "SELECT e.key, e.value OPERATOR(pg_catalog.->>) 'callback', "
+	    "pg_catalog.to_regprocedure(e.value OPERATOR(pg_catalog.->>) 'callback')::pg_catalog.oid, "
+	    "pg_catalog.array_agg(t::pg_catalog.numeric ORDER BY t::pg_catalog.numeric) "
+	    "FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') e, "
+	    "pg_catalog.jsonb_array_elements_text(e.value OPERATOR(pg_catalog.->) 'values') t "
+	    "WHERE c.name OPERATOR(pg_catalog.=) $1 GROUP BY 1, 2, 3",
+	    1, argtypes, args, nullptr);
+}
+
 } // namespace counters

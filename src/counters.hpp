@@ -1,11 +1,9 @@
 /*
- * counters.hpp: shared declarations of the counters extension.
+ * counters.hpp: the declarations the modules of src/ share (CONTRIBUTING.md maps the files onto the design).
  *
- * Rules of this code base (see README "Hacking"):
- * - Every SQL-callable symbol is defined with COUNTERS_FUNCTION (functions.cpp): a C-linkage shim that calls a C++
- *   body and turns any escaping C++ exception into ereport(ERROR).
- * - Code that calls PostgreSQL functions that can raise an error keeps no objects with destructors on its stack:
- *   PostgreSQL errors are longjmps. Memory comes from palloc and memory contexts, never from new/malloc.
+ * The dialect: C++17 used as C with namespaces, compiled without exceptions and RTTI, no standard library, memory
+ * from palloc and memory contexts only. Every SQL-callable symbol is defined with COUNTERS_FUNCTION (functions.cpp),
+ * the one C boundary. PostgreSQL errors are longjmps: no object with a destructor lives on a stack they can unwind.
  */
 #pragma once
 
@@ -82,23 +80,39 @@ struct CounterDef {
  */
 CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names);
 
+/*
+ * How a counter's deltas are written (apply.cpp has one path per mode): upserted into the counter table (exact),
+ * added to rows of an existing table (target: counter-cache columns), appended to the log (log), or added to one of
+ * up to max_slots rows per key (sharded).
+ */
+enum class ApplyMode { Exact, Target, Log, Sharded };
+
+/* The prepared statements of a counter (statements.cpp writes them, cache.cpp prepares those a mode has). */
+enum Plan {
+	PLAN_APPLY,       /* one key: upsert (exact, sharded), UPDATE (target), INSERT (log) */
+	PLAN_BULK,        /* many keys passed as arrays, in order (exact, log; none if a key type has no array type) */
+	PLAN_UPDATE,      /* add to an existing row of one key (exact, when the table has CHECK constraints) */
+	PLAN_DELETE,      /* delete an all-zero row by ctid (exact, sharded) */
+	PLAN_BULK_DELETE, /* delete all-zero rows by ctid array (exact) */
+	PLAN_TRUNCATE,    /* empty the counter (exact, log, sharded) or zero its columns (target) */
+	NUM_PLANS
+};
+
 /* The compiled, per-backend form of one counter. */
 struct CompiledCounter {
 	CounterDef *def;
+	ApplyMode mode;
 	Oid target; /* the relation users read: counter table, existing target, or (log mode) the totals+log view */
 	Oid query;  /* the definition view */
 	/*
-	 * Where this backend writes deltas -- the one place that decides it: the counter table (upserts), the existing
-	 * target (updates), or the log table (appends, log mode). `totals` is the log mode's folded table.
+	 * Where this backend writes deltas -- the one place that decides it: the counter table, the existing target,
+	 * the log or the slots (WriteRelation in cache.cpp). `totals` is the log and sharded modes' folded table.
 	 */
 	Oid write_rel;
 	Oid totals;
-	bool append_only;
-	bool sharded; /* sharded mode: write_rel holds up to max_slots rows per key, column slot_attnum */
-	int max_slots;
-	AttrNumber slot_attnum;
-	Oid owner; /* owner of the target: deltas are applied with its privileges */
-	bool owns_target;
+	int max_slots;          /* sharded mode: write_rel holds up to max_slots rows per key, */
+	AttrNumber slot_attnum; /* numbered in this column */
+	Oid owner;              /* owner of write_rel: deltas are applied, definitions evaluated, with its privileges */
 	/* per key: comparison, hashing and equality support */
 	FmgrInfo *key_cmp;
 	FmgrInfo *key_hash;
@@ -107,7 +121,7 @@ struct CompiledCounter {
 	int16 *key_typlen;
 	bool *key_byval;
 	char *key_typalign;
-	const char **key_columns; /* column names in the counter table */
+	const char **key_columns; /* column names in write_rel */
 	const char **value_columns;
 	AttrNumber *key_attnums; /* their attribute numbers (tables created by create_counter; else NULL) */
 	AttrNumber *value_attnums;
@@ -124,19 +138,22 @@ struct CompiledCounter {
 	bool *callback_missing; /* a callback was set but no longer exists */
 	/* counters.set_retention: deltas to buckets older than now() - keep are dropped (-1: no retention) */
 	int retention_key;
-	Datum retention_keep;        /* interval */
-	Oid key_index;               /* the unique index on the key columns, found by the first DirectBegin */
-	int *key_of_column;          /* its columns' key numbers; NULL until then */
-	SPIPlanPtr apply_plan;       /* upsert (owned table) or UPDATE (existing target) of one key */
-	SPIPlanPtr bulk_plan;        /* upsert of many keys passed as arrays, in order (owned table; NULL if a key type has
-	                                no array type) */
-	SPIPlanPtr bulk_delete_plan; /* delete all-zero rows by ctid array */
-	SPIPlanPtr delete_plan;      /* delete an all-zero row by ctid (owned table only) */
-	SPIPlanPtr truncate_plan;    /* empty the counter (owned) or zero its columns (target) */
-	SPIPlanPtr update_plan;      /* add to an existing row of one key (owned table with CHECK constraints) */
-	bool has_check;              /* the table deltas are written to has CHECK constraints */
-	bool has_rls;                /* ... has row-level security enabled */
+	Datum retention_keep; /* interval */
+	Oid key_index;        /* the unique index on the key columns, found by the first DirectBegin */
+	int *key_of_column;   /* its columns' key numbers; NULL until then */
+	SPIPlanPtr plans[NUM_PLANS];
+	bool has_check; /* write_rel has CHECK constraints */
+	bool has_rls;   /* ... has row-level security enabled */
 };
+
+/* A prepared statement's text and parameter types. */
+struct PlanStatement {
+	char *sql;
+	int nargs;
+	Oid *argtypes;
+};
+/* The text of plan `plan` of counter `c` (statements.cpp), or sql = NULL when its mode has none. */
+PlanStatement ApplyStatement(const CompiledCounter *c, Plan plan);
 
 /*
  * Adding deltas to existing rows of a counter table without the executor (direct.cpp). DirectBegin returns NULL
@@ -225,6 +242,12 @@ void Unregister(const CatalogEntry *e);
 CatalogEntry *Forget(const char *name);
 void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
 void SetOption(const char *name, const char *key, Datum value, bool isnull);
+/*
+ * The rows the compiled cache is built from, as SPI_tuptable (SPI connected, latest snapshot): the counters of
+ * `source` in name order (cache.cpp reads the columns by position), and the thresholds of counter `name`.
+ */
+void QueryCountersOf(Oid source);
+void QueryThresholds(const char *name);
 /* Record what maintenance did to a counter in counters.maintenance: `columns` get `values` (see catalog.cpp). */
 void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types, Datum *values,
                      const char *nulls);

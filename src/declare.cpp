@@ -246,6 +246,16 @@ Declare(const char *name, const char *definition, const char *target)
 
 } // namespace
 
+namespace {
+
+void
+DeclareErrorContext(void *arg)
+{
+	errcontext("declaring counter \"%s\"", (const char *)arg);
+}
+
+} // namespace
+
 Oid
 CreateCounter(const char *name, const char *definition, const char *target, const char *mode)
 {
@@ -260,39 +270,24 @@ CreateCounter(const char *name, const char *definition, const char *target, cons
 		                          "named after it.",
 		                          COUNTER_NAME_MAX_BYTES, strlen(name))));
 	/*
-	 * Every error of a declaration names the counter: PostgreSQL's own (an existing relation name, a definition that
-	 * fails on the data during the fill) get its name put before their message; SQLSTATE, detail, hint and context
-	 * are kept.
+	 * Every error of a declaration names the counter: the extension's own in their message, PostgreSQL's (an existing
+	 * relation name, a definition that fails on the data during the fill) in their context.
 	 */
-	const char *named = psprintf("counter \"%s\"", name);
-	volatile Oid result = InvalidOid;
-	MemoryContext caller = CurrentMemoryContext;
-	PG_TRY();
-	{
-		Declare(name, definition, target);
-		AlterCounter(name, mode, -1);
-		CatalogEntry *e = LookupCounter(name);
-		/* A target in pg_temp (named so, or the caller's temporary table) would vanish with the session. */
-		if (get_rel_persistence(e->target) == RELPERSISTENCE_TEMP)
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			                errmsg("counter \"%s\": target \"%s\" is a temporary table", name, get_rel_name(e->target)),
-			                errdetail("A counter is declared for every session; a temporary table belongs to one.")));
-		result = e->target;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(caller);
-		ErrorData *edata = CopyErrorData();
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_OPERATOR_INTERVENTION && edata->message != nullptr &&
-		    strstr(edata->message, named) == nullptr) {
-			FlushErrorState();
-			edata->message = psprintf("%s: %s", named, edata->message);
-			ReThrowError(edata);
-		}
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	return result;
+	ErrorContextCallback context;
+	context.callback = DeclareErrorContext;
+	context.arg = (void *)name;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	Declare(name, definition, target);
+	AlterCounter(name, mode, -1);
+	CatalogEntry *e = LookupCounter(name);
+	/* A target in pg_temp (named so, or the caller's temporary table) would vanish with the session. */
+	if (get_rel_persistence(e->target) == RELPERSISTENCE_TEMP)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": target \"%s\" is a temporary table", name, get_rel_name(e->target)),
+		                errdetail("A counter is declared for every session; a temporary table belongs to one.")));
+	error_context_stack = context.previous;
+	return e->target;
 }
 
 void

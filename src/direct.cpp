@@ -87,7 +87,7 @@ FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
 {
 	CounterDef *def = c->def;
 	/* sharded: (keys..., slot) with the slot column last */
-	int ncols = def->nkeys + (c->sharded ? 1 : 0);
+	int ncols = def->nkeys + (c->mode == ApplyMode::Sharded ? 1 : 0);
 	List *indexes = RelationGetIndexList(rel);
 	Oid result = InvalidOid;
 	ListCell *lc;
@@ -98,7 +98,7 @@ FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
 		bool ok = form->indisunique && form->indisvalid && form->indimmediate && index->rd_rel->relam == BTREE_AM_OID &&
 		          form->indnkeyatts == ncols && heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL) &&
 		          heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
-		          (!c->sharded || form->indkey.values[def->nkeys] == c->slot_attnum);
+		          (c->mode != ApplyMode::Sharded || form->indkey.values[def->nkeys] == c->slot_attnum);
 		for (int j = 0; ok && j < def->nkeys; j++) {
 			key_of_column[j] = -1;
 			for (int k = 0; k < def->nkeys; k++)
@@ -221,9 +221,9 @@ InsertIndexEntries(DirectTarget *d)
 DirectTarget *
 DirectBegin(CompiledCounter *c)
 {
-	if (!c->owns_target || c->append_only || c->key_attnums == nullptr)
+	if ((c->mode != ApplyMode::Exact && c->mode != ApplyMode::Sharded) || c->key_attnums == nullptr)
 		return nullptr;
-	if (c->sharded && (c->slot_attnum == InvalidAttrNumber || c->max_slots < 1))
+	if (c->mode == ApplyMode::Sharded && (c->slot_attnum == InvalidAttrNumber || c->max_slots < 1))
 		return nullptr;
 	Relation rel = table_open(c->write_rel, RowExclusiveLock);
 	if (!DirectAllowed(rel)) {
@@ -351,7 +351,7 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 {
 	CounterDef *def = d->c->def;
 	ItemPointerData tid;
-	if (d->c->sharded) {
+	if (d->c->mode == ApplyMode::Sharded) {
 		if (!LockSlotRow(d, params, nulls, &tid, free_slot))
 			return DirectResult::Missing;
 	} else if (!LockKeyRow(d, params, nulls, &tid))

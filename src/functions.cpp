@@ -1,11 +1,9 @@
 /*
  * functions.cpp: the C boundary. Every SQL-callable function of the extension is defined here with
- * COUNTERS_FUNCTION, which gives it C linkage and runs its body inside a guard that turns any C++ exception into a
- * PostgreSQL ERROR (after the exception has been fully handled, so no longjmp starts inside a catch block). Each body
- * only takes its arguments apart and calls the module that does the work.
+ * COUNTERS_FUNCTION, which gives it C linkage; each body only takes its arguments apart and calls the module that
+ * does the work. The code base is compiled without exceptions and RTTI (see CONTRIBUTING.md), so nothing but
+ * PostgreSQL's own errors can leave a body.
  */
-#include <exception>
-
 #include "counters.hpp"
 
 extern "C" {
@@ -23,39 +21,11 @@ PG_MODULE_MAGIC;
 PGDLLEXPORT void _PG_init(void);
 }
 
-namespace counters {
-namespace {
-
-using Body = Datum (*)(FunctionCallInfo);
-
-Datum
-CallGuarded(Body body, FunctionCallInfo fcinfo)
-{
-	static char message[256];
-	try {
-		return body(fcinfo);
-	} catch (const std::exception &e) {
-		strlcpy(message, e.what(), sizeof(message));
-	} catch (...) {
-		strlcpy(message, "unknown C++ exception", sizeof(message));
-	}
-	ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("counters: %s", message)));
-	pg_unreachable();
-}
-
-} // namespace
-} // namespace counters
-
 #define COUNTERS_FUNCTION(name)                                                                                        \
 	extern "C" {                                                                                                       \
 	PGDLLEXPORT PG_FUNCTION_INFO_V1(name);                                                                             \
 	}                                                                                                                  \
-	static Datum name##_body(FunctionCallInfo fcinfo);                                                                 \
-	extern "C" Datum name(PG_FUNCTION_ARGS)                                                                            \
-	{                                                                                                                  \
-		return counters::CallGuarded(name##_body, fcinfo);                                                             \
-	}                                                                                                                  \
-	static Datum name##_body(FunctionCallInfo fcinfo)
+	extern "C" Datum name(PG_FUNCTION_ARGS)
 
 namespace {
 

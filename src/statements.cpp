@@ -18,6 +18,8 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
+#include "catalog/pg_type.h"
+#include "utils/typcache.h"
 }
 
 namespace counters {
@@ -635,6 +637,250 @@ TopStatement(const CounterShape *s, int col, const char *limit, const char *filt
 	                xcols.data, totals, match.data, xcols.data, log, match.data, xcols.data, totals, null_match.data,
 	                any_null.data, xcols.data, log, null_match.data, any_null.data, keys.data, nonzero.data, keys.data,
 	                limit);
+}
+
+/* ---- applying deltas (prepared once per counter by cache.cpp) ---- */
+
+namespace {
+
+void
+AppendColumns(StringInfo sql, const CompiledCounter *c, bool keys, bool values, const char *prefix = "")
+{
+	bool first = true;
+	for (int i = 0; keys && i < c->def->nkeys; i++) {
+		Sep(sql, &first);
+		appendStringInfo(sql, "%s%s", prefix, Quoted(c->key_columns[i]));
+	}
+	for (int i = 0; values && i < c->def->nvalues; i++) {
+		Sep(sql, &first);
+		appendStringInfo(sql, "%s%s", prefix, Quoted(c->value_columns[i]));
+	}
+}
+
+/* $1, $2, ... $n, or (bulk) the arrays read in step: unnest() in the target list keeps a composite element whole. */
+void
+AppendParams(StringInfo sql, int n, bool bulk)
+{
+	for (int i = 1; i <= n; i++)
+		appendStringInfo(sql, bulk ? "%spg_catalog.unnest($%d)" : "%s$%d", i > 1 ? ", " : "", i);
+}
+
+/* RETURNING the row's ctid, whether every value is now zero, the new values, then the keys (for bounds). */
+void
+AppendReturning(StringInfo sql, const CompiledCounter *c)
+{
+	appendStringInfoString(sql, " RETURNING c.ctid, ");
+	for (int i = 0; i < c->def->nvalues; i++)
+		appendStringInfo(sql, "%sc.%s OPERATOR(pg_catalog.=) 0", i ? " AND " : "", Quoted(c->value_columns[i]));
+	appendStringInfoString(sql, ", ");
+	AppendColumns(sql, c, false, true, "c.");
+	appendStringInfoString(sql, ", ");
+	AppendColumns(sql, c, true, false, "c.");
+}
+
+/* SET v = <row>.v + $n for every value column */
+void
+AppendAdditions(StringInfo sql, const CompiledCounter *c, const char *row, bool coalesce, bool excluded)
+{
+	for (int i = 0; i < c->def->nvalues; i++) {
+		const char *col = Quoted(c->value_columns[i]);
+		appendStringInfo(sql, "%s%s = %s%s.%s%s OPERATOR(pg_catalog.+) ", i ? ", " : "", col,
+		                 coalesce ? "COALESCE(" : "", row, col, coalesce ? ", 0)" : "");
+		if (excluded)
+			appendStringInfo(sql, "EXCLUDED.%s", col);
+		else
+			appendStringInfo(sql, "$%d", c->def->nkeys + i + 1);
+	}
+}
+
+/*
+ * INSERT ... ON CONFLICT DO UPDATE adds the deltas to an existing row or creates it; RETURNING tells whether every
+ * value came back to zero, so that the row is deleted by ctid (its lock is held). Sharded mode inserts the slot
+ * number too (the last parameter) and conflicts on (keys, slot).
+ */
+char *
+UpsertStatement(const CompiledCounter *c, bool bulk, const char *slot)
+{
+	StringInfoData sql;
+	initStringInfo(&sql);
+	int nparams = c->def->nkeys + c->def->nvalues + (slot ? 1 : 0);
+	appendStringInfo(&sql, "INSERT INTO %s AS c (", QualifiedName(c->write_rel));
+	AppendColumns(&sql, c, true, true);
+	if (slot)
+		appendStringInfo(&sql, ", %s", slot);
+	appendStringInfoString(&sql, bulk ? ") SELECT " : ") VALUES (");
+	AppendParams(&sql, nparams, bulk);
+	appendStringInfoString(&sql, bulk ? " ON CONFLICT (" : ") ON CONFLICT (");
+	AppendColumns(&sql, c, true, false);
+	if (slot)
+		appendStringInfo(&sql, ", %s", slot);
+	appendStringInfoString(&sql, ") DO UPDATE SET ");
+	AppendAdditions(&sql, c, "c", false, true);
+	AppendReturning(&sql, c);
+	return sql.data;
+}
+
+/*
+ * Counter-cache columns of an existing table: add to the rows of the key (rows that do not exist are not created).
+ * The key is compared as it is, never cast to the column's type: a cast to a narrower type (varchar(3), integer)
+ * would fold different keys into one row. Declarations require the column to have the key's type; a counter
+ * declared before that rule compares across types as PostgreSQL's own operators do.
+ */
+char *
+TargetUpdateStatement(const CompiledCounter *c)
+{
+	const CounterDef *def = c->def;
+	StringInfoData sql;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "UPDATE %s AS c SET ", QualifiedName(c->write_rel));
+	AppendAdditions(&sql, c, "c", true, false);
+	appendStringInfoString(&sql, " WHERE ");
+	for (int i = 0; i < def->nkeys; i++) {
+		AttrNumber attnum = get_attnum(c->write_rel, c->key_columns[i]);
+		if (attnum == InvalidAttrNumber)
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+			                errmsg("counter \"%s\": target table %s has no column %s", def->name,
+			                       QualifiedName(c->write_rel), Quoted(c->key_columns[i]))));
+		Oid type = getBaseType(get_atttype(c->write_rel, attnum));
+		if (i > 0)
+			appendStringInfoString(&sql, " AND ");
+		const char *column = psprintf("c.%s", Quoted(c->key_columns[i]));
+		const char *param = psprintf("$%d", i + 1);
+		if (type != getBaseType(def->keys[i].type)) {
+			appendStringInfo(&sql, "%s OPERATOR(pg_catalog.=) %s", column, param);
+			continue;
+		}
+		TypeCacheEntry *tc = lookup_type_cache(type, TYPECACHE_EQ_OPR);
+		if (!OidIsValid(tc->eq_opr))
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
+			                errmsg("counter \"%s\": key column %s of %s has no equality operator", def->name,
+			                       Quoted(c->key_columns[i]), QualifiedName(c->write_rel))));
+		generate_operator_clause(&sql, column, type, tc->eq_opr, param, def->keys[i].type);
+	}
+	appendStringInfoString(&sql, " RETURNING ");
+	AppendColumns(&sql, c, false, true, "c.");
+	return sql.data;
+}
+
+/*
+ * TRUNCATE of a log or sharded counter's source empties the log (or slots) and the totals. It first waits for a
+ * compaction in progress (which holds the log's SHARE UPDATE EXCLUSIVE lock until it commits), so that the DELETEs,
+ * each with a new snapshot, see the totals that compaction wrote; otherwise its folded sums would survive.
+ */
+char *
+TruncateStatement(const CompiledCounter *c)
+{
+	const char *rel = QualifiedName(c->write_rel);
+	switch (c->mode) {
+	case ApplyMode::Exact:
+		return psprintf("DELETE FROM %s", rel);
+	case ApplyMode::Target: {
+		StringInfoData sql;
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "UPDATE %s SET ", rel);
+		for (int i = 0; i < c->def->nvalues; i++)
+			appendStringInfo(&sql, "%s%s = 0", i ? ", " : "", Quoted(c->value_columns[i]));
+		appendStringInfoString(&sql, " WHERE ");
+		for (int i = 0; i < c->def->nvalues; i++)
+			appendStringInfo(&sql, "%s%s IS DISTINCT FROM 0", i ? " OR " : "", Quoted(c->value_columns[i]));
+		return sql.data;
+	}
+	default:
+		return psprintf("LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE; WITH l AS (DELETE FROM %s) DELETE FROM %s", rel,
+		                rel, QualifiedName(c->totals));
+	}
+}
+
+} // namespace
+
+PlanStatement
+ApplyStatement(const CompiledCounter *c, Plan plan)
+{
+	const CounterDef *def = c->def;
+	int nparams = def->nkeys + def->nvalues;
+	PlanStatement st = {nullptr, nparams, (Oid *)palloc(sizeof(Oid) * (nparams + 1))};
+	for (int i = 0; i < def->nkeys; i++)
+		st.argtypes[i] = def->keys[i].type;
+	for (int i = 0; i < def->nvalues; i++)
+		st.argtypes[def->nkeys + i] = def->values[i].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
+	const char *rel = QualifiedName(c->write_rel);
+	bool exact = c->mode == ApplyMode::Exact;
+	switch (plan) {
+	case PLAN_APPLY:
+		if (c->mode == ApplyMode::Log) {
+			/* Log mode: append the statement's summed deltas; no counter row is locked, nothing can conflict. */
+			StringInfoData sql;
+			initStringInfo(&sql);
+			appendStringInfo(&sql, "INSERT INTO %s (", rel);
+			AppendColumns(&sql, c, true, true);
+			appendStringInfoString(&sql, ") VALUES (");
+			AppendParams(&sql, nparams, false);
+			appendStringInfoChar(&sql, ')');
+			st.sql = sql.data;
+		} else if (c->mode == ApplyMode::Sharded) {
+			st.argtypes[st.nargs++] = INT4OID;
+			st.sql = UpsertStatement(c, false, Quoted(get_attname(c->write_rel, c->slot_attnum, false)));
+		} else if (exact)
+			st.sql = UpsertStatement(c, false, nullptr);
+		else
+			st.sql = TargetUpdateStatement(c);
+		break;
+	case PLAN_BULK:
+		/* Many keys at once, fed by one array per column, read in step: rows are still locked in sorted key order. */
+		for (int i = 0; i < nparams; i++) {
+			st.argtypes[i] = get_array_type(st.argtypes[i]);
+			if (!OidIsValid(st.argtypes[i]))
+				return st;
+		}
+		if (c->mode == ApplyMode::Log) {
+			StringInfoData sql;
+			initStringInfo(&sql);
+			appendStringInfo(&sql, "INSERT INTO %s (", rel);
+			AppendColumns(&sql, c, true, true);
+			appendStringInfoString(&sql, ") SELECT ");
+			AppendParams(&sql, nparams, true);
+			st.sql = sql.data;
+		} else if (exact)
+			st.sql = UpsertStatement(c, true, nullptr);
+		break;
+	case PLAN_UPDATE:
+		/*
+		 * A CHECK constraint on the counter table holds for the row the upsert proposes (the delta alone) before it
+		 * finds the existing row: a decrement would fail it. An existing row is updated first, then.
+		 */
+		if (exact && c->has_check) {
+			StringInfoData sql;
+			initStringInfo(&sql);
+			appendStringInfo(&sql, "UPDATE %s AS c SET ", rel);
+			AppendAdditions(&sql, c, "c", false, false);
+			appendStringInfoString(&sql, " WHERE ");
+			for (int i = 0; i < def->nkeys; i++)
+				appendStringInfo(&sql, "%sc.%s IS NOT DISTINCT FROM $%d", i ? " AND " : "", Quoted(c->key_columns[i]),
+				                 i + 1);
+			AppendReturning(&sql, c);
+			st.sql = sql.data;
+		}
+		break;
+	case PLAN_DELETE:
+		st.nargs = 1;
+		st.argtypes[0] = TIDOID;
+		if (exact || c->mode == ApplyMode::Sharded)
+			st.sql = psprintf("DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) $1", rel);
+		break;
+	case PLAN_BULK_DELETE:
+		st.nargs = 1;
+		st.argtypes[0] = TIDARRAYOID;
+		if (exact)
+			st.sql = psprintf("DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)", rel);
+		break;
+	case PLAN_TRUNCATE:
+		st.nargs = 0;
+		st.sql = TruncateStatement(c);
+		break;
+	case NUM_PLANS:
+		break;
+	}
+	return st;
 }
 
 } // namespace counters

@@ -1,0 +1,373 @@
+/*
+ * apply.cpp: a statement's deltas, written to its counters.
+ *
+ * Counters are applied in the order given (name order), each counter's nonzero deltas in sorted key order, so that
+ * two statements touching the same keys lock them in the same order and cannot deadlock. Each counter is written as
+ * the owner of its table, with the statements cache.cpp prepared (statements.cpp wrote them), one path per mode:
+ *
+ *   exact    add to the key's row (direct.cpp finds and updates it; the upsert creates a missing one), delete a row
+ *            whose values all came back to zero;
+ *   sharded  the same on one of the key's slot rows, the one this backend can lock without waiting;
+ *   target   add to the counter-cache columns of the key's rows of an existing table (rows are never created);
+ *   log      append the delta to the log (compaction folds it into the totals later).
+ *
+ * Many keys of an exact or log counter go in one statement fed by arrays. Every new value passes the counter's
+ * decisions (decisions.cpp): bounds, thresholds.
+ */
+#include "capture.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/date.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+#include "access/xact.h"
+}
+
+namespace counters {
+
+namespace {
+
+Datum
+ZeroNumeric()
+{
+	return NumericGetDatum(int64_to_numeric(0));
+}
+
+/* A key's parameters: its values, then its deltas (taken out of the entry) as int8 or numeric. */
+void
+KeyParams(const CounterDef *def, DeltaEntry *e, Datum *params, char *nulls, Datum zero)
+{
+	for (int k = 0; k < def->nkeys; k++) {
+		params[k] = e->key.values[k];
+		nulls[k] = e->key.nulls[k] ? 'n' : ' ';
+	}
+	for (int v = 0; v < def->nvalues; v++) {
+		int p = def->nkeys + v;
+		nulls[p] = ' ';
+		params[p] = def->values[v].accum == AccumKind::Int64 ? Int64GetDatum(TakeInt64(e, v)) : TakeNumeric(e, v, zero);
+	}
+}
+
+/* The new values of a written row (from column `first` on): its bounds, and the thresholds the deltas crossed. */
+void
+DecideRow(CompiledCounter *c, HeapTuple row, TupleDesc desc, int first, Datum *params, char *nulls)
+{
+	if (c->has_min == nullptr && !c->has_thresholds)
+		return;
+	const CounterDef *def = c->def;
+	for (int v = 0; v < def->nvalues; v++) {
+		bool isnull;
+		Datum value = SPI_getbinval(row, desc, first + v, &isnull);
+		if (isnull)
+			continue;
+		Oid type = SPI_gettypeid(desc, first + v);
+		CheckBounds(c, v, value, type, params, nulls);
+		NoteCrossings(c, v, value, type, params[def->nkeys + v], params, nulls);
+	}
+}
+
+void
+Require(bool ok, const char *what, const CompiledCounter *c, int ret)
+{
+	if (!ok)
+		elog(ERROR, "counters: %s counter \"%s\" failed: %s", what, c->def->name, SPI_result_code_string(ret));
+}
+
+/* Log mode: append the key's delta. */
+void
+ApplyAppend(CompiledCounter *c, Datum *params, char *nulls)
+{
+	int ret = SPI_execute_plan(c->plans[PLAN_APPLY], params, nulls, false, 0);
+	Require(ret == SPI_OK_INSERT, "logging a delta of", c, ret);
+}
+
+/* Target mode: add to the key's rows of the existing table. */
+void
+ApplyUpdate(CompiledCounter *c, Datum *params, char *nulls)
+{
+	int ret = SPI_execute_plan(c->plans[PLAN_APPLY], params, nulls, false, 0);
+	Require(ret == SPI_OK_UPDATE_RETURNING, "applying a delta to", c, ret);
+	for (uint64 row = 0; row < SPI_processed; row++)
+		DecideRow(c, SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1, params, nulls);
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/*
+ * Exact and sharded mode, when direct.cpp could not: the upsert adds to the key's row or creates it (sharded: slot
+ * `free_slot`, or waits for this backend's own if all max_slots exist); RETURNING says whether every value came back
+ * to zero, and the row is then deleted by ctid. A table with CHECK constraints has an existing row updated first.
+ */
+void
+ApplyUpsert(CompiledCounter *c, Datum *params, char *nulls, int free_slot)
+{
+	const CounterDef *def = c->def;
+	if (c->mode == ApplyMode::Sharded) {
+		params[def->nkeys + def->nvalues] = Int32GetDatum(free_slot);
+		nulls[def->nkeys + def->nvalues] = ' ';
+	}
+	int ret;
+	if (c->plans[PLAN_UPDATE] == nullptr ||
+	    (ret = SPI_execute_plan(c->plans[PLAN_UPDATE], params, nulls, false, 0)) != SPI_OK_UPDATE_RETURNING ||
+	    SPI_processed != 1) {
+		ret = SPI_execute_plan(c->plans[PLAN_APPLY], params, nulls, false, 0);
+		Require(ret == SPI_OK_INSERT_RETURNING && SPI_processed == 1, "applying a delta to", c, ret);
+	}
+	/* RETURNING ctid, all zero, the values, the keys */
+	SPITupleTable *written = SPI_tuptable;
+	HeapTuple row = written->vals[0];
+	DecideRow(c, row, written->tupdesc, 3, params, nulls);
+	bool isnull;
+	if (DatumGetBool(SPI_getbinval(row, written->tupdesc, 2, &isnull))) {
+		Datum ctid = SPI_getbinval(row, written->tupdesc, 1, &isnull);
+		ret = SPI_execute_plan(c->plans[PLAN_DELETE], &ctid, nullptr, false, 0);
+		Require(ret == SPI_OK_DELETE, "deleting a zero row of", c, ret);
+	}
+	SPI_freetuptable(written);
+}
+
+/* One statement per key: the cheapest path for the one or few keys of an OLTP statement. */
+void
+ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nulls)
+{
+	CompiledCounter *c = r->c;
+	Datum zero = ZeroNumeric();
+	/* Rows that exist are updated directly (exact, sharded); the upsert inserts the others. */
+	DirectTarget *direct = DirectBegin(c);
+	for (uint32 i = 0; i < n; i++) {
+		KeyParams(c->def, sorted[i], params, nulls, zero);
+		switch (c->mode) {
+		case ApplyMode::Log:
+			ApplyAppend(c, params, nulls);
+			break;
+		case ApplyMode::Target:
+			ApplyUpdate(c, params, nulls);
+			break;
+		case ApplyMode::Exact:
+		case ApplyMode::Sharded: {
+			int free_slot = 0;
+			if (direct == nullptr || DirectAdd(direct, params, nulls, &free_slot) == DirectResult::Missing)
+				ApplyUpsert(c, params, nulls, free_slot);
+			break;
+		}
+		}
+	}
+	DirectEnd(direct);
+}
+
+/* Delete the rows the bulk upsert just brought back to all zeros (its RETURNING says which); `scratch` holds n. */
+void
+DeleteZeroRows(CompiledCounter *c, Datum *scratch)
+{
+	SPITupleTable *written = SPI_tuptable;
+	uint64 nrows = SPI_processed;
+	const CounterDef *def = c->def;
+	if (c->has_min != nullptr) {
+		/* RETURNING ctid, all zero, the values, then the keys */
+		Datum *keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
+		char *key_nulls = (char *)palloc(sizeof(char) * def->nkeys);
+		for (uint64 i = 0; i < nrows; i++) {
+			bool isnull;
+			for (int k = 0; k < def->nkeys; k++) {
+				keys[k] = SPI_getbinval(written->vals[i], written->tupdesc, 3 + def->nvalues + k, &isnull);
+				key_nulls[k] = isnull ? 'n' : ' ';
+			}
+			for (int v = 0; v < def->nvalues; v++)
+				CheckBounds(c, v, SPI_getbinval(written->vals[i], written->tupdesc, 3 + v, &isnull),
+				            SPI_gettypeid(written->tupdesc, 3 + v), keys, key_nulls);
+		}
+	}
+	uint32 nzero = 0;
+	for (uint64 i = 0; i < nrows; i++) {
+		bool isnull;
+		if (DatumGetBool(SPI_getbinval(written->vals[i], written->tupdesc, 2, &isnull)))
+			scratch[nzero++] = SPI_getbinval(written->vals[i], written->tupdesc, 1, &isnull);
+	}
+	if (nzero > 0) {
+		Datum tids =
+		    PointerGetDatum(construct_array(scratch, nzero, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
+		int ret = SPI_execute_plan(c->plans[PLAN_BULK_DELETE], &tids, nullptr, false, 0);
+		Require(ret == SPI_OK_DELETE, "deleting zero rows of", c, ret);
+	}
+	SPI_freetuptable(written);
+}
+
+/* All keys in one statement fed by arrays (in sorted order); exact mode then deletes the rows that came to zero. */
+void
+ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params)
+{
+	CompiledCounter *c = r->c;
+	const CounterDef *def = c->def;
+	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
+	bool *elem_nulls = (bool *)palloc(sizeof(bool) * n);
+	int dims[1] = {(int)n};
+	int lbs[1] = {1};
+	for (int k = 0; k < def->nkeys; k++) {
+		for (uint32 i = 0; i < n; i++) {
+			elems[i] = sorted[i]->key.values[k];
+			elem_nulls[i] = sorted[i]->key.nulls[k];
+		}
+		params[k] = PointerGetDatum(construct_md_array(elems, elem_nulls, 1, dims, lbs, def->keys[k].type,
+		                                               c->key_typlen[k], c->key_byval[k], c->key_typalign[k]));
+	}
+	Datum zero = ZeroNumeric();
+	for (int v = 0; v < def->nvalues; v++) {
+		bool ints = def->values[v].accum == AccumKind::Int64;
+		for (uint32 i = 0; i < n; i++)
+			elems[i] = ints ? Int64GetDatum(TakeInt64(sorted[i], v)) : TakeNumeric(sorted[i], v, zero);
+		params[def->nkeys + v] = PointerGetDatum(ints ? construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE)
+		                                              : construct_array(elems, n, NUMERICOID, -1, false, TYPALIGN_INT));
+	}
+	int ret = SPI_execute_plan(c->plans[PLAN_BULK], params, nullptr, false, 0);
+	if (c->mode == ApplyMode::Log)
+		Require(ret == SPI_OK_INSERT && SPI_processed == n, "logging deltas of", c, ret);
+	else {
+		Require(ret == SPI_OK_INSERT_RETURNING && SPI_processed == n, "applying deltas to", c, ret);
+		DeleteZeroRows(c, elems);
+	}
+	for (int p = 0; p < def->nkeys + def->nvalues; p++)
+		pfree(DatumGetPointer(params[p]));
+	pfree(elems);
+	pfree(elem_nulls);
+}
+
+/* now() - keep, as the bucket column's type (date, timestamp in the session's time zone, or timestamptz). */
+Datum
+RetentionHorizon(const CompiledCounter *c)
+{
+	Datum start = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	Datum horizon = DirectFunctionCall2(timestamptz_mi_interval, start, c->retention_keep);
+	switch (c->def->keys[c->retention_key].type) {
+	case TIMESTAMPOID:
+		return DirectFunctionCall1(timestamptz_timestamp, horizon);
+	case DATEOID:
+		return DirectFunctionCall1(timestamptz_date, horizon);
+	default:
+		return horizon;
+	}
+}
+
+/* Retention: buckets older than the horizon are no longer kept (counters.set_retention); their deltas go. */
+uint32
+DropExpired(const CompiledCounter *c, DeltaEntry **entries, uint32 n)
+{
+	int rk = c->retention_key;
+	if (rk < 0)
+		return n;
+	Datum horizon = RetentionHorizon(c);
+	uint32 kept = 0;
+	for (uint32 i = 0; i < n; i++)
+		if (entries[i]->key.nulls[rk] || DatumGetInt32(FunctionCall2Coll(&c->key_cmp[rk], c->def->keys[rk].collation,
+		                                                                 entries[i]->key.values[rk], horizon)) >= 0)
+			entries[kept++] = entries[i];
+	return kept;
+}
+
+void
+ApplyErrorContext(void *arg)
+{
+	const char *name = (const char *)arg;
+	/* A key too long for the counter table's btree index: say what to do about it. */
+	if (geterrcode() == ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+		errhint("The keys of counter \"%s\" must fit in its table's index (about 2,700 bytes): count a shorter key, "
+		        "e.g. left(tag, 1000) or md5(tag).",
+		        name);
+	errcontext("applying deltas to counter \"%s\"", name);
+}
+
+void
+ApplyCounter(CounterRun *r, Datum *params, char *nulls)
+{
+	CompiledCounter *c = r->c;
+	if (DeltaCount(r) == 0)
+		return;
+	uint32 n;
+	DeltaEntry **sorted = NonzeroDeltas(r, &n);
+	n = DropExpired(c, sorted, n);
+	if (n == 0)
+		return;
+	SortDeltas(r, sorted, n);
+
+	/* Errors raised while applying (an overflow of a stored value, a constraint) name the counter. */
+	ErrorContextCallback context;
+	context.callback = ApplyErrorContext;
+	context.arg = (void *)c->def->name;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	/*
+	 * Deltas are applied with the privileges of the counter table's owner, so that a role that may write the source
+	 * but not the counter table still keeps the counter exact; triggers the owner put on its table run as the owner.
+	 */
+	AsOwner owner;
+	BecomeOwner(&owner, c->owner);
+	/* (Crossing thresholds needs each key's delta next to its new value: key by key.) */
+	if (n > 1 && c->plans[PLAN_BULK] != nullptr && !c->has_thresholds && !c->has_check)
+		ApplyBulk(r, sorted, n, params);
+	else
+		ApplyEach(r, sorted, n, params, nulls);
+	/* What did not fit in bigint in one step (rare), in further steps, in the same order. */
+	for (;;) {
+		uint32 left = 0;
+		for (uint32 i = 0; i < n; i++)
+			if (!DeltaIsZero(c->def, sorted[i]))
+				sorted[left++] = sorted[i];
+		if (left == 0)
+			break;
+		n = left;
+		ApplyEach(r, sorted, n, params, nulls);
+	}
+	error_context_stack = context.previous;
+	RestoreUser(&owner);
+	pfree(sorted);
+}
+
+} // namespace
+
+void
+ApplyCounters(CounterRun **list, int n)
+{
+	int maxparams = 1;
+	bool any = false;
+	int pin = PIN_SEARCH_PATH;
+	for (int i = 0; i < n; i++) {
+		const CompiledCounter *c = list[i]->c;
+		maxparams = Max(maxparams, c->def->nkeys + c->def->nvalues + 1);
+		any |= DeltaCount(list[i]) > 0;
+		/* (threshold events render keys as text: in the same format in every session) */
+		if (c->has_thresholds)
+			pin |= PIN_OUTPUT;
+		/* Policies that would hide counter rows from their owner make the write fail, not drop deltas. */
+		if (c->has_rls)
+			pin |= PIN_ROW_SECURITY;
+	}
+	if (!any)
+		return;
+	int level = PinSettings(pin);
+	Datum *params = (Datum *)palloc(sizeof(Datum) * maxparams);
+	char *nulls = (char *)palloc(sizeof(char) * maxparams);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	/* The enclosing list is put back even when applying fails: no pointer into an aborted context outlives it. */
+	List *enclosing = StartCrossings();
+	List *mine = NIL;
+	PG_TRY();
+	{
+		for (int i = 0; i < n; i++)
+			ApplyCounter(list[i], params, nulls);
+	}
+	PG_FINALLY();
+	{
+		mine = TakeCrossings(enclosing);
+	}
+	PG_END_TRY();
+	AnnounceCrossings(mine);
+	SPI_finish();
+	UnpinSettings(level);
+	pfree(params);
+	pfree(nulls);
+}
+
+} // namespace counters

@@ -1,0 +1,73 @@
+/*
+ * capture.hpp: one statement's way from rows to counters, shared by the files that make it up:
+ *
+ *   capture.cpp    rows of the statement's transition tables -> each counter's deltas (the universal formula)
+ *   delta.cpp      the delta table of one counter: summed deltas per key
+ *   apply.cpp      the deltas -> the counter's relation, keys in sorted order, one path per ApplyMode
+ *   decisions.cpp  what a new value decides: bounds (an error), thresholds crossed (events, callbacks)
+ */
+#pragma once
+
+#include "counters.hpp"
+
+extern "C" {
+#include "nodes/execnodes.h"
+}
+
+namespace counters {
+
+/* A key of a counter: one value and null flag per key column, in definition order. */
+struct DeltaKey {
+	Datum *values;
+	bool *nulls;
+};
+
+/* The summed delta of one key of one counter. */
+struct DeltaEntry {
+	DeltaKey key;
+	uint32 hash;
+	char status;     /* (the hash table's) */
+	int128 *ints;    /* Int64 accumulators (128-bit: intermediate sums may exceed bigint), per value column */
+	Datum *numerics; /* Numeric accumulators (NULL datum = zero), per value column */
+};
+
+struct deltas_hash; /* delta.cpp: a simplehash table of DeltaEntry */
+
+/* One counter's state during a statement. */
+struct CounterRun {
+	CompiledCounter *c;
+	ExprState *quals;
+	ExprState **key_exprs;
+	ExprState **arg_exprs;
+	ExprState **filter_exprs;
+	DeltaKey row_key;        /* the key of the row being counted */
+	MemoryContext delta_cxt; /* the deltas (shared by the counters of one source) */
+	deltas_hash *deltas;
+};
+
+/* delta.cpp */
+void DeltaStart(CounterRun *r);           /* a new, empty table in r->delta_cxt */
+DeltaEntry *DeltaOfRowKey(CounterRun *r); /* r->row_key's entry, added (with a copy of the key) if new */
+void DeltaAddNumeric(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value);
+uint32 DeltaCount(const CounterRun *r);
+DeltaEntry **NonzeroDeltas(CounterRun *r, uint32 *n);           /* in no particular order */
+void SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n); /* by key, in the keys' btree order, NULLS LAST */
+bool DeltaIsZero(const CounterDef *def, const DeltaEntry *e);
+int64 TakeInt64(DeltaEntry *e, int v);
+Datum TakeNumeric(DeltaEntry *e, int v, Datum zero);
+
+/* apply.cpp: apply the deltas of `n` counters in the order given, then announce their threshold crossings. */
+void ApplyCounters(CounterRun **list, int n);
+
+/*
+ * decisions.cpp (CheckBounds and NoteCrossings are declared in counters.hpp: direct.cpp decides too). Crossings noted
+ * while a statement's deltas are applied are collected in a list of their own: StartCrossings opens it and returns
+ * the enclosing one (a callback's statement collects its own), TakeCrossings closes it, returning its crossings and
+ * putting the enclosing list back.
+ */
+List *StartCrossings();
+List *TakeCrossings(List *enclosing);
+void AnnounceCrossings(List *crossings);
+void InitDecisions();
+
+} // namespace counters

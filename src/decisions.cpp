@@ -1,0 +1,313 @@
+/*
+ * decisions.cpp: what a counter's new value decides, as its deltas are applied.
+ *
+ *   bounds      a value outside counters.set_bounds() is an error (check_violation) naming the counter and the key;
+ *   thresholds  a value that crosses one of counters.set_thresholds() is an event: a NOTIFY on channel
+ *               "counters.<counter>" with a JSON payload, and the column's callback, called as the counter's owner.
+ *
+ * Crossings are noted while the statement's deltas are applied and announced once all of them are: a callback sees
+ * every counter of the statement up to date.
+ */
+#include "capture.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+}
+
+namespace counters {
+
+namespace {
+
+/* A value that crossed a threshold (counters.set_thresholds). */
+struct Crossing {
+	CompiledCounter *c;
+	int v;
+	Datum *keys;
+	bool *key_nulls;
+	Datum old_value; /* numeric */
+	Datum new_value;
+	Datum threshold;
+	bool up;
+};
+
+/* The crossings of the statement being applied (allocated in CurTransactionContext). */
+List *crossings = NIL;
+
+/*
+ * The first counter whose threshold crossing this transaction announced, and the subtransaction level it was
+ * announced at (a subtransaction that rolls back takes its notifications with it).
+ */
+char notified_counter[NAMEDATALEN];
+int notified_level = 0;
+
+/*
+ * jsonb_build_object(names[0], values[0], ...) (or another function of that signature) over datums of the given
+ * types, exactly as SQL calls it: top() and verify() build their keys so, and events render keys the same way (ISO
+ * dates whatever the DateStyle).
+ */
+Datum
+BuildObject(Oid function, Oid result_type, int n, const char *const *names, const Datum *values, const bool *nulls,
+            const Oid *types)
+{
+	List *args = NIL;
+	for (int i = 0; i < n; i++) {
+		args = lappend(args, makeNullConst(TEXTOID, -1, InvalidOid));
+		args = lappend(args, makeNullConst(types[i], -1, InvalidOid));
+	}
+	FmgrInfo flinfo;
+	fmgr_info(function, &flinfo);
+	fmgr_info_set_expr((Node *)makeFuncExpr(function, result_type, args, InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL),
+	                   &flinfo);
+	FunctionCallInfo fcinfo = (FunctionCallInfo)palloc(SizeForFunctionCallInfo(2 * n));
+	InitFunctionCallInfoData(*fcinfo, &flinfo, 2 * n, InvalidOid, nullptr, nullptr);
+	for (int i = 0; i < n; i++) {
+		fcinfo->args[2 * i].value = CStringGetTextDatum(names[i]);
+		fcinfo->args[2 * i].isnull = false;
+		fcinfo->args[2 * i + 1].value = nulls != nullptr && nulls[i] ? (Datum)0 : values[i];
+		fcinfo->args[2 * i + 1].isnull = nulls != nullptr && nulls[i];
+	}
+	Datum result = FunctionCallInvoke(fcinfo);
+	if (fcinfo->isnull)
+		elog(ERROR, "counters: building a JSON object returned NULL");
+	return result;
+}
+
+/* The key of a crossing as jsonb: {"<key column>": value, ...}. */
+Datum
+CrossingKey(const Crossing *x)
+{
+	const CounterDef *def = x->c->def;
+	Oid *types = (Oid *)palloc(sizeof(Oid) * def->nkeys);
+	for (int k = 0; k < def->nkeys; k++)
+		types[k] = def->keys[k].type;
+	return BuildObject(F_JSONB_BUILD_OBJECT_ANY, JSONBOID, def->nkeys, x->c->key_columns, x->keys, x->key_nulls, types);
+}
+
+/* Call the callback of a crossing's column: the owner's code, run as the owner, restricted (its result ignored). */
+void
+CallCallback(const Crossing *x, Datum key, const char *direction)
+{
+	CompiledCounter *c = x->c;
+	const CounterDef *def = c->def;
+	Oid callback = c->callbacks[x->v];
+	if (c->callback_missing[x->v] ||
+	    (OidIsValid(callback) && !SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(callback))))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
+		                errmsg("counter \"%s\": the threshold callback of column \"%s\" no longer exists", def->name,
+		                       def->values[x->v].column_name),
+		                errhint("Set the thresholds again with counters.set_thresholds().")));
+	if (!OidIsValid(callback))
+		return;
+	if (pg_proc_aclcheck(callback, c->owner, ACL_EXECUTE) != ACLCHECK_OK)
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("counter \"%s\": its owner %s may not execute the threshold callback %s", def->name,
+		                       GetUserNameFromId(c->owner, false), format_procedure(callback))));
+	FmgrInfo flinfo;
+	fmgr_info(callback, &flinfo);
+	LOCAL_FCINFO(fcinfo, 7);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, 7, InvalidOid, nullptr, nullptr);
+	Datum args[7] = {CStringGetTextDatum(def->name),
+	                 key,
+	                 CStringGetTextDatum(def->values[x->v].column_name),
+	                 x->old_value,
+	                 x->new_value,
+	                 x->threshold,
+	                 CStringGetTextDatum(direction)};
+	for (int a = 0; a < 7; a++) {
+		fcinfo->args[a].value = args[a];
+		fcinfo->args[a].isnull = false;
+	}
+	AsOwner owner;
+	BecomeOwner(&owner, c->owner);
+	(void)FunctionCallInvoke(fcinfo);
+	RestoreUser(&owner);
+}
+
+/*
+ * PostgreSQL refuses to PREPARE a transaction that sent a NOTIFY, with a message that does not say why there was one:
+ * name the counter whose threshold sent it.
+ */
+void
+TransactionCallback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_PRE_PREPARE && notified_counter[0] != '\0')
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": a threshold crossed in this transaction sent a notification, which a "
+		                       "prepared transaction cannot",
+		                       notified_counter),
+		                errdetail("Threshold events are sent with NOTIFY, and PREPARE TRANSACTION refuses transactions "
+		                          "that executed NOTIFY."),
+		                errhint("Commit such transactions directly, or remove the counter's thresholds.")));
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
+	    event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+		notified_counter[0] = '\0';
+}
+
+void
+SubtransactionCallback(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void *arg)
+{
+	if (notified_counter[0] == '\0')
+		return;
+	int level = GetCurrentTransactionNestLevel();
+	if (event == SUBXACT_EVENT_ABORT_SUB && level <= notified_level)
+		notified_counter[0] = '\0';
+	else if (event == SUBXACT_EVENT_COMMIT_SUB && level == notified_level)
+		notified_level = level - 1;
+}
+
+} // namespace
+
+Datum
+ToNumeric(Datum value, Oid type)
+{
+	switch (type) {
+	case INT8OID:
+		return DirectFunctionCall1(int8_numeric, value);
+	case INT4OID:
+		return DirectFunctionCall1(int4_numeric, value);
+	case INT2OID:
+		return DirectFunctionCall1(int2_numeric, value);
+	default:
+		return value;
+	}
+}
+
+void
+CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, const char *key_nulls)
+{
+	if (c->has_min == nullptr || (!c->has_min[v] && !c->has_max[v]))
+		return;
+	Datum n = ToNumeric(value, type);
+	bool below = c->has_min[v] && DatumGetInt32(DirectFunctionCall2(numeric_cmp, n, c->min[v])) < 0;
+	bool above = c->has_max[v] && DatumGetInt32(DirectFunctionCall2(numeric_cmp, n, c->max[v])) > 0;
+	if (!below && !above)
+		return;
+	CounterDef *def = c->def;
+	StringInfoData names, vals;
+	initStringInfo(&names);
+	initStringInfo(&vals);
+	for (int k = 0; k < def->nkeys; k++) {
+		appendStringInfo(&names, "%s%s", k ? ", " : "", quote_identifier(c->key_columns[k]));
+		if (key_nulls != nullptr && key_nulls[k] == 'n')
+			appendStringInfo(&vals, "%snull", k ? ", " : "");
+		else {
+			Oid out;
+			bool varlena;
+			getTypeOutputInfo(def->keys[k].type, &out, &varlena);
+			appendStringInfo(&vals, "%s%s", k ? ", " : "", OidOutputFunctionCall(out, keys[k]));
+		}
+	}
+	char *would = DatumGetCString(DirectFunctionCall1(numeric_out, n));
+	char *bound = DatumGetCString(DirectFunctionCall1(numeric_out, below ? c->min[v] : c->max[v]));
+	ereport(ERROR,
+	        (errcode(ERRCODE_CHECK_VIOLATION),
+	         errmsg("counter \"%s\": %s would be %s for key (%s)=(%s), %s its %s %s", def->name, c->value_columns[v],
+	                would, names.data, vals.data, below ? "below" : "above", below ? "minimum" : "maximum", bound),
+	         errhint("The bounds were set with counters.set_bounds().")));
+}
+
+void
+NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Datum *keys, const char *key_nulls)
+{
+	if (!c->has_thresholds || c->nthresholds[v] == 0)
+		return;
+	CounterDef *def = c->def;
+	MemoryContext old = MemoryContextSwitchTo(CurTransactionContext);
+	Datum new_value = ToNumeric(value, type);
+	Datum old_value = DirectFunctionCall2(
+	    numeric_sub, new_value,
+	    def->values[v].accum == AccumKind::Int64 ? DirectFunctionCall1(int8_numeric, delta) : delta);
+	for (int t = 0; t < c->nthresholds[v]; t++) {
+		Datum threshold = c->thresholds[v][t];
+		bool was_below = DatumGetInt32(DirectFunctionCall2(numeric_cmp, old_value, threshold)) < 0;
+		bool is_below = DatumGetInt32(DirectFunctionCall2(numeric_cmp, new_value, threshold)) < 0;
+		if (was_below == is_below)
+			continue;
+		Crossing *x = (Crossing *)palloc(sizeof(Crossing));
+		x->c = c;
+		x->v = v;
+		x->keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
+		x->key_nulls = (bool *)palloc(sizeof(bool) * def->nkeys);
+		for (int k = 0; k < def->nkeys; k++) {
+			x->key_nulls[k] = key_nulls != nullptr && key_nulls[k] == 'n';
+			x->keys[k] = x->key_nulls[k] ? (Datum)0 : datumCopy(keys[k], c->key_byval[k], c->key_typlen[k]);
+		}
+		x->old_value = old_value;
+		x->new_value = new_value;
+		x->threshold = threshold;
+		x->up = was_below;
+		crossings = lappend(crossings, x);
+	}
+	MemoryContextSwitchTo(old);
+}
+
+List *
+StartCrossings()
+{
+	List *enclosing = crossings;
+	crossings = NIL;
+	return enclosing;
+}
+
+List *
+TakeCrossings(List *enclosing)
+{
+	List *mine = crossings;
+	crossings = enclosing;
+	return mine;
+}
+
+/*
+ * Announce each crossing: NOTIFY on channel "counters.<counter>" (delivered if the transaction commits) with a JSON
+ * payload, then the counter's callback for the column, if any.
+ */
+void
+AnnounceCrossings(List *list)
+{
+	ListCell *lc;
+	foreach (lc, list) {
+		Crossing *x = (Crossing *)lfirst(lc);
+		const CounterDef *def = x->c->def;
+		const char *direction = x->up ? "up" : "down";
+		Datum key = CrossingKey(x);
+		static const char *const names[] = {"counter", "key", "column", "old", "new", "threshold", "direction"};
+		const Datum values[] = {CStringGetTextDatum(def->name),
+		                        key,
+		                        CStringGetTextDatum(def->values[x->v].column_name),
+		                        x->old_value,
+		                        x->new_value,
+		                        x->threshold,
+		                        CStringGetTextDatum(direction)};
+		const Oid types[] = {TEXTOID, JSONBOID, TEXTOID, NUMERICOID, NUMERICOID, NUMERICOID, TEXTOID};
+		Datum payload = BuildObject(F_JSONB_BUILD_OBJECT_ANY, JSONBOID, 7, names, values, nullptr, types);
+		Async_Notify(psprintf("counters.%s", def->name), DatumGetCString(DirectFunctionCall1(jsonb_out, payload)));
+		if (notified_counter[0] == '\0') {
+			strlcpy(notified_counter, def->name, sizeof(notified_counter));
+			notified_level = GetCurrentTransactionNestLevel();
+		}
+		CallCallback(x, key, direction);
+	}
+}
+
+void
+InitDecisions()
+{
+	RegisterXactCallback(TransactionCallback, nullptr);
+	RegisterSubXactCallback(SubtransactionCallback, nullptr);
+}
+
+} // namespace counters

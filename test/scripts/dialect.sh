@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The dialect of src/ (CONTRIBUTING.md): C++17 used as C with namespaces. The build enforces no exceptions and no
+# RTTI (-fno-exceptions -fno-rtti); this checks the rest: no C++ standard library (no <...> includes, no std::), no
+# new/delete, no malloc/free (memory comes from palloc and memory contexts), and clang-format's layout.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+fail=0
+# The code with comments and string literals blanked out, so that prose ("a new row") is not taken for code.
+code() {
+	perl -0777 -pe 's{/\*.*?\*/}{" " x length($&)}gse; s{//[^\n]*}{}g; s{"(?:\\.|[^"\\\n])*"}{""}g; s{'"'"'(?:\\.|[^'"'"'\\\n])*'"'"'}{'"''"'}g' "$1"
+}
+for f in src/*.cpp src/*.hpp; do
+	hits=$(code "$f" | grep -nE '#include[[:space:]]*<|\bstd::|\bnew[[:space:]]+[A-Za-z_(]|\bdelete([[:space:]]+|[[:space:]]*\[\][[:space:]]*)[A-Za-z_(]|\b(malloc|calloc|realloc|free)[[:space:]]*\(|\b(throw|try|catch|dynamic_cast|typeid)\b' || true)
+	if [ -n "$hits" ]; then
+		echo "dialect: $f:"
+		echo "$hits" | sed 's/^/    /'
+		fail=1
+	fi
+done
+if command -v clang-format >/dev/null; then
+	for f in src/*.cpp src/*.hpp; do
+		if ! clang-format --dry-run --Werror "$f" 2>/dev/null; then
+			echo "dialect: $f is not clang-formatted (clang-format -i $f)"
+			fail=1
+		fi
+	done
+else
+	echo "dialect: clang-format is not installed (test/setup.sh installs it)"
+	fail=1
+fi
+[ $fail -eq 0 ] && echo "dialect: ok"
+exit $fail
