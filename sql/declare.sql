@@ -6,7 +6,7 @@
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 CREATE SCHEMA declare_test;
-SET search_path = declare_test;
+SET search_path = declare_test, regress;
 
 -- The seed article's table.
 CREATE TABLE posts (
@@ -31,27 +31,8 @@ INSERT INTO posts VALUES
 	(7, 3, 2, 5,    true,  false, 'perf', '2024-03-03 13:00', 100,   NULL),
 	(8, 3, 3, NULL, false, true,  'Misc', NULL,               NULL,  NULL);
 
--- Compare a counter table with a recomputation written out in this test (both directions with EXCEPT). The
--- recomputation leaves out groups whose values are all zero: such rows are never stored, an absent row means zeros.
-CREATE FUNCTION diff(counter regclass, expected regclass) RETURNS TABLE (side text, row_value text)
-LANGUAGE plpgsql AS $$
-BEGIN
-	RETURN QUERY EXECUTE format(
-		'SELECT ''counter only'', c::text FROM (TABLE %1$s EXCEPT TABLE %2$s) c
-		 UNION ALL
-		 SELECT ''recomputed only'', e::text FROM (TABLE %2$s EXCEPT TABLE %1$s) e
-		 ORDER BY 1, 2', counter, expected);
-END $$;
+-- Each counter table and the recomputation written out in this test that check_all() compares it with (setup.sql).
 CREATE TABLE checks (counter regclass PRIMARY KEY, expected regclass NOT NULL);
-CREATE FUNCTION check_all() RETURNS TABLE (counter text, side text, row_value text)
-LANGUAGE plpgsql AS $$
-DECLARE
-	r record;
-BEGIN
-	FOR r IN SELECT * FROM checks ORDER BY checks.counter::text LOOP
-		RETURN QUERY SELECT r.counter::text, d.side, d.row_value FROM diff(r.counter, r.expected) d;
-	END LOOP;
-END $$;
 -- The capture triggers of a table.
 CREATE FUNCTION capture_triggers(rel regclass) RETURNS TABLE (trigger_definition text)
 LANGUAGE sql AS $$

@@ -7,27 +7,9 @@
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 CREATE SCHEMA dml_test;
-SET search_path = dml_test;
+SET search_path = dml_test, regress;
 
-CREATE FUNCTION diff(counter regclass, expected regclass) RETURNS TABLE (side text, row_value text)
-LANGUAGE plpgsql AS $$
-BEGIN
-	RETURN QUERY EXECUTE format(
-		'SELECT ''counter only'', c::text FROM (TABLE %1$s EXCEPT TABLE %2$s) c
-		 UNION ALL
-		 SELECT ''recomputed only'', e::text FROM (TABLE %2$s EXCEPT TABLE %1$s) e
-		 ORDER BY 1, 2', counter, expected);
-END $$;
 CREATE TABLE checks (counter regclass PRIMARY KEY, expected regclass NOT NULL);
-CREATE FUNCTION check_all() RETURNS TABLE (counter text, side text, row_value text)
-LANGUAGE plpgsql AS $$
-DECLARE
-	r record;
-BEGIN
-	FOR r IN SELECT * FROM checks ORDER BY checks.counter::text LOOP
-		RETURN QUERY SELECT r.counter::text, d.side, d.row_value FROM diff(r.counter, r.expected) d;
-	END LOOP;
-END $$;
 
 CREATE TABLE blogs (id int PRIMARY KEY);
 INSERT INTO blogs SELECT generate_series(1, 6);

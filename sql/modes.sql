@@ -10,28 +10,15 @@
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 CREATE SCHEMA modes_test;
-SET search_path = modes_test;
+SET search_path = modes_test, regress;
 
-CREATE FUNCTION diff(counter regclass, expected regclass) RETURNS TABLE (side text, row_value text)
-LANGUAGE plpgsql AS $$
-BEGIN
-	RETURN QUERY EXECUTE format(
-		'SELECT ''counter only'', c::text FROM (TABLE %1$s EXCEPT TABLE %2$s) c
-		 UNION ALL
-		 SELECT ''recomputed only'', e::text FROM (TABLE %2$s EXCEPT TABLE %1$s) e
-		 ORDER BY 1, 2', counter, expected);
-END $$;
 -- (names, not regclass: a counter's relation changes when it switches modes, its name stays)
 CREATE TABLE checks (counter text PRIMARY KEY, expected text NOT NULL);
 -- counter = recomputation for every registered counter, and counters.verify() empty for all counters
 CREATE FUNCTION check_all() RETURNS TABLE (counter text, side text, row_value text)
 LANGUAGE plpgsql AS $$
-DECLARE
-	r record;
 BEGIN
-	FOR r IN SELECT * FROM checks ORDER BY checks.counter LOOP
-		RETURN QUERY SELECT r.counter, d.side, d.row_value FROM diff(r.counter::regclass, r.expected::regclass) d;
-	END LOOP;
+	RETURN QUERY SELECT * FROM regress.check_all();
 	RETURN QUERY SELECT v.counter, 'verify',
 	                    format('%s %s: stored %s, expected %s', v.key, v.column_name, v.stored, v.expected)
 	               FROM counters.verify() v;

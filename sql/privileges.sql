@@ -11,28 +11,12 @@
 SET ROLE NONE;
 CREATE SCHEMA priv_test;
 CREATE SCHEMA priv_hidden;
-SET search_path = priv_test;
+SET search_path = priv_test, regress;
 
 -- Checks run as the test's superuser, whoever calls them.
-CREATE FUNCTION diff(counter regclass, expected regclass) RETURNS TABLE (side text, row_value text)
-LANGUAGE plpgsql AS $$
-BEGIN
-	RETURN QUERY EXECUTE format(
-		'SELECT ''counter only'', c::text FROM (TABLE %1$s EXCEPT TABLE %2$s) c
-		 UNION ALL
-		 SELECT ''recomputed only'', e::text FROM (TABLE %2$s EXCEPT TABLE %1$s) e
-		 ORDER BY 1, 2', counter, expected);
-END $$;
 CREATE TABLE checks (counter regclass PRIMARY KEY, expected regclass NOT NULL);
 CREATE FUNCTION check_all() RETURNS TABLE (counter text, side text, row_value text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = priv_test AS $$
-DECLARE
-	r record;
-BEGIN
-	FOR r IN SELECT * FROM checks ORDER BY checks.counter::text LOOP
-		RETURN QUERY SELECT r.counter::text, d.side, d.row_value FROM diff(r.counter, r.expected) d;
-	END LOOP;
-END $$;
+LANGUAGE sql SECURITY DEFINER SET search_path = priv_test AS $$ SELECT * FROM regress.check_all() $$;
 
 CREATE ROLE counters_regress_owner;
 CREATE ROLE counters_regress_writer;

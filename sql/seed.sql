@@ -8,28 +8,10 @@
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 CREATE SCHEMA seed_test;
-SET search_path = seed_test;
+SET search_path = seed_test, regress;
 
-CREATE FUNCTION diff(counter regclass, expected regclass) RETURNS TABLE (side text, row_value text)
-LANGUAGE plpgsql AS $$
-BEGIN
-	RETURN QUERY EXECUTE format(
-		'SELECT ''counter only'', c::text FROM (TABLE %1$s EXCEPT TABLE %2$s) c
-		 UNION ALL
-		 SELECT ''recomputed only'', e::text FROM (TABLE %2$s EXCEPT TABLE %1$s) e
-		 ORDER BY 1, 2', counter, expected);
-END $$;
 -- by name: counters are dropped and declared again as the requirements change
 CREATE TABLE checks (counter text PRIMARY KEY, expected text NOT NULL);
-CREATE FUNCTION check_all() RETURNS TABLE (counter text, side text, row_value text)
-LANGUAGE plpgsql AS $$
-DECLARE
-	r record;
-BEGIN
-	FOR r IN SELECT * FROM checks ORDER BY checks.counter LOOP
-		RETURN QUERY SELECT r.counter, d.side, d.row_value FROM diff(r.counter::regclass, r.expected::regclass) d;
-	END LOOP;
-END $$;
 
 CREATE TABLE users (id int PRIMARY KEY, name text NOT NULL);
 CREATE TABLE blogs (

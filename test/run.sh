@@ -6,6 +6,9 @@
 #   bash test/run.sh                 # everything
 #   REGRESS=dml bash test/run.sh    # one pg_regress file (isolation and pgTAP still run)
 set -euo pipefail
+# One suite at a time on a machine: they install the extension system-wide.
+exec 9>/tmp/counters-suite.lock
+flock 9
 cd "$(dirname "$0")/.."
 PGVER=${PGVER:-15}
 bash test/setup.sh

@@ -10,6 +10,9 @@
 # (repetitions, median reported, 3), VARIANTS (default "none plpgsql_row plpgsql_stmt exact log sharded"), SYNC ("off on").
 # Results: test/bench/results.md (a Markdown table), raw numbers in test/bench/results.tsv.
 set -euo pipefail
+# One suite at a time on a machine: they install the extension system-wide.
+exec 9>/tmp/counters-suite.lock
+flock 9
 cd "$(dirname "$0")/../.."
 PGVER=${PGVER:-15}
 bash test/setup.sh
