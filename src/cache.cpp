@@ -2,10 +2,11 @@
  * cache.cpp: per-backend cache of compiled counters, keyed by the relation whose trigger fires.
  *
  * The catalog (counters.counter) and the definition views hold the truth; this cache holds what the trigger needs
- * to run fast: planned key/value expressions, comparison and hash support for the keys, and prepared statements
- * that apply deltas. An entry is dropped when PostgreSQL invalidates the relcache entry of the source, of the
- * counter table, of the definition view, or of the catalog (counters.create_counter/drop_counter send one for the
- * source), so renames, ALTERs and new counters are picked up by the next statement.
+ * to run fast: planned key/value expressions, comparison and hash support for the keys, the mode and relation its
+ * deltas go to (WriteRelation), and the prepared statements that apply them (written by statements.cpp). An entry is
+ * dropped when PostgreSQL invalidates the relcache entry of the source, of the counter table, of the definition view,
+ * or of the catalog (counters.create_counter/drop_counter send one for the source), so renames, ALTERs and new counters
+ * are picked up by the next statement.
  */
 #include "counters.hpp"
 

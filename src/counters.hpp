@@ -295,6 +295,8 @@ struct CounterShape {
 };
 CounterShape *BuildShape(const CatalogEntry *e);
 char *VerifyStatement(const CounterShape *s);
+/* A statement whose parse tells whether `condition` is one expression (nothing injected after it). */
+char *ConditionProbe(const char *condition);
 char *RebuildConditionCheck(const CounterShape *s, const char *condition);
 char *RebuildStatement(const CounterShape *s, const char *condition);
 char *KeyColumnList(const CounterShape *s);
@@ -319,7 +321,8 @@ char *AddSlotColumnStatement(Oid log);
 char *SlotKeyStatement(const CounterShape *s, Oid log);
 char *PendingViewStatement(const CounterShape *s, const char *schema, const char *name, Oid totals, Oid log);
 char *GrantSelectStatement(Oid rel, Oid grantee);
-char *DropStatement(const char *kind, Oid rel);
+char *DropStatement(const char *kind, Oid rel, bool if_exists = false);
+char *RenameViewColumnStatement(Oid view, const char *from, const char *to);
 
 /* The capture triggers, in the order attach() creates them. */
 enum { BEGIN_TRIGGER, INSERT_TRIGGER, UPDATE_TRIGGER, DELETE_TRIGGER, TRUNCATE_TRIGGER, CAPTURE_TRIGGERS };
@@ -347,6 +350,7 @@ void SetRetention(const char *name, const char *column, Datum keep, bool keep_nu
 void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
 void RequireKeyFilter(const CatalogEntry *e, const CounterShape *s, const char *filter);
 char *BoundsViolation(const char *column, Datum min, bool min_null, Datum max, bool max_null);
+char *CountWhereStatement(Oid rel, const char *condition);
 char *KeyFilterCheckStatement(const CounterShape *s, const char *filter);
 char *TopStatement(const CounterShape *s, int col, const char *limit, const char *filter);
 

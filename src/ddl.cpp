@@ -93,18 +93,22 @@ TopmostPartitions(List *rels)
 	return result;
 }
 
-/* Relations of a schema (DROP SCHEMA) or owned by roles (DROP OWNED), by a catalog query. */
+/* The partitions in a schema (DROP SCHEMA) or owned by a role (DROP OWNED). */
+enum class Holder { Schema, Owner };
 List *
-RelationsWhere(const char *condition, Oid arg)
+PartitionsOf(Holder holder, Oid arg)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	Oid argtypes[1] = {OIDOID};
 	Datum args[1] = {ObjectIdGetDatum(arg)};
-	int ret = SPI_execute_with_args(
-	    psprintf("SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relispartition AND %s", condition), 1, argtypes, args,
-	    nullptr, true, 0);
+	int ret = SPI_execute_with_args(holder == Holder::Schema
+	                                    ? "SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relispartition "
+	                                      "AND c.relnamespace OPERATOR(pg_catalog.=) $1"
+	                                    : "SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relispartition "
+	                                      "AND c.relowner OPERATOR(pg_catalog.=) $1",
+	                                1, argtypes, args, nullptr, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading pg_class failed: %s", SPI_result_code_string(ret));
 	List *rels = NIL;
@@ -260,14 +264,14 @@ OnDdlStart(EventTriggerData *trigger)
 		foreach (lc, ((DropStmt *)tree)->objects) {
 			Oid nsp = get_namespace_oid(strVal(lfirst(lc)), true);
 			if (OidIsValid(nsp))
-				leaving = list_concat(leaving, RelationsWhere("c.relnamespace OPERATOR(pg_catalog.=) $1", nsp));
+				leaving = list_concat(leaving, PartitionsOf(Holder::Schema, nsp));
 		}
 	} else if (IsA(tree, DropOwnedStmt)) {
 		ListCell *lc;
 		foreach (lc, ((DropOwnedStmt *)tree)->roles) {
 			Oid role = get_rolespec_oid((RoleSpec *)lfirst(lc), true);
 			if (OidIsValid(role))
-				leaving = list_concat(leaving, RelationsWhere("c.relowner OPERATOR(pg_catalog.=) $1", role));
+				leaving = list_concat(leaving, PartitionsOf(Holder::Owner, role));
 		}
 	} else if (IsA(tree, AlterTableStmt))
 		CheckAlterTable((AlterTableStmt *)tree, &leaving, &joining, &parent);
@@ -358,10 +362,9 @@ OnDdlEnd()
 	for (uint64 r = 0; r < SPI_processed; r++) {
 		bool isnull;
 		Oid view = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
-		renames =
-		    lappend(renames, psprintf("ALTER VIEW %s RENAME COLUMN %s TO %s", QualifiedName(view),
-		                              quote_identifier(SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2)),
-		                              quote_identifier(SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3))));
+		renames = lappend(renames,
+		                  RenameViewColumnStatement(view, SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2),
+		                                            SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3)));
 	}
 	MemoryContextSwitchTo(old);
 	List *leftovers = NIL;
@@ -369,13 +372,13 @@ OnDdlEnd()
 	                   "  JOIN counters.counter k ON k.source OPERATOR(pg_catalog.=) d.objid "
 	                   " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass") != NIL)
 		/* tables carrying capture triggers that feed no counter and are no partition, which the caller owns */
-		leftovers = OidsOf(caller, psprintf("SELECT DISTINCT t.tgrelid FROM pg_catalog.pg_trigger t "
-		                                    "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid "
-		                                    " WHERE t.tgfoid OPERATOR(pg_catalog.=) %u AND NOT c.relispartition "
-		                                    "   AND pg_catalog.pg_has_role(c.relowner, 'USAGE') "
-		                                    "   AND NOT EXISTS (SELECT FROM counters.counter k "
-		                                    "                    WHERE k.source OPERATOR(pg_catalog.=) t.tgrelid)",
-		                                    CaptureFunction()));
+		leftovers =
+		    OidsOf(caller, "SELECT DISTINCT t.tgrelid FROM pg_catalog.pg_trigger t "
+		                   "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid "
+		                   " WHERE t.tgfoid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure "
+		                   "   AND NOT c.relispartition AND pg_catalog.pg_has_role(c.relowner, 'USAGE') "
+		                   "   AND NOT EXISTS (SELECT FROM counters.counter k "
+		                   "                    WHERE k.source OPERATOR(pg_catalog.=) t.tgrelid)");
 	ListCell *lc;
 	foreach (lc, renames)
 		ExecuteDdl((const char *)lfirst(lc));
@@ -436,7 +439,7 @@ OnSqlDrop()
 			    !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
 				continue;
 			if (HasOwnerPrivileges(rel))
-				ExecuteDdl(psprintf("DROP %s IF EXISTS %s", left[i].kind, QualifiedName(rel)));
+				ExecuteDdl(DropStatement(left[i].kind, rel, true));
 			else
 				ereport(NOTICE, (errmsg("counter \"%s\": %s %s is left in place: it belongs to another role", c->name,
 				                        strcmp(left[i].kind, "VIEW") == 0 ? "view" : "table", QualifiedName(rel))));

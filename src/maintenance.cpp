@@ -414,7 +414,7 @@ namespace {
 void
 CheckCondition(const CatalogEntry *e, const CounterShape *s, const char *condition)
 {
-	List *parsed = raw_parser(psprintf("SELECT 1 WHERE (%s)", condition), RAW_PARSE_DEFAULT);
+	List *parsed = raw_parser(ConditionProbe(condition), RAW_PARSE_DEFAULT);
 	MemoryContext caller = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	BeginInternalSubTransaction(nullptr);

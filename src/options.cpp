@@ -144,10 +144,8 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 			elog(ERROR, "counters: SPI_connect failed");
 		bool isnull;
 		int level = PinSettings(PIN_SEARCH_PATH);
-		int64 violating = DatumGetInt64(
-		    QueryValue(CurrentMemoryContext,
-		               psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s", QualifiedName(e->target), outside), 0,
-		               nullptr, nullptr, nullptr, &isnull));
+		int64 violating = DatumGetInt64(QueryValue(CurrentMemoryContext, CountWhereStatement(e->target, outside), 0,
+		                                           nullptr, nullptr, nullptr, &isnull));
 		UnpinSettings(level);
 		SPI_finish();
 		if (violating > 0)

@@ -1,10 +1,14 @@
 /*
- * statements.cpp: the SQL the maintenance functions run (verify, rebuild, compact, retention).
+ * statements.cpp: every SQL statement the extension runs over a counter's relations, and every name it derives:
+ * declaring and switching counters (tables, views, triggers, fills), applying deltas (the statements cache.cpp
+ * prepares for apply.cpp), maintenance (verify, rebuild, compact, retention), bounds and top(). (catalog.cpp holds
+ * the fixed queries of the extension's own catalog, ddl.cpp those of event-trigger functions.)
  *
- * Every name is quoted and schema-qualified, every operator written OPERATOR(pg_catalog.x); the statements run with
- * search_path pinned as well. Inside a statement the counter's columns travel under positional aliases (k<n> for
- * keys, s<n>/e<n>/v<n> for values, n = the column's position in the definition), so that no column name of a
- * counter can collide with another once prefixed, nor with a name the statement uses itself.
+ * Every name is quoted and schema-qualified, every operator written OPERATOR(pg_catalog.x) or generated for its
+ * types; values travel as parameters; the statements run with search_path pinned as well. Inside a maintenance
+ * statement the counter's columns travel under positional aliases (k<n> for keys, s<n>/e<n>/v<n> for values, n = the
+ * column's position in the definition), so that no column name of a counter can collide with another once prefixed,
+ * nor with a name the statement uses itself.
  */
 #include "counters.hpp"
 
@@ -106,6 +110,12 @@ VerifyStatement(const CounterShape *s)
 	    expected.data, QualifiedName(s->e->query),
 	    LiveCondition(s, rk > 0 ? psprintf("v.%s", Quoted(s->def_names[rk - 1])) : nullptr), keys.data, differs.data,
 	    unpivot.data, s->e->owns_target ? "true" : "false");
+}
+
+char *
+ConditionProbe(const char *condition)
+{
+	return psprintf("SELECT 1 WHERE (%s)", condition);
 }
 
 char *
@@ -516,9 +526,15 @@ GrantSelectStatement(Oid rel, Oid grantee)
 }
 
 char *
-DropStatement(const char *kind, Oid rel)
+DropStatement(const char *kind, Oid rel, bool if_exists)
 {
-	return psprintf("DROP %s %s", kind, QualifiedName(rel));
+	return psprintf("DROP %s %s%s", kind, if_exists ? "IF EXISTS " : "", QualifiedName(rel));
+}
+
+char *
+RenameViewColumnStatement(Oid view, const char *from, const char *to)
+{
+	return psprintf("ALTER VIEW %s RENAME COLUMN %s TO %s", QualifiedName(view), Quoted(from), Quoted(to));
 }
 
 /* ---- the capture triggers ---- */
@@ -576,6 +592,12 @@ BoundsViolation(const char *column, Datum min, bool min_null, Datum max, bool ma
 		appendStringInfo(&cond, "%s%s > %s", cond.len ? " OR " : "", Quoted(column),
 		                 quote_literal_cstr(DatumGetCString(DirectFunctionCall1(numeric_out, max))));
 	return cond.data;
+}
+
+char *
+CountWhereStatement(Oid rel, const char *condition)
+{
+	return psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s", QualifiedName(rel), condition);
 }
 
 char *
