@@ -271,3 +271,11 @@ $$;
 
 -- The counters_begin trigger on every source and partition.
 SELECT counters.attach(s.source) FROM (SELECT DISTINCT c.source FROM counters.counter c) s;
+
+-- event trigger functions explain themselves in \df+
+COMMENT ON FUNCTION counters._on_ddl_start() IS
+	'event trigger (counters_ddl_start): counts partitions that join or leave a counted table, refuses DDL that would make a counter wrong';
+COMMENT ON FUNCTION counters._on_ddl_end() IS
+	'event trigger (counters_ddl_end): new partitions get the capture triggers, renamed target columns are followed';
+COMMENT ON FUNCTION counters._on_sql_drop() IS
+	'event trigger (counters_sql_drop): a counter whose source, table or view was dropped goes with it';

@@ -208,6 +208,8 @@ CREATE FUNCTION counters._on_ddl_start() RETURNS event_trigger
 CREATE EVENT TRIGGER counters_ddl_start ON ddl_command_start
 	WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'DROP OWNED', 'DROP SCHEMA', 'DROP TABLE')
 	EXECUTE FUNCTION counters._on_ddl_start();
+COMMENT ON FUNCTION counters._on_ddl_start() IS
+	'event trigger (counters_ddl_start): counts partitions that join or leave a counted table, refuses DDL that would make a counter wrong';
 
 -- After CREATE TABLE ... PARTITION OF / ATTACH PARTITION: new partitions of a counted table get their triggers.
 -- After a column of an existing target was renamed: the definition's alias follows. After DETACH PARTITION: the
@@ -218,6 +220,8 @@ CREATE FUNCTION counters._on_ddl_end() RETURNS event_trigger
 CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
 	WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE')
 	EXECUTE FUNCTION counters._on_ddl_end();
+COMMENT ON FUNCTION counters._on_ddl_end() IS
+	'event trigger (counters_ddl_end): new partitions get the capture triggers, renamed target columns are followed';
 
 -- When a source, counter table or definition view is dropped, the counter goes with it (catalog row, what remains of
 -- its view and tables, the triggers once no counter of the source is left), as far as the role that dropped may
@@ -227,6 +231,8 @@ CREATE FUNCTION counters._on_sql_drop() RETURNS event_trigger
 	LANGUAGE C;
 CREATE EVENT TRIGGER counters_sql_drop ON sql_drop
 	EXECUTE FUNCTION counters._on_sql_drop();
+COMMENT ON FUNCTION counters._on_sql_drop() IS
+	'event trigger (counters_sql_drop): a counter whose source, table or view was dropped goes with it';
 
 -- ---------------------------------------------------------------------------------------------------------------
 -- modes and compaction
