@@ -403,7 +403,7 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 {
 	CatalogEntry *e = LookupCounter(name);
 	RequireMaintainer(e);
-	/* (last_rebuild: written by 0.3's rebuild(), which runs with this library until ALTER EXTENSION UPDATE) */
+	/* (last_rebuild: written by the rebuild() of an installation not yet updated by ALTER EXTENSION UPDATE) */
 	if (strcmp(key, "bounds") != 0 && strcmp(key, "thresholds") != 0 && strcmp(key, "max_slots") != 0 &&
 	    strcmp(key, "retention") != 0 && strcmp(key, "last_rebuild") != 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -168,7 +168,7 @@ CheckSource(const char *counter, RangeTblEntry *rte, bool declaring)
 		                errdetail("Rows written to a child table do not fire the parent's triggers.")));
 	if (relkind == RELKIND_PARTITIONED_TABLE && !rte->inh)
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, "FROM ONLY on a partitioned table counts nothing", nullptr);
-	/* (0.3 rules: counters declared before keep working as they did) */
+	/* (the rules below are checked when declaring: a counter declared before they existed keeps working) */
 	if (!declaring)
 		return;
 	if (get_rel_persistence(rte->relid) == RELPERSISTENCE_TEMP)
@@ -356,7 +356,7 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 		       "A counter is fed by the rows of one table.");
 	Index varno = (Index)((RangeTblRef *)item)->rtindex;
 	RangeTblEntry *rte = rt_fetch(varno, query->rtable);
-	/* Rules added in 0.3 apply to new declarations; compiling an existing counter must not start failing writes. */
+	/* Some rules apply to new declarations only: compiling an existing counter must not start failing writes. */
 	bool declaring = column_names == nullptr;
 	CheckSource(name, rte, declaring);
 	if (!query->hasAggs)
