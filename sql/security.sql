@@ -126,6 +126,12 @@ BEGIN
 	PERFORM sec_test.attack('definition');
 	RETURN v % 3;
 END $$;
+-- (IMMUTABLE with constant arguments: planning the definition folds it, i.e. runs it)
+CREATE FUNCTION gate() RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+	PERFORM sec_test.attack('planning');
+	RETURN true;
+END $$;
 CREATE FUNCTION on_counter_table() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM sec_test.attack(TG_OP || ' of ' || TG_TABLE_NAME);
@@ -140,6 +146,8 @@ SELECT counters.create_counter('m_wrapped', 'SELECT sec_test.bucket(v) AS b, cou
 SELECT counters.create_counter('m_log', 'SELECT v % 2 AS parity, count(*) AS n FROM m_events GROUP BY 1', mode => 'log');
 SELECT counters.create_counter('m_days', 'SELECT date_trunc(''day'', at) AS day, count(*) AS n FROM m_events GROUP BY 1');
 SELECT counters.set_retention('m_days', 'day', '1 day');
+SELECT counters.create_counter('m_gated', 'SELECT v AS id, count(*) FILTER (WHERE sec_test.gate()) AS n FROM m_events GROUP BY 1', mode => 'log');
+SELECT counters.create_counter('m_switch', 'SELECT sec_test.bucket(v) AS b, count(*) AS n FROM m_events GROUP BY 1');
 SELECT counters.set_thresholds('m_wrapped', 'n', '{3}', 'on_threshold(text, jsonb, text, numeric, numeric, numeric, text)');
 CREATE TRIGGER attack AFTER INSERT OR UPDATE OR DELETE ON m_log_totals FOR EACH ROW EXECUTE FUNCTION on_counter_table();
 CREATE TRIGGER attack AFTER DELETE ON m_log_log FOR EACH ROW EXECUTE FUNCTION on_counter_table();
@@ -153,6 +161,12 @@ INSERT INTO m_events SELECT i, i, '2024-02-01' FROM generate_series(7, 9) i;
 SELECT counters.compact() > 0 AS compacted;
 SELECT counters.apply_retention() >= 0 AS retained;
 SELECT * FROM counters.verify();
+SELECT * FROM counters.top('m_gated', 'n', 1);
+-- The superuser switches the attacker's counter to log mode: the new log and view belong to the counter's owner, so
+-- the next write still runs the definition as the attacker.
+SELECT counters.alter_counter('m_switch', 'log');
+SELECT relname, relowner::regrole FROM pg_class WHERE relname LIKE 'm\_switch%' AND relkind IN ('r', 'v') ORDER BY 1;
+INSERT INTO m_events VALUES (10, 10, '2024-02-02');
 -- (a counter value gone wrong, for rebuild to repair: changed without firing the attacker's triggers, which a
 -- superuser's own write to the attacker's table would run with the superuser's rights, as any trigger)
 SET session_replication_role = replica;

@@ -371,38 +371,39 @@ BuildEntry(SourceCounters *entry)
 			bool totals_null;
 			Datum totals = SPI_getbinval(tup, tupdesc, 6, &totals_null);
 
-			Relation view = relation_open(query_oid, AccessShareLock);
-			if (view->rd_rel->relkind != RELKIND_VIEW)
-				ereport(ERROR,
-				        (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("counter \"%s\": definition \"%s\" is not a view",
-				                                                    name, RelationGetRelationName(view))));
-			Query *query = (Query *)copyObject(get_view_query(view));
 			CompiledCounter *c = &compiled[i];
-			c->def = AnalyzeDefinition(name, query, RelationGetDescr(view));
-			relation_close(view, AccessShareLock);
+			bool sharded = strcmp(TextDatumGetCString(SPI_getbinval(tup, tupdesc, 11, &isnull)), "sharded") == 0;
+			c->mode = !owns      ? ApplyMode::Target
+			          : sharded  ? ApplyMode::Sharded
+			          : log_mode ? ApplyMode::Log
+			                     : ApplyMode::Exact;
 			c->target = target;
 			c->query = query_oid;
+			c->write_rel = WriteRelation(c->mode, target, log_mode ? DatumGetObjectId(log) : InvalidOid);
+			c->totals = log_mode && !totals_null ? DatumGetObjectId(totals) : InvalidOid;
+			/* The counter's owner: of the table holding its values (as CounterOwner says for maintenance). */
+			c->owner = RelationOwner(OidIsValid(c->totals) ? c->totals : c->target);
+			c->def = AnalyzeView(name, query_oid, c->owner);
 			c->max_slots = DatumGetInt32(SPI_getbinval(tup, tupdesc, 12, &isnull));
+			/* (options are validated when set; the catalog row is trusted no further than that) */
+			if (c->max_slots < 1 || c->max_slots > 1024)
+				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				                errmsg("counter \"%s\": max_slots must be from 1 to 1024, not %d", name, c->max_slots),
+				                errhint("Set it with counters.alter_counter().")));
 			c->retention_key = -1;
 			Datum retention_column = SPI_getbinval(tup, tupdesc, 13, &isnull);
 			if (!isnull) {
 				char *column = TextDatumGetCString(retention_column);
 				Datum keep = SPI_getbinval(tup, tupdesc, 14, &isnull);
 				for (int k = 0; k < c->def->nkeys && !isnull; k++)
-					if (strcmp(c->def->keys[k].column_name, column) == 0) {
+					if (strcmp(c->def->keys[k].column_name, column) == 0 &&
+					    (c->def->keys[k].type == DATEOID || c->def->keys[k].type == TIMESTAMPOID ||
+					     c->def->keys[k].type == TIMESTAMPTZOID)) {
 						c->retention_key = k;
 						c->retention_keep = datumCopy(keep, false, sizeof(Interval));
 					}
 			}
-			bool sharded = strcmp(TextDatumGetCString(SPI_getbinval(tup, tupdesc, 11, &isnull)), "sharded") == 0;
-			c->mode = !owns      ? ApplyMode::Target
-			          : sharded  ? ApplyMode::Sharded
-			          : log_mode ? ApplyMode::Log
-			                     : ApplyMode::Exact;
-			c->write_rel = WriteRelation(c->mode, target, log_mode ? DatumGetObjectId(log) : InvalidOid);
-			c->totals = log_mode && !totals_null ? DatumGetObjectId(totals) : InvalidOid;
 			Relation trel = table_open(c->write_rel, AccessShareLock);
-			c->owner = trel->rd_rel->relowner;
 			c->has_check = RelationGetDescr(trel)->constr != nullptr && RelationGetDescr(trel)->constr->num_check > 0;
 			c->has_rls = trel->rd_rel->relrowsecurity;
 			table_close(trel, AccessShareLock);
@@ -413,12 +414,10 @@ BuildEntry(SourceCounters *entry)
 			if (DatumGetBool(SPI_getbinval(tup, tupdesc, 10, &isnull)))
 				ReadThresholds(c);
 			/* Statements are analysed with the owner's privileges, as they will run (e.g. USAGE on its schema). */
-			Oid saved_user;
-			int saved_sec;
-			GetUserIdAndSecContext(&saved_user, &saved_sec);
-			SetUserIdAndSecContext(c->owner, saved_sec | SECURITY_LOCAL_USERID_CHANGE);
+			AsOwner as;
+			BecomeOwner(&as, c->owner);
 			PreparePlans(c);
-			SetUserIdAndSecContext(saved_user, saved_sec);
+			RestoreUser(&as);
 			/* SPI calls leave CurrentMemoryContext at SPI's procedure context: come back to ours. */
 			MemoryContextSwitchTo(cxt);
 			nbuilt = i + 1;

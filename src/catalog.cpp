@@ -300,7 +300,7 @@ OidOrNull(Oid oid, char *null)
 void
 Register(const char *name, Oid query, Oid target, bool owns)
 {
-	CounterDef *def = AnalyzeView(name, query);
+	CounterDef *def = AnalyzeView(name, query, RelationOwner(target));
 	RequireOwnerPrivileges(name, def->source);
 	RequireOwnerPrivileges(name, target);
 	RequireOwnerPrivileges(name, query);

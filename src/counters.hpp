@@ -202,6 +202,8 @@ void CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, 
  * `delta` (int8 or numeric as the column accumulates); they are announced once the statement's deltas are applied.
  */
 void NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Datum *keys, const char *key_nulls);
+/* A function that can be a threshold callback: (text, jsonb, text, numeric, numeric, numeric, text), no set. */
+bool IsThresholdCallback(Oid proc);
 /* An integer or numeric value as numeric. */
 Datum ToNumeric(Datum value, Oid type);
 
@@ -365,8 +367,8 @@ void RequireReadCommitted(const char *what);
 CounterDef *DescribeDefinition(const char *name, const char *definition);
 /* A key column's type as the counter table declares it (qualified, with typmod and a non-default collation). */
 char *KeyColumnType(const KeyDef *key);
-/* The analysed definition of counter `name`, stored as view `view`. */
-CounterDef *AnalyzeView(const char *name, Oid view);
+/* The analysed definition of counter `name`, stored as view `view`, planned as the counter's `owner`. */
+CounterDef *AnalyzeView(const char *name, Oid view, Oid owner);
 /* A relation's schema-qualified, quoted name. */
 char *QualifiedName(Oid relid);
 

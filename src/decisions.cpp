@@ -12,6 +12,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "miscadmin.h"
@@ -104,8 +105,8 @@ CallCallback(const Crossing *x, Datum key, const char *direction)
 	CompiledCounter *c = x->c;
 	const CounterDef *def = c->def;
 	Oid callback = c->callbacks[x->v];
-	if (c->callback_missing[x->v] ||
-	    (OidIsValid(callback) && !SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(callback))))
+	/* (called through fmgr with the callback's arguments: anything but a function of that signature is refused) */
+	if (c->callback_missing[x->v] || (OidIsValid(callback) && !IsThresholdCallback(callback)))
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
 		                errmsg("counter \"%s\": the threshold callback of column \"%s\" no longer exists", def->name,
 		                       def->values[x->v].column_name),
@@ -253,6 +254,21 @@ NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Dat
 		crossings = lappend(crossings, x);
 	}
 	MemoryContextSwitchTo(old);
+}
+
+bool
+IsThresholdCallback(Oid proc_oid)
+{
+	HeapTuple tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(proc_oid));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	Form_pg_proc proc = (Form_pg_proc)GETSTRUCT(tup);
+	static const Oid expected[7] = {TEXTOID, JSONBOID, TEXTOID, NUMERICOID, NUMERICOID, NUMERICOID, TEXTOID};
+	bool ok = proc->prokind == PROKIND_FUNCTION && !proc->proretset && proc->pronargs == 7;
+	for (int a = 0; ok && a < 7; a++)
+		ok = proc->proargtypes.values[a] == expected[a];
+	ReleaseSysCache(tup);
+	return ok;
 }
 
 List *

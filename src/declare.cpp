@@ -316,6 +316,12 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		c = LookupCounter(name);
 	}
 	LockRelationOid(c->source, ShareRowExclusiveLock);
+	/*
+	 * The relations of the new mode are created by the counter's owner, whoever switches it: a counter's code runs
+	 * as the owner of its tables, and a superuser's switch must not make the superuser that owner.
+	 */
+	AsOwner as;
+	BecomeOwner(&as, CounterOwner(c));
 	/* (in this context: SPI's goes away with SPI_finish) */
 	char *nsp = get_namespace_name(get_rel_namespace(c->target));
 	char *rel = get_rel_name(c->target);
@@ -361,6 +367,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		Execute(RenameStatement(c->totals, rel), SPI_OK_UTILITY);
 		SPI_finish();
 	}
+	RestoreUser(&as);
 }
 
 void

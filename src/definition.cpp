@@ -455,8 +455,16 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 }
 
 CounterDef *
-AnalyzeView(const char *name, Oid view_oid)
+AnalyzeView(const char *name, Oid view_oid, Oid owner)
 {
+	/*
+	 * Planning folds IMMUTABLE functions called on constants, so it runs the definition's code: as the counter's
+	 * owner, restricted, with the extension's search_path, whoever reads the definition (a writer, maintenance, an
+	 * event trigger, the background worker).
+	 */
+	AsOwner as;
+	BecomeOwner(&as, owner);
+	int level = PinSettings(PIN_SEARCH_PATH);
 	Relation view = relation_open(view_oid, AccessShareLock);
 	if (view->rd_rel->relkind != RELKIND_VIEW)
 		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("counter \"%s\": definition \"%s\" is not a view",
@@ -464,6 +472,8 @@ AnalyzeView(const char *name, Oid view_oid)
 	Query *query = (Query *)copyObject(get_view_query(view));
 	CounterDef *def = AnalyzeDefinition(name, query, RelationGetDescr(view));
 	relation_close(view, AccessShareLock);
+	UnpinSettings(level);
+	RestoreUser(&as);
 	return def;
 }
 

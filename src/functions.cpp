@@ -235,7 +235,7 @@ COUNTERS_FUNCTION(counters_describe)
 COUNTERS_FUNCTION(counters_describe_keys)
 {
 	Oid query = PG_GETARG_OID(0);
-	counters::CounterDef *def = counters::AnalyzeView(get_rel_name(query), query);
+	counters::CounterDef *def = counters::AnalyzeView(get_rel_name(query), query, counters::RelationOwner(query));
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 	for (int i = 0; i < def->nkeys; i++) {

@@ -88,7 +88,7 @@ BuildShape(const CatalogEntry *e)
 {
 	CounterShape *s = (CounterShape *)palloc0(sizeof(CounterShape));
 	s->e = e;
-	s->def = AnalyzeView(e->name, e->query);
+	s->def = AnalyzeView(e->name, e->query, CounterOwner(e));
 	CounterDef *def = s->def;
 	int n = def->ncolumns;
 	s->ncolumns = n;

@@ -187,15 +187,7 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 		RequireExactMode(e, "thresholds");
 	const char *callback_text = nullptr;
 	if (OidIsValid(callback)) {
-		HeapTuple tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(callback));
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "cache lookup failed for function %u", callback);
-		Form_pg_proc proc = (Form_pg_proc)GETSTRUCT(tup);
-		Oid expected[7] = {TEXTOID, JSONBOID, TEXTOID, NUMERICOID, NUMERICOID, NUMERICOID, TEXTOID};
-		bool ok = proc->pronargs == 7;
-		for (int a = 0; ok && a < 7; a++)
-			ok = proc->proargtypes.values[a] == expected[a];
-		ReleaseSysCache(tup);
+		bool ok = IsThresholdCallback(callback);
 		/* (its name as the catalog will show it: schema-qualified) */
 		int level = PinSettings(PIN_SEARCH_PATH);
 		callback_text = format_procedure(callback);
@@ -204,7 +196,8 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 			ereport(
 			    ERROR,
 			    (errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
-			     errmsg("counter \"%s\": callback %s must take (text, jsonb, text, numeric, numeric, numeric, text)",
+			     errmsg("counter \"%s\": callback %s must be a function taking (text, jsonb, text, numeric, numeric, "
+			            "numeric, text)",
 			            name, callback_text),
 			     errhint("The arguments are counter, key, column_name, old, new, threshold, direction.")));
 		/* It will run as the counter's owner. */
