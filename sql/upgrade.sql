@@ -221,3 +221,53 @@ SELECT * FROM counters.verify();
 SELECT counters.drop_counter('dx_exact');
 RESET search_path;
 DROP SCHEMA dropext_test CASCADE;
+
+--
+-- A hostile public schema: the database owner (who may install the trusted extension, and owns public) plants
+-- operators there that pg_catalog has no exact match for, or that shadow pg_catalog's for some argument types. No
+-- object of the extension binds them, after a fresh install by the database owner or an update by a superuser:
+-- otherwise the next superuser reading counters.stats would run the owner's code.
+--
+CREATE FUNCTION public.planted_oid(a oid, b regclass) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+CREATE FUNCTION public.planted_proc(a oid, b regprocedure) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+CREATE FUNCTION public.planted_arrow(a jsonb, b jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE AS 'SELECT a';
+CREATE FUNCTION public.planted_text(a jsonb, b jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT b::text';
+CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = public.planted_oid);
+CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regprocedure, FUNCTION = public.planted_proc);
+CREATE OPERATOR public.-> (LEFTARG = jsonb, RIGHTARG = jsonb, FUNCTION = public.planted_arrow);
+CREATE OPERATOR public.->> (LEFTARG = jsonb, RIGHTARG = jsonb, FUNCTION = public.planted_text);
+-- (what any member of the extension, or a view's rule, depends on outside pg_catalog and the extension's schema)
+CREATE TEMP VIEW planted_bindings AS
+WITH members AS (
+	SELECT d.classid, d.objid FROM pg_depend d
+	 WHERE d.refclassid = 'pg_extension'::regclass::oid AND d.deptype = 'e'
+	   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'counters')),
+objects AS (
+	SELECT classid, objid FROM members
+	UNION SELECT 'pg_rewrite'::regclass::oid, r.oid FROM pg_rewrite r JOIN members m
+	    ON m.classid = 'pg_class'::regclass::oid AND r.ev_class::oid = m.objid)
+SELECT pg_describe_object(d.classid, d.objid, 0) AS member, pg_describe_object(d.refclassid, d.refobjid, 0) AS binds
+  FROM pg_depend d JOIN objects o ON o.classid = d.classid AND o.objid = d.objid
+ WHERE (d.refclassid = 'pg_operator'::regclass::oid
+        AND (SELECT oprnamespace::regnamespace::text FROM pg_operator WHERE oid = d.refobjid) <> 'pg_catalog')
+    OR (d.refclassid = 'pg_proc'::regclass::oid
+        AND (SELECT pronamespace::regnamespace::text FROM pg_proc WHERE oid = d.refobjid) NOT IN ('pg_catalog', 'counters'))
+ ORDER BY 1, 2;
+DROP EXTENSION counters;
+CREATE EXTENSION counters;
+SELECT * FROM planted_bindings;
+SELECT count(*) AS stats_rows FROM counters.stats;
+-- (the frozen 0.3 script itself does not survive the planted jsonb operators; only a superuser installs it)
+DROP OPERATOR public.-> (jsonb, jsonb), public.->> (jsonb, jsonb);
+SET ROLE NONE;
+DROP EXTENSION counters;
+CREATE EXTENSION counters VERSION '0.3';
+ALTER EXTENSION counters UPDATE;
+SELECT * FROM planted_bindings;
+DROP EXTENSION counters;
+RESET ROLE;
+DROP VIEW planted_bindings;
+DROP OPERATOR public.= (oid, regclass), public.= (oid, regprocedure);
+DROP FUNCTION public.planted_oid(oid, regclass), public.planted_proc(oid, regprocedure),
+	public.planted_arrow(jsonb, jsonb), public.planted_text(jsonb, jsonb);
+CREATE EXTENSION counters;

@@ -26,6 +26,18 @@ SELECT c.name, v.verified_at, v.wrong, (c.options OPERATOR(pg_catalog.->>) 'last
 UPDATE counters.counter SET options = options OPERATOR(pg_catalog.-) 'last_rebuild'::pg_catalog.text
  WHERE options OPERATOR(pg_catalog.?) 'last_rebuild';
 
+-- Every operator of the views is pg_catalog's, written so: at install time the extension's schema (public, owned by
+-- the database owner) comes first in search_path, and an operator planted there must not be bound.
+CREATE OR REPLACE VIEW counters.bounds AS
+SELECT c.name AS counter, b.key AS column_name, (b.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric AS min,
+       (b.value OPERATOR(pg_catalog.->>) 'max')::pg_catalog.numeric AS max
+  FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') b;
+CREATE OR REPLACE VIEW counters.thresholds AS
+SELECT c.name AS counter, t.key AS column_name,
+       ARRAY(SELECT x::pg_catalog.numeric FROM pg_catalog.jsonb_array_elements_text(t.value OPERATOR(pg_catalog.->) 'values') x) AS thresholds,
+       pg_catalog.to_regprocedure(t.value OPERATOR(pg_catalog.->>) 'callback') AS callback,
+       'counters.' OPERATOR(pg_catalog.||) c.name AS channel
+  FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') t;
 CREATE OR REPLACE VIEW counters.stats AS
 SELECT c.name AS counter,
        c.mode,
@@ -37,19 +49,19 @@ SELECT c.name AS counter,
        t.n_tup_upd AS rows_updated,
        t.n_tup_del AS rows_deleted,
        l.n_tup_ins AS log_appends,
-       s.n_tup_ins + s.n_tup_upd + s.n_tup_del AS source_writes,
+       s.n_tup_ins OPERATOR(pg_catalog.+) s.n_tup_upd OPERATOR(pg_catalog.+) s.n_tup_del AS source_writes,
        (SELECT f.calls FROM pg_catalog.pg_stat_user_functions f
-         WHERE f.funcid = 'counters.capture()'::pg_catalog.regprocedure) AS trigger_calls,
+         WHERE f.funcid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure::pg_catalog.oid) AS trigger_calls,
        m.rebuilt_at AS last_rebuild,
        m.verified_at AS last_verify,
        m.verify_wrong AS last_verify_wrong,
        m.compacted_at AS last_compact,
        m.compact_error AS last_compact_error
   FROM counters.counter c
-  LEFT JOIN pg_catalog.pg_stat_all_tables t ON t.relid = COALESCE(c.totals, c.target)
-  LEFT JOIN pg_catalog.pg_stat_all_tables l ON l.relid = c.log
-  LEFT JOIN pg_catalog.pg_stat_all_tables s ON s.relid = c.source
-  LEFT JOIN counters.maintenance m ON m.counter = c.name;
+  LEFT JOIN pg_catalog.pg_stat_all_tables t ON t.relid OPERATOR(pg_catalog.=) COALESCE(c.totals, c.target)::pg_catalog.oid
+  LEFT JOIN pg_catalog.pg_stat_all_tables l ON l.relid OPERATOR(pg_catalog.=) c.log::pg_catalog.oid
+  LEFT JOIN pg_catalog.pg_stat_all_tables s ON s.relid OPERATOR(pg_catalog.=) c.source::pg_catalog.oid
+  LEFT JOIN counters.maintenance m ON m.counter OPERATOR(pg_catalog.=) c.name;
 
 DROP FUNCTION counters._note_verified(text, bigint);
 DROP TABLE counters.verified;
