@@ -136,7 +136,9 @@ ALTER TABLE articles DROP COLUMN hidden;                    -- the WHERE column 
 \echo SQLSTATE :SQLSTATE
 ALTER TABLE articles ALTER COLUMN label TYPE varchar(20);   -- only inside lower(), binary-compatible even
 \echo SQLSTATE :SQLSTATE
+\set VERBOSITY terse
 ALTER TABLE articles ALTER COLUMN channel_id TYPE bigint;   -- a key
+\set VERBOSITY default
 \echo SQLSTATE :SQLSTATE
 ALTER TABLE articles ALTER COLUMN score TYPE numeric;
 \echo SQLSTATE :SQLSTATE
