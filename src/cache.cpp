@@ -434,9 +434,6 @@ BuildEntry(SourceCounters *entry)
 
 	MemoryContextSetParent(cxt, CacheMemoryContext);
 	entry->source = source;
-	entry->fixed_output = false;
-	for (int i = 0; i < n; i++)
-		entry->fixed_output |= compiled[i].def->fixed_output;
 	entry->cxt = cxt;
 	entry->ncounters = n;
 	entry->counters = compiled;

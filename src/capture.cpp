@@ -29,6 +29,7 @@ extern "C" {
 #include "common/hashfn.h"
 #include "common/int.h"
 #include "executor/executor.h"
+#include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/regproc.h"
@@ -492,6 +493,12 @@ CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_row
 		FinishRun(run);
 }
 
+/*
+ * TRUNCATE of a source: every counter of it is emptied. A log or sharded counter first waits for a compaction in
+ * progress (which holds the log's SHARE UPDATE EXCLUSIVE lock until it commits), so that the rows it folded into the
+ * totals are seen. Rows are read with the latest snapshot, as TRUNCATE removes every row: at REPEATABLE READ and
+ * above, a counter row written after the transaction's snapshot is a serialization failure, not a row left behind.
+ */
 void
 ZeroCounters(SourceCounters *sc)
 {
@@ -501,7 +508,13 @@ ZeroCounters(SourceCounters *sc)
 		CompiledCounter *c = &sc->counters[i];
 		AsOwner owner;
 		BecomeOwner(&owner, c->owner);
-		int ret = SPI_execute_plan(c->plans[PLAN_TRUNCATE], nullptr, nullptr, false, 0);
+		if (c->mode == ApplyMode::Log || c->mode == ApplyMode::Sharded)
+			LockRelationOid(c->write_rel, ShareUpdateExclusiveLock);
+		Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+		int ret = SPI_execute_snapshot(c->plans[PLAN_TRUNCATE], nullptr, nullptr, latest,
+		                               IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : InvalidSnapshot, false,
+		                               false, 0);
+		UnregisterSnapshot(latest);
 		if (ret != SPI_OK_DELETE && ret != SPI_OK_UPDATE)
 			elog(ERROR, "counters: emptying counter \"%s\" failed: %s", c->def->name, SPI_result_code_string(ret));
 		RestoreUser(&owner);
@@ -547,12 +560,13 @@ Capture(TriggerData *td)
 	 */
 	if (TRIGGER_FIRED_BEFORE(ev) && !TRIGGER_FIRED_BY_TRUNCATE(ev))
 		return;
-	/* Nothing the extension runs may depend on the caller's search_path. */
-	int level = PinSettings(PIN_SEARCH_PATH);
+	/*
+	 * Nothing the extension runs may depend on the caller's search_path, and definitions that turn values into text
+	 * (directly or inside a function) get the same text in every session.
+	 */
+	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
 	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
 	RequireCounters(rel, sc);
-	/* Definitions that turn dates, floats or bytea into text get the same text in every session. */
-	int output_level = sc->fixed_output ? PinSettings(PIN_OUTPUT) : -1;
 	if (TRIGGER_FIRED_BY_TRUNCATE(ev)) {
 		if (TRIGGER_FIRED_BEFORE(ev))
 			CountRelationRows(rel, sc->source, -1); /* a partition: take its rows away before they vanish */
@@ -580,8 +594,6 @@ Capture(TriggerData *td)
 			         errhint("Re-create the triggers with counters.attach().")));
 		CountTransitionTables(rel, sc, old_rows, new_rows);
 	}
-	if (output_level >= 0)
-		UnpinSettings(output_level);
 	UnpinSettings(level);
 }
 

@@ -10,6 +10,8 @@
 #include "counters.hpp"
 
 extern "C" {
+#include "storage/lmgr.h"
+#include "catalog/pg_inherits.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "miscadmin.h"
@@ -463,6 +465,13 @@ QueryThresholds(const char *name)
 	    "pg_catalog.jsonb_array_elements_text(e.value OPERATOR(pg_catalog.->) 'values') t "
 	    "WHERE c.name OPERATOR(pg_catalog.=) $1 GROUP BY 1, 2, 3",
 	    1, argtypes, args, nullptr);
+}
+
+void
+LockSource(Oid source, LOCKMODE mode)
+{
+	LockRelationOid(source, mode);
+	(void)find_all_inheritors(source, mode, nullptr); /* (the partitions: it locks all but the one given) */
 }
 
 } // namespace counters

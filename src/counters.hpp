@@ -20,6 +20,7 @@ extern "C" {
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "utils/array.h"
+#include "storage/lockdefs.h"
 #include "utils/relcache.h"
 }
 
@@ -68,8 +69,7 @@ struct CounterDef {
 	ValueDef *values;
 	int ncolumns;
 	ColumnDef *columns;
-	List *quals;       /* planned WHERE clause, implicit AND, Vars at varno 1 */
-	bool fixed_output; /* an expression converts a value to text: evaluate it under pinned output settings */
+	List *quals; /* planned WHERE clause, implicit AND, Vars at varno 1 */
 };
 
 /*
@@ -172,7 +172,6 @@ struct SourceCounters {
 	Oid relid;  /* the relation the trigger fired on */
 	Oid source; /* the declared source (the partitioned root when relid is a partition) */
 	bool valid;
-	bool fixed_output; /* some counter's definition needs pinned output settings */
 	MemoryContext cxt;
 	int ncounters;
 	CompiledCounter *counters;
@@ -224,6 +223,11 @@ struct CatalogEntry {
 	const char *retention_keep;   /* interval text */
 };
 
+/*
+ * Lock a source and every partition under it (as LOCK TABLE does): a writer that names a partition takes no lock on
+ * the partitioned table, and must wait too.
+ */
+void LockSource(Oid source, LOCKMODE mode);
 /* Counters named `name` (NULL: all), in name order, as the latest snapshot sees them. */
 List *ReadCatalog(const char *name);
 /* The counter named `name`, or an error (42704). */

@@ -19,6 +19,8 @@ extern "C" {
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
+#include "storage/lmgr.h"
+#include "utils/snapmgr.h"
 #include "commands/event_trigger.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -52,11 +54,33 @@ CounterOfSource(List *catalog, Oid relid)
 	return nullptr;
 }
 
+/*
+ * The caller may run the command that makes `relid` leave or join its table (PostgreSQL checks it only later): DROP
+ * needs the owner of the table or of its schema (DROP SCHEMA, DROP OWNED: the schema's or the role's), ATTACH and
+ * DETACH the owner of the table. Checked before anything is locked or counted.
+ */
 void
-CountPartitionRows(Oid partition, Oid source, int sign)
+RequireAllowed(Oid relid, bool drop)
+{
+	Oid user = GetUserId();
+	if (pg_class_ownercheck(relid, user) || (drop && pg_namespace_ownercheck(get_rel_namespace(relid), user)))
+		return;
+	aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)), get_rel_name(relid));
+}
+
+/*
+ * Count the rows of a partition that leaves (sign -1) or joins (1) counted table `source`, locked first as the command
+ * will lock it: its parent (`parent_mode`), then the partition and its own partitions. A writer still in flight on
+ * the partition finishes first, so its rows are counted; a writer that goes through the parent waits for the command
+ * instead of locking counter rows first (no deadlock between the two).
+ */
+void
+CountPartitionRows(Oid partition, Oid parent, LOCKMODE parent_mode, Oid source, int sign)
 {
 	if (GetSourceCounters(source)->ncounters == 0)
 		return;
+	LockRelationOid(parent, parent_mode);
+	LockRelationOid(partition, AccessExclusiveLock);
 	List *rels = find_all_inheritors(partition, AccessExclusiveLock, nullptr);
 	ListCell *lc;
 	foreach (lc, rels) {
@@ -93,7 +117,7 @@ TopmostPartitions(List *rels)
 	return result;
 }
 
-/* The partitions in a schema (DROP SCHEMA) or owned by a role (DROP OWNED). */
+/* The partitions in a schema (DROP SCHEMA), or owned by a role or in its schemas (DROP OWNED ... CASCADE). */
 enum class Holder { Schema, Owner };
 List *
 PartitionsOf(Holder holder, Oid arg)
@@ -107,7 +131,9 @@ PartitionsOf(Holder holder, Oid arg)
 	                                    ? "SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relispartition "
 	                                      "AND c.relnamespace OPERATOR(pg_catalog.=) $1"
 	                                    : "SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relispartition "
-	                                      "AND c.relowner OPERATOR(pg_catalog.=) $1",
+	                                      "AND (c.relowner OPERATOR(pg_catalog.=) $1 OR c.relnamespace IN ("
+	                                      "SELECT n.oid FROM pg_catalog.pg_namespace n "
+	                                      "WHERE n.nspowner OPERATOR(pg_catalog.=) $1))",
 	                                1, argtypes, args, nullptr, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading pg_class failed: %s", SPI_result_code_string(ret));
@@ -281,25 +307,47 @@ OnDdlStart(EventTriggerData *trigger)
 	if (leaving == NIL && joining == NIL)
 		return;
 
-	int level = PinSettings(PIN_SEARCH_PATH);
 	ListCell *lc;
+	foreach (lc, leaving) /* (DETACH: the owner of the partitioned table) */
+		RequireAllowed(IsA(tree, AlterTableStmt) ? parent : lfirst_oid(lc), !IsA(tree, AlterTableStmt));
+	foreach (lc, joining) {
+		RequireAllowed(parent, false);
+		RequireAllowed(lfirst_oid(lc), false);
+	}
+	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
 	foreach (lc, leaving)
-		CountPartitionRows(lfirst_oid(lc), SourceOf(lfirst_oid(lc)), -1);
+		CountPartitionRows(lfirst_oid(lc), get_partition_parent(lfirst_oid(lc), false), AccessExclusiveLock,
+		                   SourceOf(lfirst_oid(lc)), -1);
 	foreach (lc, joining)
-		CountPartitionRows(lfirst_oid(lc), SourceOf(parent), 1);
+		CountPartitionRows(lfirst_oid(lc), parent, ShareUpdateExclusiveLock, SourceOf(parent), 1);
 	UnpinSettings(level);
 }
 
 namespace {
 
 /*
- * The OIDs in the first column of an SPI query's result (SPI connected), in the caller's memory. (Not read-only: the
- * query must see what the command being followed changed in the catalogs.)
+ * Run a query of the catalogs (SPI connected) with the latest snapshot: what the command being followed changed, and
+ * counters declared after a REPEATABLE READ transaction's snapshot was taken (a partition it creates must still get
+ * the triggers).
  */
+int
+ExecuteLatest(const char *sql)
+{
+	SPIPlanPtr plan = SPI_prepare(sql, 0, nullptr);
+	if (plan == nullptr)
+		elog(ERROR, "counters: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	int ret = SPI_execute_snapshot(plan, nullptr, nullptr, snapshot, InvalidSnapshot, false, false, 0);
+	UnregisterSnapshot(snapshot);
+	SPI_freeplan(plan);
+	return ret;
+}
+
+/* The OIDs in the first column of a query of the catalogs (SPI connected), in the caller's memory. */
 List *
 OidsOf(MemoryContext cxt, const char *sql)
 {
-	int ret = SPI_execute(sql, false, 0);
+	int ret = ExecuteLatest(sql);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
 	List *oids = NIL;
@@ -344,7 +392,7 @@ OnDdlEnd()
 	                               " CROSS JOIN LATERAL pg_catalog.pg_partition_ancestors(c.oid) a "
 	                               "  JOIN counters.counter k ON k.source OPERATOR(pg_catalog.=) a.relid");
 	/* renamed columns of existing targets: (view, its column's old name, the new name) */
-	int ret = SPI_execute(
+	int ret = ExecuteLatest(
 	    "SELECT DISTINCT k.query::pg_catalog.oid, va.attname::pg_catalog.text, ta.attname::pg_catalog.text "
 	    "  FROM pg_catalog.pg_event_trigger_ddl_commands() d "
 	    "  JOIN counters.counter k ON k.target OPERATOR(pg_catalog.=) d.objid AND NOT k.owns_target "
@@ -353,8 +401,7 @@ OnDdlEnd()
 	    "  JOIN pg_catalog.pg_attribute va ON va.attrelid OPERATOR(pg_catalog.=) k.query AND va.attnum > 0 "
 	    " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid > 0 "
 	    "   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute x WHERE x.attrelid OPERATOR(pg_catalog.=) k.target "
-	    "                      AND x.attname OPERATOR(pg_catalog.=) va.attname AND NOT x.attisdropped)",
-	    false, 0);
+	    "                      AND x.attname OPERATOR(pg_catalog.=) va.attname AND NOT x.attisdropped)");
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading the renamed columns failed: %s", SPI_result_code_string(ret));
 	List *renames = NIL;

@@ -189,7 +189,7 @@ Declare(const char *name, const char *definition, const char *target)
 	if (OidIsValid(tgt))
 		RequireOwnerPrivileges(name, tgt);
 	/* No write may slip between the initial fill and the trigger: block writers of the source until commit. */
-	LockRelationOid(def->source, ShareRowExclusiveLock);
+	LockSource(def->source, ShareRowExclusiveLock);
 
 	bool owns = !OidIsValid(tgt);
 	if (OidIsValid(tgt))
@@ -315,7 +315,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		AlterCounter(name, "exact", -1);
 		c = LookupCounter(name);
 	}
-	LockRelationOid(c->source, ShareRowExclusiveLock);
+	LockSource(c->source, ShareRowExclusiveLock);
 	/*
 	 * The relations of the new mode are created by the counter's owner, whoever switches it: a counter's code runs
 	 * as the owner of its tables, and a superuser's switch must not make the superuser that owner.

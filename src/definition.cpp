@@ -76,30 +76,6 @@ RequireImmutable(const char *counter, const char *part, Node *expr, Oid source, 
 		                 "cannot be used.")));
 }
 
-/*
- * Whether an expression turns a value into text through its type's output function (a cast to text of a float,
- * bytea, date, timestamp or interval; a record or array as text; an output function called directly). PostgreSQL
- * marks these immutable, yet DateStyle, IntervalStyle, extra_float_digits and bytea_output change their result: such
- * counters are evaluated under pinned output settings.
- */
-bool
-UsesOutputFunction(Node *node, void *context)
-{
-	if (node == nullptr)
-		return false;
-	if (IsA(node, CoerceViaIO))
-		return true;
-	if (IsA(node, FuncExpr) && ((FuncExpr *)node)->funcresulttype == CSTRINGOID)
-		return true;
-	if (IsA(node, XmlExpr))
-		return true;
-#if PG_VERSION_NUM >= 160000
-	return expression_tree_walker(node, UsesOutputFunction, context);
-#else
-	return expression_tree_walker(node, (bool (*)())(void (*)(void))UsesOutputFunction, context);
-#endif
-}
-
 /* Prepare an expression of the analysed query for evaluation against source rows. */
 Expr *
 PlanSourceExpr(Node *expr, Index varno)
@@ -171,6 +147,11 @@ CheckSource(const char *counter, RangeTblEntry *rte, bool declaring)
 	/* (the rules below are checked when declaring: a counter declared before they existed keeps working) */
 	if (!declaring)
 		return;
+	if (relkind == RELKIND_RELATION && !get_rel_relispartition(rte->relid) && has_superclass(rte->relid))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": table \"%s\" is an inheritance child", counter, relname),
+		                errdetail("Statements that name the parent update and delete the child's rows without "
+		                          "firing the child's triggers.")));
 	if (get_rel_persistence(rte->relid) == RELPERSISTENCE_TEMP)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\": \"%s\" is a temporary table", counter, relname),
@@ -183,6 +164,16 @@ CheckSource(const char *counter, RangeTblEntry *rte, bool declaring)
 		                errmsg("counter \"%s\": \"%s\" is a system or counters catalog table", counter, relname),
 		                errdetail("Counters count the rows of user tables; catalogs are not written through "
 		                          "statements that fire triggers.")));
+}
+
+/* The definition reads the whole row (`t IS NOT NULL`, `row_to_json(t)`, ...). */
+bool
+ReadsWholeRow(Query *query, Index varno)
+{
+	Bitmapset *attnos = nullptr;
+	pull_varattnos((Node *)query->targetList, varno, &attnos);
+	pull_varattnos(query->jointree->quals, varno, &attnos);
+	return bms_is_member(InvalidAttrNumber - FirstLowInvalidHeapAttributeNumber, attnos);
 }
 
 /* The first system column (ctid, xmin, tableoid, ...) the definition reads, or 0. */
@@ -373,6 +364,13 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 		                errdetail("System columns are not part of a row's contents: they change when the row is "
 		                          "rewritten or moved, and are not set the same way in every trigger.")));
 
+	if (declaring && ReadsWholeRow(query, varno))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": the definition reads the whole row", name),
+		                errdetail("A whole row changes meaning when a column is added or dropped, without any row "
+		                          "being written: the counter would silently drift."),
+		                errhint("Name the columns the definition needs.")));
+
 	CounterDef *def = (CounterDef *)palloc0(sizeof(CounterDef));
 	def->name = pstrdup(name);
 	def->source = rte->relid;
@@ -448,9 +446,6 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 		RequireImmutable(name, "the WHERE clause", from->quals, def->source, varno);
 		def->quals = make_ands_implicit((Expr *)PlanSourceExpr(from->quals, varno));
 	}
-	def->fixed_output =
-	    UsesOutputFunction((Node *)query->targetList, nullptr) || UsesOutputFunction(from->quals, nullptr);
-
 	return def;
 }
 

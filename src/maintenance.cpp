@@ -453,7 +453,7 @@ int64
 RebuildOne(const CatalogEntry *e, const char *condition)
 {
 	/* Writers of the source wait until the rebuild commits; readers go on. */
-	LockRelationOid(e->source, ShareLock);
+	LockSource(e->source, ShareLock);
 	RequireAllRowsVisible(e);
 	if (e->mode != Mode::Exact)
 		(void)CompactOne(e);

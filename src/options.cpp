@@ -138,7 +138,7 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 	if (!min_null || !max_null) {
 		RequireReadCommitted("counters.set_bounds()");
 		/* No write slips in between the check and the bounds taking effect. */
-		LockRelationOid(e->source, ShareLock);
+		LockSource(e->source, ShareLock);
 		char *outside = BoundsViolation(col.table_name, min, min_null, max, max_null);
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "counters: SPI_connect failed");

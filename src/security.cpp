@@ -60,13 +60,16 @@ PinSettings(int flags)
 	/*
 	 * PostgreSQL marks the output functions of these types immutable, yet their text depends on these settings:
 	 * float8::text (extra_float_digits), bytea::text (bytea_output), date, timestamp and interval as text (DateStyle,
-	 * IntervalStyle). A key computed from such text must come out the same in every session.
+	 * IntervalStyle), bytea in XML (xmlbinary, xmloption). A key computed from such text must come out the same in
+	 * every session.
 	 */
 	if (flags & PIN_OUTPUT) {
 		Pin("DateStyle", "ISO, MDY");
 		Pin("IntervalStyle", "postgres");
 		Pin("extra_float_digits", "1");
 		Pin("bytea_output", "hex");
+		Pin("xmlbinary", "base64");
+		Pin("xmloption", "content");
 	}
 	/* A recount sees every row of the source, or fails ("query would be affected by row-level security policy"). */
 	if (flags & PIN_ROW_SECURITY)

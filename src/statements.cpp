@@ -784,11 +784,7 @@ TargetUpdateStatement(const CompiledCounter *c)
 	return sql.data;
 }
 
-/*
- * TRUNCATE of a log or sharded counter's source empties the log (or slots) and the totals. It first waits for a
- * compaction in progress (which holds the log's SHARE UPDATE EXCLUSIVE lock until it commits), so that the DELETEs,
- * each with a new snapshot, see the totals that compaction wrote; otherwise its folded sums would survive.
- */
+/* TRUNCATE of a source: empty the counter table, the log (or slots) and totals, or zero the counter-cache columns. */
 char *
 TruncateStatement(const CompiledCounter *c)
 {
@@ -808,8 +804,7 @@ TruncateStatement(const CompiledCounter *c)
 		return sql.data;
 	}
 	default:
-		return psprintf("LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE; WITH l AS (DELETE FROM %s) DELETE FROM %s", rel,
-		                rel, QualifiedName(c->totals));
+		return psprintf("WITH l AS (DELETE FROM %s) DELETE FROM %s", rel, QualifiedName(c->totals));
 	}
 }
 
