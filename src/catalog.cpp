@@ -54,13 +54,13 @@ TextColumn(HeapTuple tup, TupleDesc desc, int col)
 } // namespace
 
 int
-QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls)
+QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, bool read_only)
 {
 	SPIPlanPtr plan = SPI_prepare(sql, nargs, argtypes);
 	if (plan == nullptr)
 		elog(ERROR, "counters: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	int ret = SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot, true, false, 0);
+	int ret = SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot, read_only, false, 0);
 	UnregisterSnapshot(snapshot);
 	SPI_freeplan(plan);
 	if (ret != SPI_OK_SELECT)

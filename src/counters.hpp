@@ -233,8 +233,11 @@ List *ReadCatalog(const char *name);
 /* The counter named `name`, or an error (42704). */
 CatalogEntry *LookupCounter(const char *name);
 const char *ModeName(Mode mode);
-/* Run an SPI query (SPI connected) with the latest snapshot, read-only. */
-int QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls);
+/*
+ * Run an SPI query (SPI connected) with the latest snapshot: it sees what committed before the locks the caller holds
+ * were granted, whatever the transaction's snapshot. (read_only = false: also the current command's changes.)
+ */
+int QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, bool read_only = true);
 /* Run a catalog write as the catalog's owner; returns the rows processed. */
 uint64 ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, int expected,
                              bool exactly_one);
@@ -366,6 +369,11 @@ int64 ApplyRetention(const char *name);
 int64 Rebuild(const char *name, const char *condition);
 void Verify(const char *name, FunctionCallInfo fcinfo);
 void RequireReadCommitted(const char *what);
+/*
+ * Run body(arg) in a subtransaction of its own; an error rolls it back and is returned (NULL: none). A query cancel
+ * or a shutdown is not caught: it ends the whole call.
+ */
+ErrorData *TryInSubtransaction(void (*body)(void *), void *arg);
 
 /* Parse and analyse a definition's text (names resolve with the caller's search_path), with the declaring rules. */
 CounterDef *DescribeDefinition(const char *name, const char *definition);

@@ -325,31 +325,12 @@ OnDdlStart(EventTriggerData *trigger)
 
 namespace {
 
-/*
- * Run a query of the catalogs (SPI connected) with the latest snapshot: what the command being followed changed, and
- * counters declared after a REPEATABLE READ transaction's snapshot was taken (a partition it creates must still get
- * the triggers).
- */
-int
-ExecuteLatest(const char *sql)
-{
-	SPIPlanPtr plan = SPI_prepare(sql, 0, nullptr);
-	if (plan == nullptr)
-		elog(ERROR, "counters: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	int ret = SPI_execute_snapshot(plan, nullptr, nullptr, snapshot, InvalidSnapshot, false, false, 0);
-	UnregisterSnapshot(snapshot);
-	SPI_freeplan(plan);
-	return ret;
-}
-
 /* The OIDs in the first column of a query of the catalogs (SPI connected), in the caller's memory. */
 List *
 OidsOf(MemoryContext cxt, const char *sql)
 {
-	int ret = ExecuteLatest(sql);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "counters: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
+	/* (the latest snapshot: also counters declared after a REPEATABLE READ snapshot, and the command's changes) */
+	(void)QueryLatest(sql, 0, nullptr, nullptr, nullptr, false);
 	List *oids = NIL;
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	for (uint64 r = 0; r < SPI_processed; r++) {
@@ -392,7 +373,7 @@ OnDdlEnd()
 	                               " CROSS JOIN LATERAL pg_catalog.pg_partition_ancestors(c.oid) a "
 	                               "  JOIN counters.counter k ON k.source OPERATOR(pg_catalog.=) a.relid");
 	/* renamed columns of existing targets: (view, its column's old name, the new name) */
-	int ret = ExecuteLatest(
+	(void)QueryLatest(
 	    "SELECT DISTINCT k.query::pg_catalog.oid, va.attname::pg_catalog.text, ta.attname::pg_catalog.text "
 	    "  FROM pg_catalog.pg_event_trigger_ddl_commands() d "
 	    "  JOIN counters.counter k ON k.target OPERATOR(pg_catalog.=) d.objid AND NOT k.owns_target "
@@ -401,9 +382,8 @@ OnDdlEnd()
 	    "  JOIN pg_catalog.pg_attribute va ON va.attrelid OPERATOR(pg_catalog.=) k.query AND va.attnum > 0 "
 	    " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid > 0 "
 	    "   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute x WHERE x.attrelid OPERATOR(pg_catalog.=) k.target "
-	    "                      AND x.attname OPERATOR(pg_catalog.=) va.attname AND NOT x.attisdropped)");
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "counters: reading the renamed columns failed: %s", SPI_result_code_string(ret));
+	    "                      AND x.attname OPERATOR(pg_catalog.=) va.attname AND NOT x.attisdropped)",
+	    0, nullptr, nullptr, nullptr, false);
 	List *renames = NIL;
 	MemoryContext old = MemoryContextSwitchTo(caller);
 	for (uint64 r = 0; r < SPI_processed; r++) {

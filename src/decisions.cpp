@@ -98,9 +98,30 @@ CrossingKey(const Crossing *x)
 	return BuildObject(F_JSONB_BUILD_OBJECT_ANY, JSONBOID, def->nkeys, x->c->key_columns, x->keys, x->key_nulls, types);
 }
 
+/*
+ * The fields of a crossing, as the callback takes them and the NOTIFY payload names them: counter, key (jsonb, as
+ * top() renders keys), column, old, new, threshold, direction.
+ */
+enum { CROSSING_FIELDS = 7 };
+const char *const field_names[CROSSING_FIELDS] = {"counter", "key", "column", "old", "new", "threshold", "direction"};
+const Oid field_types[CROSSING_FIELDS] = {TEXTOID, JSONBOID, TEXTOID, NUMERICOID, NUMERICOID, NUMERICOID, TEXTOID};
+
+void
+CrossingFields(const Crossing *x, Datum *fields)
+{
+	const CounterDef *def = x->c->def;
+	fields[0] = CStringGetTextDatum(def->name);
+	fields[1] = CrossingKey(x);
+	fields[2] = CStringGetTextDatum(def->values[x->v].column_name);
+	fields[3] = x->old_value;
+	fields[4] = x->new_value;
+	fields[5] = x->threshold;
+	fields[6] = CStringGetTextDatum(x->up ? "up" : "down");
+}
+
 /* Call the callback of a crossing's column: the owner's code, run as the owner, restricted (its result ignored). */
 void
-CallCallback(const Crossing *x, Datum key, const char *direction)
+CallCallback(const Crossing *x, const Datum *fields)
 {
 	CompiledCounter *c = x->c;
 	const CounterDef *def = c->def;
@@ -119,17 +140,10 @@ CallCallback(const Crossing *x, Datum key, const char *direction)
 		                       GetUserNameFromId(c->owner, false), format_procedure(callback))));
 	FmgrInfo flinfo;
 	fmgr_info(callback, &flinfo);
-	LOCAL_FCINFO(fcinfo, 7);
-	InitFunctionCallInfoData(*fcinfo, &flinfo, 7, InvalidOid, nullptr, nullptr);
-	Datum args[7] = {CStringGetTextDatum(def->name),
-	                 key,
-	                 CStringGetTextDatum(def->values[x->v].column_name),
-	                 x->old_value,
-	                 x->new_value,
-	                 x->threshold,
-	                 CStringGetTextDatum(direction)};
-	for (int a = 0; a < 7; a++) {
-		fcinfo->args[a].value = args[a];
+	LOCAL_FCINFO(fcinfo, CROSSING_FIELDS);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, CROSSING_FIELDS, InvalidOid, nullptr, nullptr);
+	for (int a = 0; a < CROSSING_FIELDS; a++) {
+		fcinfo->args[a].value = fields[a];
 		fcinfo->args[a].isnull = false;
 	}
 	AsOwner owner;
@@ -263,10 +277,9 @@ IsThresholdCallback(Oid proc_oid)
 	if (!HeapTupleIsValid(tup))
 		return false;
 	Form_pg_proc proc = (Form_pg_proc)GETSTRUCT(tup);
-	static const Oid expected[7] = {TEXTOID, JSONBOID, TEXTOID, NUMERICOID, NUMERICOID, NUMERICOID, TEXTOID};
-	bool ok = proc->prokind == PROKIND_FUNCTION && !proc->proretset && proc->pronargs == 7;
-	for (int a = 0; ok && a < 7; a++)
-		ok = proc->proargtypes.values[a] == expected[a];
+	bool ok = proc->prokind == PROKIND_FUNCTION && !proc->proretset && proc->pronargs == CROSSING_FIELDS;
+	for (int a = 0; ok && a < CROSSING_FIELDS; a++)
+		ok = proc->proargtypes.values[a] == field_types[a];
 	ReleaseSysCache(tup);
 	return ok;
 }
@@ -298,24 +311,16 @@ AnnounceCrossings(List *list)
 	foreach (lc, list) {
 		Crossing *x = (Crossing *)lfirst(lc);
 		const CounterDef *def = x->c->def;
-		const char *direction = x->up ? "up" : "down";
-		Datum key = CrossingKey(x);
-		static const char *const names[] = {"counter", "key", "column", "old", "new", "threshold", "direction"};
-		const Datum values[] = {CStringGetTextDatum(def->name),
-		                        key,
-		                        CStringGetTextDatum(def->values[x->v].column_name),
-		                        x->old_value,
-		                        x->new_value,
-		                        x->threshold,
-		                        CStringGetTextDatum(direction)};
-		const Oid types[] = {TEXTOID, JSONBOID, TEXTOID, NUMERICOID, NUMERICOID, NUMERICOID, TEXTOID};
-		Datum payload = BuildObject(F_JSONB_BUILD_OBJECT_ANY, JSONBOID, 7, names, values, nullptr, types);
+		Datum fields[CROSSING_FIELDS];
+		CrossingFields(x, fields);
+		Datum payload =
+		    BuildObject(F_JSONB_BUILD_OBJECT_ANY, JSONBOID, CROSSING_FIELDS, field_names, fields, nullptr, field_types);
 		Async_Notify(psprintf("counters.%s", def->name), DatumGetCString(DirectFunctionCall1(jsonb_out, payload)));
 		if (notified_counter[0] == '\0') {
 			strlcpy(notified_counter, def->name, sizeof(notified_counter));
 			notified_level = GetCurrentTransactionNestLevel();
 		}
-		CallCallback(x, key, direction);
+		CallCallback(x, fields);
 	}
 }
 

@@ -258,38 +258,26 @@ RetainOne(const CatalogEntry *e)
 	return deleted;
 }
 
-/*
- * Run one counter's step in a subtransaction of its own; an error rolls the step back and is returned (a query
- * cancel or a shutdown is not caught: it ends the whole call).
- */
+struct Step {
+	int64 (*step)(const CatalogEntry *);
+	const CatalogEntry *e;
+	int64 result;
+};
+
+void
+RunStep(void *arg)
+{
+	Step *s = (Step *)arg;
+	s->result = s->step(s->e);
+}
+
+/* Run one counter's step in a subtransaction of its own; an error rolls the step back and is returned. */
 ErrorData *
 TryStep(int64 (*step)(const CatalogEntry *), const CatalogEntry *e, int64 *result)
 {
-	MemoryContext caller = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData *volatile error = nullptr;
-	BeginInternalSubTransaction(nullptr);
-	MemoryContextSwitchTo(caller);
-	PG_TRY();
-	{
-		*result = step(e);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(caller);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(caller);
-		error = CopyErrorData();
-		if (error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-		    ERRCODE_TO_CATEGORY(error->sqlerrcode) == ERRCODE_TO_CATEGORY(ERRCODE_OPERATOR_INTERVENTION))
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(caller);
-		CurrentResourceOwner = owner;
-	}
-	PG_END_TRY();
+	Step s = {step, e, 0};
+	ErrorData *error = TryInSubtransaction(RunStep, &s);
+	*result = s.result;
 	return error;
 }
 
@@ -410,23 +398,50 @@ Verify(const char *name, FunctionCallInfo fcinfo)
 
 namespace {
 
+struct Condition {
+	const CatalogEntry *e;
+	const CounterShape *s;
+	const char *condition;
+};
+
+void
+ProbeCondition(void *arg)
+{
+	Condition *c = (Condition *)arg;
+	if (list_length(raw_parser(ConditionProbe(c->condition), RAW_PARSE_DEFAULT)) != 1)
+		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR), errmsg("more than one statement")));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	(void)RunAsOwner(c->e, RebuildConditionCheck(c->s, c->condition), 0, nullptr, nullptr, true);
+	SPI_finish();
+}
+
 /* A rebuild condition is one boolean expression over the key columns; its errors are reported as such. */
 void
 CheckCondition(const CatalogEntry *e, const CounterShape *s, const char *condition)
 {
-	List *parsed = raw_parser(ConditionProbe(condition), RAW_PARSE_DEFAULT);
+	Condition c = {e, s, condition};
+	ErrorData *error = TryInSubtransaction(ProbeCondition, &c);
+	if (error != nullptr)
+		ereport(ERROR,
+		        (errcode(error->sqlerrcode),
+		         errmsg("counter \"%s\": rebuild condition \"%s\" is not a condition over the key columns (%s): %s",
+		                e->name, condition, KeyColumnList(s), error->message)));
+}
+
+} // namespace
+
+ErrorData *
+TryInSubtransaction(void (*body)(void *), void *arg)
+{
 	MemoryContext caller = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData *volatile error = nullptr;
 	BeginInternalSubTransaction(nullptr);
 	MemoryContextSwitchTo(caller);
 	PG_TRY();
 	{
-		if (list_length(parsed) != 1)
-			ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR), errmsg("more than one statement")));
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
-		(void)RunAsOwner(e, RebuildConditionCheck(s, condition), 0, nullptr, nullptr, true);
-		SPI_finish();
+		body(arg);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(caller);
 		CurrentResourceOwner = owner;
@@ -434,20 +449,20 @@ CheckCondition(const CatalogEntry *e, const CounterShape *s, const char *conditi
 	PG_CATCH();
 	{
 		MemoryContextSwitchTo(caller);
-		ErrorData *error = CopyErrorData();
-		if (error->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		error = CopyErrorData();
+		if (error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+		    ERRCODE_TO_CATEGORY(error->sqlerrcode) == ERRCODE_TO_CATEGORY(ERRCODE_OPERATOR_INTERVENTION))
 			PG_RE_THROW();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(caller);
 		CurrentResourceOwner = owner;
-		ereport(ERROR,
-		        (errcode(error->sqlerrcode),
-		         errmsg("counter \"%s\": rebuild condition \"%s\" is not a condition over the key columns (%s): %s",
-		                e->name, condition, KeyColumnList(s), error->message)));
 	}
 	PG_END_TRY();
+	return error;
 }
+
+namespace {
 
 int64
 RebuildOne(const CatalogEntry *e, const char *condition)

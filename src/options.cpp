@@ -316,39 +316,38 @@ Top(const char *name, const char *column, Datum k, bool k_null, const char *filt
 	SPI_finish();
 }
 
+namespace {
+
+struct Filter {
+	const CounterShape *s;
+	const char *filter;
+};
+
+void
+ProbeFilter(void *arg)
+{
+	Filter *f = (Filter *)arg;
+	int ret = SPI_execute(KeyFilterCheckStatement(f->s, f->filter), true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: checking the filter of top() failed: %s", SPI_result_code_string(ret));
+}
+
+} // namespace
+
 void
 RequireKeyFilter(const CatalogEntry *e, const CounterShape *s, const char *filter)
 {
-	MemoryContext caller = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	BeginInternalSubTransaction(nullptr);
-	MemoryContextSwitchTo(caller);
-	PG_TRY();
-	{
-		int ret = SPI_execute(KeyFilterCheckStatement(s, filter), true, 0);
-		if (ret != SPI_OK_SELECT)
-			elog(ERROR, "counters: checking the filter of top() failed: %s", SPI_result_code_string(ret));
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(caller);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(caller);
-		ErrorData *error = CopyErrorData();
-		if (error->sqlerrcode != ERRCODE_UNDEFINED_COLUMN)
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(caller);
-		CurrentResourceOwner = owner;
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\": in %s mode the filter of top() may name key columns only (%s)", e->name,
-		                       ModeName(e->mode), KeyColumnList(s)),
-		                errhint("Filter the result instead: SELECT * FROM %s WHERE ... ORDER BY ... LIMIT ...",
-		                        QualifiedName(e->target))));
-	}
-	PG_END_TRY();
+	Filter f = {s, filter};
+	ErrorData *error = TryInSubtransaction(ProbeFilter, &f);
+	if (error == nullptr)
+		return;
+	if (error->sqlerrcode != ERRCODE_UNDEFINED_COLUMN)
+		ReThrowError(error);
+	ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+	                errmsg("counter \"%s\": in %s mode the filter of top() may name key columns only (%s)", e->name,
+	                       ModeName(e->mode), KeyColumnList(s)),
+	                errhint("Filter the result instead: SELECT * FROM %s WHERE ... ORDER BY ... LIMIT ...",
+	                        QualifiedName(e->target))));
 }
 
 } // namespace counters
