@@ -16,6 +16,12 @@ REGRESS = setup $(filter-out setup,$(sort $(basename $(notdir $(wildcard sql/*.s
 REGRESS_OPTS = --inputdir=.
 ISOLATION = setup $(filter-out setup,$(sort $(basename $(notdir $(wildcard test/specs/*.spec)))))
 ISOLATION_OPTS = --inputdir=test
+# TAP tests (PostgreSQL::Test::Cluster): each starts clusters of its own (crashes, preloaded libraries, pgbench loads,
+# dump and restore). PGXS runs them with prove after pg_regress and the isolation tests in `make installcheck`; they
+# live in test/t, not PGXS's default t/. They cannot run as root (initdb refuses): see test/suites.sh.
+# One test: make installcheck REGRESS= ISOLATION= PROVE_TESTS=test/t/001_crash.pl
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
 
 EXTRA_CLEAN = results regression.diffs regression.out output_iso test/results log tmp_check
 

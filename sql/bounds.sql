@@ -4,7 +4,7 @@
 -- changes nothing. Every path that applies deltas checks them: one key per statement (the direct update and the
 -- upsert that creates a row), many keys per statement (the bulk upsert), a counter table with a trigger, and a
 -- counter kept in an existing table. After every failure the counters still equal their definition
--- (counters.verify lists nothing). The isolation spec bounds_race and the script test/scripts/bounds_pgbench.sh
+-- (counters.verify lists nothing). The isolation spec bounds_race and the TAP test test/t/003_bounds_pgbench.pl
 -- show the check holds under concurrency.
 --
 \set VERBOSITY default

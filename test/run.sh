@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Run every test suite of counters: build (warnings are errors), install, start a throwaway PostgreSQL cluster
-# (pg_virtualenv), then pg_regress, the isolation tests, the pgTAP suites and the scripted tests in test/scripts.
-# Installs its Debian packages first. Safe to re-run; works as root.
+# (pg_virtualenv), then pg_regress, the isolation tests, the TAP tests in test/t (which start clusters of their own),
+# the scripted tests in test/scripts and the pgTAP suites. Installs its Debian packages first. Safe to re-run; works
+# as root.
 #
 #   bash test/run.sh                 # everything
-#   REGRESS=dml bash test/run.sh    # one pg_regress file (isolation and pgTAP still run)
+#   REGRESS=dml bash test/run.sh    # one pg_regress file (isolation, TAP and pgTAP still run)
 set -euo pipefail
 # One suite at a time on a machine: they install the extension system-wide.
 exec 9>/tmp/counters-suite.lock

@@ -5,7 +5,7 @@ set -euo pipefail
 PGVER=${PGVER:-15}
 packages=(build-essential postgresql-$PGVER postgresql-server-dev-$PGVER postgresql-$PGVER-pgtap
           libtap-parser-sourcehandler-pgtap-perl postgresql-common postgresql-client-$PGVER
-          postgresql-$PGVER-cron clang-format)
+          postgresql-$PGVER-cron clang-format libipc-run-perl)
 packages+=("$@")
 missing=()
 for p in "${packages[@]}"; do

@@ -27,10 +27,42 @@ suite() {
 }
 
 regress() {
-	make -s installcheck ${REGRESS:+REGRESS="setup $REGRESS"} ISOLATION= || { cat regression.diffs 2>/dev/null; return 1; }
+	make -s installcheck ${REGRESS:+REGRESS="setup $REGRESS"} ISOLATION= TAP_TESTS= ||
+		{ cat regression.diffs 2>/dev/null; return 1; }
 }
 isolation() {
-	make -s installcheck REGRESS= || { cat output_iso/regression.diffs 2>/dev/null; return 1; }
+	make -s installcheck REGRESS= TAP_TESTS= || { cat output_iso/regression.diffs 2>/dev/null; return 1; }
+}
+# The TAP tests (test/t, PostgreSQL::Test::Cluster) start clusters of their own: they need PATH and pg_config, not
+# this suite's cluster. initdb refuses to run as root, so as root they run as postgres, from a copy of what
+# `make installcheck` reads (the Makefile, the control file and test/t) in a directory postgres owns; their logs are
+# copied back to tmp_check/log when one fails.
+tap() {
+	local args=(installcheck REGRESS= ISOLATION= PG_CONFIG="$(command -v pg_config)")
+	local dir rc=0
+	if [ "$(id -u)" -ne 0 ]; then
+		make -s "${args[@]}" && return
+		tap_failures
+		return 1
+	fi
+	dir=$(mktemp -d)
+	mkdir "$dir/test" && cp -r Makefile counters.control "$dir" && cp -r test/t "$dir/test" && chown -R postgres "$dir" &&
+		runuser -u postgres -- env PATH="$PATH" make -s -C "$dir" "${args[@]}" || rc=$?
+	if [ $rc -ne 0 ] && [ -d "$dir/tmp_check/log" ]; then
+		rm -rf tmp_check/log && mkdir -p tmp_check && cp -r "$dir/tmp_check/log" tmp_check/
+	fi
+	rm -rf "$dir"
+	[ $rc -eq 0 ] || tap_failures
+	return $rc
+}
+# The end of the log of each failed TAP test (the server logs are beside it).
+tap_failures() {
+	local log
+	for log in $(grep -lE 'not ok|Looks like your test' tmp_check/log/regress_log_* 2>/dev/null); do
+		echo "--- $log (last lines)"
+		tail -n 40 "$log"
+	done
+	echo "TAP logs: $PWD/tmp_check/log"
 }
 pgtap() {
 	dropdb --if-exists counters_tap && createdb -O counters_app counters_tap &&
@@ -53,6 +85,7 @@ scripts() {
 
 suite "pg_regress" regress
 suite "isolation" isolation
+suite "TAP" tap
 suite "scripts" scripts
 # pgTAP last: its summary is the closing line a CI reader looks for, preceded by ours.
 suite "pgTAP" pgtap

@@ -1,18 +1,25 @@
-#!/usr/bin/env bash
 # Bounds under real parallel load: 50 pgbench clients keep trying to buy seats of 3 excursions limited to 20 paid
 # participants each (counters.set_bounds('seats', 'paid', max => 20)), with unpaid bookings, cancellations and moves
 # between excursions mixed in. A refused booking is caught in the transaction (check_violation) and counted.
 # Afterwards: no excursion has more than 20 paid bookings (recounted from the bookings table), every excursion is
 # full (the load kept going long after it could fill them), the counter equals the recount (counters.verify empty),
-# some bookings were refused, and no other error happened. Runs inside the suite's cluster (PG* variables).
-set -euo pipefail
-db=counters_bounds_pgbench
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"; dropdb --if-exists "$db" >/dev/null 2>&1 || true' EXIT
-dropdb --if-exists "$db" >/dev/null
-createdb "$db"
-q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" "$@"; }
-q <<'SQL'
+# some bookings were refused, and no other error happened (pgbench: no failed transaction, no aborted client).
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('bounds');
+$node->init;
+# 50 pgbench clients at once (initdb may pick fewer connections on a small machine).
+$node->append_conf('postgresql.conf', 'max_connections = 100');
+$node->start;
+
+my $db = 'counters_bounds_pgbench';
+$node->safe_psql('postgres', "CREATE DATABASE $db");
+$node->safe_psql(
+	$db, q{
 CREATE EXTENSION counters;
 CREATE TABLE bookings (id bigserial PRIMARY KEY, excursion_id int NOT NULL, paid boolean NOT NULL);
 CREATE TABLE outcomes (accepted boolean NOT NULL);
@@ -47,40 +54,52 @@ EXCEPTION WHEN check_violation THEN
 	INSERT INTO outcomes VALUES (false);
 	RETURN false;
 END $$;
-SQL
-cat > "$dir/book.pgbench" <<'EOF2'
-\set e random(1, 3)
+});
+
+# 50 clients x 40 transactions: 6 in 10 buy a paid seat, 3 book unpaid, pay one and move one, 1 cancels a paid one.
+# Any error other than a refused booking (caught above) fails a transaction (pgbench does not retry: --max-tries is
+# 1) or aborts a client (pgbench then exits with status 2).
+$node->pgbench(
+	'-n -c 50 -j 4 -t 40',
+	0,
+	[ qr{^number of transactions actually processed: 2000/2000$}m, qr{^number of failed transactions: 0 }m ],
+	[],
+	'bounds under pgbench: every transaction completed, none failed, no client aborted',
+	{
+		'bounds_book.pgbench@6' => q{\set e random(1, 3)
 SELECT book(:e, true);
-EOF2
-cat > "$dir/mixed.pgbench" <<'EOF2'
-\set e random(1, 3)
+},
+		'bounds_mixed.pgbench@3' => q{\set e random(1, 3)
 \set f random(1, 3)
 SELECT book(:e, false);
 SELECT pay(:e);
 SELECT move(:e, :f);
-EOF2
-cat > "$dir/cancel.pgbench" <<'EOF2'
-\set e random(1, 3)
+},
+		'bounds_cancel.pgbench@1' => q{\set e random(1, 3)
 DELETE FROM bookings WHERE id = (SELECT id FROM bookings WHERE excursion_id = :e AND paid ORDER BY id DESC LIMIT 1 FOR UPDATE SKIP LOCKED);
-EOF2
-out=$(pgbench -n -c 50 -j 4 -t 40 -f "$dir/book.pgbench@6" -f "$dir/mixed.pgbench@3" -f "$dir/cancel.pgbench@1" \
-	"$db" 2>&1) || { echo "$out"; echo "bounds_pgbench: pgbench failed"; exit 1; }
-failed=$(awk '/^number of failed transactions/ {print $5; exit}' <<<"$out")
-aborted=$(grep -c 'aborted' <<<"$out" || true)
-echo "$out" | grep -E '^(number of (transactions|failed)|tps)' || true
+}
+	},
+	$db);
+
 # One last round of bookings after the load, so that every excursion ends full whatever the cancellations did.
-q -c "SELECT book(e, true) FROM generate_series(1, 3) e, generate_series(1, 25)" >/dev/null
-result=$(q <<'SQL'
-SELECT pg_catalog.format('over=%s full=%s drift=%s refused=%s accepted=%s',
-	(SELECT count(*) FROM (SELECT excursion_id FROM bookings WHERE paid GROUP BY 1 HAVING count(*) > 20) o),
-	(SELECT count(*) FROM (SELECT excursion_id FROM bookings WHERE paid GROUP BY 1 HAVING count(*) = 20) f),
-	(SELECT count(*) FROM counters.verify('seats')),
-	(SELECT count(*) FROM outcomes WHERE NOT accepted),
-	(SELECT count(*) FROM outcomes WHERE accepted));
-SQL
-)
-echo "bounds_pgbench: $result (pgbench failed transactions: ${failed:-0}, aborted clients: $aborted)"
-[[ $result == "over=0 full=3 drift=0 "* ]] || { echo "bounds_pgbench: FAILED: overbooked, not full or drifted"; exit 1; }
-[[ $result != *"refused=0 "* ]] || { echo "bounds_pgbench: FAILED: nothing was refused, the test did not test"; exit 1; }
-[ "${failed:-0}" = 0 ] && [ "$aborted" = 0 ] || { echo "$out"; echo "bounds_pgbench: FAILED: errors other than check_violation"; exit 1; }
-echo "bounds_pgbench: ok"
+$node->safe_psql($db, 'SELECT book(e, true) FROM generate_series(1, 3) e, generate_series(1, 25)');
+
+is( $node->safe_psql(
+		$db,
+		'SELECT count(*) FROM (SELECT excursion_id FROM bookings WHERE paid GROUP BY 1 HAVING count(*) > 20) o'),
+	'0',
+	'no excursion has more than 20 paid bookings');
+is( $node->safe_psql(
+		$db,
+		'SELECT count(*) FROM (SELECT excursion_id FROM bookings WHERE paid GROUP BY 1 HAVING count(*) = 20) f'),
+	'3',
+	'every excursion is full');
+is($node->safe_psql($db, "SELECT count(*) FROM counters.verify('seats')"),
+	'0', 'the counter equals the recount (counters.verify is empty)');
+my $refused = $node->safe_psql($db, 'SELECT count(*) FROM outcomes WHERE NOT accepted');
+cmp_ok($refused, '>', 0, 'some bookings were refused, so the bound was tested');
+note("refused: $refused, accepted: "
+	  . $node->safe_psql($db, 'SELECT count(*) FROM outcomes WHERE accepted'));
+
+$node->stop;
+done_testing();

@@ -1,0 +1,235 @@
+# Dump and restore with the real pg_dump / pg_restore. A database with counters in every mode (exact with its own
+# table, a counter-cache target `blogs`, sharded, log with an expression key date_trunc('day', created_at)), bounds,
+# thresholds and retention, and pending log and slot rows, is dumped and restored into fresh databases (created from
+# template0: the extension is available but not created) along every path a backup takes:
+#   plain format through psql, plain format through psql --single-transaction, custom format through pg_restore,
+#   pg_restore -j 2, pg_restore --section=pre-data / data / post-data, and pg_restore --schema-only followed by
+#   pg_restore --data-only --disable-triggers.
+# In each restored database: the same counters are declared (counters.counters equals the original), the counter
+# tables (and their log and slot rows) hold the original data, counters.verify() is empty and a hand-written recount
+# of each counter agrees, the capture triggers on the source exist exactly once each, and INSERT, UPDATE moving rows
+# between keys and DELETE after the restore are counted (verify and recount again); bounds still refuse.
+# Every path is checked in a subtest of its own, which stops at its first failed check (later ones would only repeat
+# it); the other paths still run.
+# The parallel and split paths guard against a bug fixed in 17ac51a: the DDL event trigger, run after every
+# ALTER TABLE, dropped capture triggers from every table without a row in counters.counter; the catalog is an
+# extension configuration table whose rows are restored with the data, so an ALTER TABLE (a primary key, a foreign
+# key, --disable-triggers) that ran after CREATE TRIGGER and before the catalog's data removed them.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('dump');
+$node->init;
+$node->start;
+
+my $src = 'counters_dump_src';
+my @paths = qw(plain plain_1 custom parallel sections split);
+my $dir = PostgreSQL::Test::Utils::tempdir;
+
+$node->safe_psql('postgres', "CREATE DATABASE $src");
+$node->safe_psql(
+	$src, q{
+CREATE EXTENSION counters;
+CREATE TABLE blogs (id int PRIMARY KEY, post_count bigint NOT NULL DEFAULT 0);
+INSERT INTO blogs SELECT g FROM generate_series(1, 5) g;
+CREATE TABLE posts (id serial PRIMARY KEY, user_id int, blog_id int NOT NULL REFERENCES blogs,
+                    is_published boolean NOT NULL DEFAULT true, is_deleted boolean NOT NULL DEFAULT false,
+                    rating int NOT NULL DEFAULT 0, created_at timestamp NOT NULL DEFAULT localtimestamp);
+INSERT INTO posts (user_id, blog_id, is_published, rating, created_at)
+SELECT nullif(g % 7, 0), 1 + g % 5, g % 3 <> 0, g % 11, localtimestamp - g * interval '1 hour' FROM generate_series(1, 500) g;
+CREATE FUNCTION public.on_crossing(counter text, key jsonb, column_name text, old numeric, new numeric,
+                                   threshold numeric, direction text) RETURNS void LANGUAGE sql AS 'SELECT';
+SELECT counters.create_counter('user_blog', $$SELECT user_id, blog_id, count(*) AS posts, sum(rating) AS rating
+	FROM posts WHERE is_published AND NOT is_deleted GROUP BY user_id, blog_id$$);
+SELECT counters.create_counter('blog_cache', $$SELECT blog_id AS id, count(*) AS post_count FROM posts GROUP BY blog_id$$,
+                               target => 'blogs');
+SELECT counters.create_counter('blog_sharded', $$SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id$$,
+                               mode => 'sharded');
+SELECT counters.create_counter('daily_log', $$SELECT date_trunc('day', created_at) AS day, count(*) AS n, sum(rating) AS r
+	FROM posts GROUP BY date_trunc('day', created_at)$$, mode => 'log');
+SELECT counters.set_bounds('user_blog', 'posts', max => 1000);
+SELECT counters.set_thresholds('user_blog', 'rating', '{100}', 'public.on_crossing'::regproc);
+SELECT counters.set_retention('daily_log', 'day', '30 days');  -- the data is at most 22 days old: nothing expires
+-- writes after declaring, some left pending in the log and the slots
+INSERT INTO posts (user_id, blog_id, rating) VALUES (1, 2, 50), (NULL, 3, 7);
+UPDATE posts SET blog_id = 4 WHERE id % 10 = 0;
+DELETE FROM posts WHERE id % 17 = 0;
+-- Tables without counters, sized like a real database's: one large table keeps one pg_restore -j 2 worker busy
+-- while the other loads posts, creates its triggers, then loads a small table and adds its primary key, all
+-- before loading the (one-page) counters catalog. pg_restore orders data by size (relpages, set by VACUUM).
+CREATE TABLE page_views (id int PRIMARY KEY, path text NOT NULL);
+INSERT INTO page_views SELECT g, '/posts/' || g || repeat('/x', 20) FROM generate_series(1, 100000) g;
+CREATE TABLE tags (id int PRIMARY KEY, name text NOT NULL);
+INSERT INTO tags SELECT g, 'tag ' || g FROM generate_series(1, 300) g;
+});
+$node->safe_psql($src, 'VACUUM ANALYZE');
+
+my $catalog =
+  "SELECT name, mode, definition, options - 'last_rebuild', created_target FROM counters.counters ORDER BY name";
+# Everything the counters store, raw tables included (pending log rows, slot rows), in a comparable order.
+my $stored = q{
+SELECT * FROM user_blog ORDER BY user_id, blog_id;
+SELECT * FROM blogs ORDER BY id;
+SELECT * FROM blog_sharded_totals ORDER BY blog_id;
+SELECT * FROM blog_sharded_slots ORDER BY 1, 2, 3;
+SELECT * FROM daily_log_totals ORDER BY day;
+SELECT * FROM daily_log_log ORDER BY 1, 2, 3;
+};
+
+# A recount of every counter by hand from posts, compared both ways with what the counter shows; rows = differences.
+sub pair
+{
+	my ($label, $recount, $stored) = @_;
+	return "SELECT '$label: recount has ' || d::text FROM (($recount) EXCEPT ALL ($stored)) d
+	        UNION ALL SELECT '$label: counter has ' || d::text FROM (($stored) EXCEPT ALL ($recount)) d";
+}
+my $recount = 'SELECT * FROM ('
+  . join(
+	"\nUNION ALL ",
+	pair(
+		'user_blog',
+		'SELECT user_id, blog_id, count(*), sum(rating) FROM posts WHERE is_published AND NOT is_deleted GROUP BY 1, 2',
+		'SELECT user_id, blog_id, posts, rating FROM user_blog'),
+	pair(
+		'blog_cache',
+		'SELECT b.id, count(p.id) FROM blogs b LEFT JOIN posts p ON p.blog_id = b.id GROUP BY b.id',
+		'SELECT id, post_count FROM blogs'),
+	pair(
+		'blog_sharded',
+		'SELECT blog_id, count(*) FROM posts GROUP BY 1',
+		'SELECT blog_id, n FROM blog_sharded WHERE n <> 0'),
+	pair(
+		'daily_log',
+		"SELECT date_trunc('day', created_at), count(*), sum(rating) FROM posts GROUP BY 1",
+		'SELECT day, n, r FROM daily_log WHERE n <> 0 OR r <> 0'))
+  . ') d LIMIT 3';
+my $triggers = q{
+SELECT string_agg(tgname || '=' || tgfoid::regproc || ':' || tgenabled::text, ',' ORDER BY tgname) FROM pg_trigger
+ WHERE tgrelid = 'posts'::regclass AND NOT tgisinternal};
+my $capture_elsewhere = q{
+SELECT string_agg(tgrelid::regclass::text, ',') FROM pg_trigger
+ WHERE tgfoid = 'counters.capture()'::regprocedure AND tgrelid <> 'posts'::regclass};
+my $expected_triggers = join(',',
+	map { "counters_$_=counters.capture:O" } qw(begin delete insert truncate update));
+
+# Like is() for long outputs: on failure, shows the first line that differs instead of both outputs.
+sub same_text
+{
+	my ($got, $expected, $name) = @_;
+	return 1 if ok($got eq $expected, $name);
+	my @got = split /\n/, $got, -1;
+	my @expected = split /\n/, $expected, -1;
+	for my $i (0 .. ($#got > $#expected ? $#got : $#expected))
+	{
+		my ($g, $e) = ($got[$i] // '(nothing)', $expected[$i] // '(nothing)');
+		next if $g eq $e;
+		diag("line " . ($i + 1) . ": got '$g', expected '$e'");
+		last;
+	}
+	return 0;
+}
+
+is($node->safe_psql($src, 'SELECT count(*) FROM counters.verify()'), '0',
+	'the source database has no drift before dumping') or die;
+is($node->safe_psql($src, $recount), '', 'the recount agrees in the source database') or die;
+is($node->safe_psql($src, $triggers), $expected_triggers,
+	'the source database has each capture trigger on posts once') or die;
+ok( $node->safe_psql($src, 'SELECT count(*) FROM daily_log_log') > 0
+	  && $node->safe_psql($src, 'SELECT count(*) FROM blog_sharded_slots') > 0,
+	'the source database has pending log and slot rows to carry over') or die;
+my $expected_catalog = $node->safe_psql($src, $catalog);
+my $expected_stored = $node->safe_psql($src, $stored);
+
+# Runs a client program against the node (its output goes to the test's log); passes if it exits with status 0.
+# ($node->command_ok does the same but does not say whether it passed.)
+sub command_passes
+{
+	my ($command, $name) = @_;
+	return ok($node->run_log($command), $name);
+}
+
+command_passes([ 'pg_dump', '-Fp', '-f', "$dir/plain.sql", $src ], 'pg_dump, plain format') or die;
+command_passes([ 'pg_dump', '-Fc', '-f', "$dir/custom.dump", $src ], 'pg_dump, custom format') or die;
+
+# Restores along one path; each command's output is in the test's log.
+sub restore
+{
+	my ($path, $db) = @_;
+	my @psql = ('psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $db);
+	my @pg_restore = ('pg_restore', '--exit-on-error', '-d', $db);
+	my %commands = (
+		plain => [ [ @psql, '-f', "$dir/plain.sql" ] ],
+		plain_1 => [ [ @psql, '--single-transaction', '-f', "$dir/plain.sql" ] ],
+		custom => [ [ @pg_restore, "$dir/custom.dump" ] ],
+		parallel => [ [ @pg_restore, '-j', '2', "$dir/custom.dump" ] ],
+		sections => [ map { [ @pg_restore, "--section=$_", "$dir/custom.dump" ] } qw(pre-data data post-data) ],
+		split => [
+			[ @pg_restore, '--schema-only', "$dir/custom.dump" ],
+			[ @pg_restore, '--data-only', '--disable-triggers', "$dir/custom.dump" ]
+		]);
+	for my $command (@{ $commands{$path} })
+	{
+		command_passes($command, "restore: @$command[0 .. $#$command - 1]") or return 0;
+	}
+	return 1;
+}
+
+# The checks of one path, in order; returns at the first that fails.
+sub check
+{
+	my ($path, $db) = @_;
+	is($node->safe_psql($db, "SELECT count(*) FROM pg_extension WHERE extname = 'counters'"),
+		'0', 'the fresh database does not have the extension') or return;
+	is($node->safe_psql($db, "SELECT count(*) FROM pg_available_extensions WHERE name = 'counters'"),
+		'1', 'the extension is available') or return;
+	restore($path, $db) or return;
+	same_text($node->safe_psql($db, $catalog), $expected_catalog, 'counters.counters equals the original')
+	  or return;
+	same_text($node->safe_psql($db, $stored), $expected_stored,
+		'the counter tables (totals, log and slot rows, blogs) equal the original') or return;
+	is($node->safe_psql($db, 'SELECT count(*) FROM counters.verify()'),
+		'0', 'counters.verify() lists no drift right after the restore') or return;
+	is($node->safe_psql($db, $recount), '', 'the recount agrees right after the restore') or return;
+	is($node->safe_psql($db, $triggers), $expected_triggers, 'each capture trigger on posts exists exactly once')
+	  or return;
+	is($node->safe_psql($db, $capture_elsewhere), '', 'no capture trigger on another table') or return;
+	# writes after the restore: inserts, rows moving between keys of every counter, soft and hard deletes
+	my ($ret, $stdout, $stderr) = $node->psql(
+		$db, q{
+INSERT INTO posts (user_id, blog_id, rating) SELECT g % 4, 1 + g % 5, 40 FROM generate_series(1, 60) g;
+UPDATE posts SET is_deleted = true WHERE id % 9 = 0;
+UPDATE posts SET blog_id = 1 + blog_id % 5, user_id = coalesce(user_id, 0) + 1 WHERE id % 13 = 0;
+UPDATE posts SET created_at = created_at - interval '1 day', rating = rating + 1 WHERE id % 7 = 0;
+DELETE FROM posts WHERE id % 19 = 0;
+});
+	is($ret, 0, 'writes after the restore succeed') or return diag($stderr);
+	is($node->safe_psql($db, 'SELECT count(*) FROM counters.verify()'),
+		'0', 'counters.verify() lists no drift after writes following the restore (the writes were counted)')
+	  or return;
+	is($node->safe_psql($db, $recount), '', 'the recount agrees after writes following the restore') or return;
+	($ret, $stdout, $stderr) = $node->psql($db, 'SELECT counters.compact()');
+	is($ret, 0, 'compaction succeeds') or return diag($stderr);
+	is($node->safe_psql($db, $recount), '', 'the recount agrees after compaction') or return;
+	isnt(scalar $node->psql($db, "SELECT counters.set_bounds('user_blog', 'posts', max => 1)"),
+		0, 'a bound that current values break is refused') or return;
+	($ret, $stdout, $stderr) = $node->psql($db, "SELECT counters.set_bounds('user_blog', 'posts', max => 30)");
+	is($ret, 0, 'a bound that holds is accepted') or return diag($stderr);
+	($ret, $stdout, $stderr) =
+	  $node->psql($db, 'INSERT INTO posts (user_id, blog_id) SELECT 1, 1 FROM generate_series(1, 40)');
+	isnt($ret, 0, 'the bound refuses a write after the restore') or return;
+	like($stderr, qr/above its maximum 30/, "the write fails with the bound's error");
+	return;
+}
+
+for my $path (@paths)
+{
+	my $db = "counters_dump_$path";
+	$node->safe_psql('postgres', "CREATE DATABASE $db TEMPLATE template0");
+	subtest "restore path $path" => sub { check($path, $db) };
+}
+
+$node->stop;
+done_testing();
