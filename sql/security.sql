@@ -115,6 +115,8 @@ CREATE TABLE audit (what text, who name, superuser boolean);
 CREATE FUNCTION attack(what text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO sec_test.audit SELECT what, current_user, r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+	-- (a session setting changed for whoever called: the caller's next statements would resolve names here)
+	PERFORM pg_catalog.set_config('search_path', 'sec_test, public', false);
 	BEGIN
 		EXECUTE 'ALTER ROLE counters_sec_mallory SUPERUSER';
 	EXCEPTION WHEN OTHERS THEN
@@ -156,6 +158,7 @@ CREATE TRIGGER attack AFTER INSERT OR UPDATE ON m_wrapped FOR EACH ROW EXECUTE F
 TRUNCATE audit;
 -- The superuser writes to the attacker's table (crossing the threshold), then does routine maintenance.
 SET ROLE NONE;
+SET search_path = sec_test;  -- (the attacker's declarations ran its code in its own session, changing this)
 SELECT current_user = session_user AS superuser_now, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user);
 INSERT INTO m_events SELECT i, i, '2024-02-01' FROM generate_series(7, 9) i;
 SELECT counters.compact() > 0 AS compacted;
@@ -175,6 +178,8 @@ RESET session_replication_role;
 SET client_min_messages = warning;
 SELECT counters.rebuild() > 0 AS rebuilt;
 RESET client_min_messages;
+-- the superuser's session settings are its own
+SHOW search_path;
 -- everything ran as the attacker, restricted; nothing as the superuser
 SELECT what, who, superuser FROM audit GROUP BY 1, 2, 3 ORDER BY 1, 2;
 SELECT rolsuper AS mallory_is_superuser FROM pg_roles WHERE rolname = 'counters_sec_mallory';

@@ -46,6 +46,10 @@ namespace {
 void
 Pin(const char *name, const char *value)
 {
+	/* (most sessions run with the values pinned: setting them again would cost every statement for nothing) */
+	const char *current = GetConfigOption(name, true, false);
+	if (current != nullptr && strcmp(current, value) == 0)
+		return;
 	(void)set_config_option(name, value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
@@ -80,7 +84,11 @@ PinSettings(int flags)
 void
 UnpinSettings(int level)
 {
-	AtEOXact_GUC(true, level);
+	/*
+	 * Every setting changed since PinSettings goes back, also those a counter's code changed (its owner's `SET
+	 * search_path = ...` must not outlive the work into the writer's session), as after VACUUM or REINDEX.
+	 */
+	AtEOXact_GUC(false, level);
 }
 
 Oid
