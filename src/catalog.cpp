@@ -72,14 +72,14 @@ namespace {
 
 /* Catalog rows matching `condition` on parameter $1 (NULL: all), in name order, as the latest snapshot sees them. */
 List *
-ReadCatalogWhere(const char *condition, Oid argtype, Datum arg, bool isnull)
+ReadCatalogWhere(const char *condition, Oid argtype, Datum arg, bool arg_isnull)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	Oid argtypes[1] = {argtype};
 	Datum args[1] = {arg};
-	char nulls[1] = {isnull ? 'n' : ' '};
+	char nulls[1] = {arg_isnull ? 'n' : ' '};
 	QueryLatest(psprintf("SELECT %s WHERE $1 IS NULL OR %s ORDER BY c.name COLLATE \"C\"", catalog_columns, condition),
 	            1, argtypes, args, nulls);
 	MemoryContext old = MemoryContextSwitchTo(caller);
