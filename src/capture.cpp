@@ -14,6 +14,7 @@
  * transaction).
  */
 #include "capture.hpp"
+#include "compat.hpp"
 
 extern "C" {
 #include "access/heapam.h"
@@ -271,7 +272,7 @@ InitReader(RowReader *rd, Relation rel, Oid source, const TupleTableSlotOps *ops
 		Relation root = table_open(source, AccessShareLock);
 		TupleDesc root_desc = CreateTupleDescCopy(RelationGetDescr(root));
 		table_close(root, AccessShareLock);
-		rd->map = build_attrmap_by_name_if_req(RelationGetDescr(rel), root_desc);
+		rd->map = compat::AttrMapByName(RelationGetDescr(rel), root_desc);
 		if (rd->map)
 			rd->root_slot = MakeSingleTupleTableSlot(root_desc, &TTSOpsVirtual);
 	}

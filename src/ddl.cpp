@@ -12,6 +12,7 @@
  * trigger does not see), and dropping or retyping a counter table's counted columns.
  */
 #include "counters.hpp"
+#include "compat.hpp"
 
 extern "C" {
 #include "access/table.h"
@@ -63,7 +64,7 @@ void
 RequireAllowed(Oid relid, bool drop)
 {
 	Oid user = GetUserId();
-	if (pg_class_ownercheck(relid, user) || (drop && pg_namespace_ownercheck(get_rel_namespace(relid), user)))
+	if (compat::OwnsRelation(relid, user) || (drop && compat::OwnsNamespace(get_rel_namespace(relid), user)))
 		return;
 	aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)), get_rel_name(relid));
 }

@@ -9,6 +9,7 @@
  * every counter of the statement up to date.
  */
 #include "capture.hpp"
+#include "compat.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -134,7 +135,7 @@ CallCallback(const Crossing *x, const Datum *fields)
 		                errhint("Set the thresholds again with counters.set_thresholds().")));
 	if (!OidIsValid(callback))
 		return;
-	if (pg_proc_aclcheck(callback, c->owner, ACL_EXECUTE) != ACLCHECK_OK)
+	if (compat::FunctionAclCheck(callback, c->owner, ACL_EXECUTE) != ACLCHECK_OK)
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 		                errmsg("counter \"%s\": its owner %s may not execute the threshold callback %s", def->name,
 		                       GetUserNameFromId(c->owner, false), format_procedure(callback))));

@@ -6,6 +6,7 @@
  * with the caller's search_path, like any SQL they type; everything else runs with search_path pinned.
  */
 #include "counters.hpp"
+#include "compat.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -72,7 +73,7 @@ CounterExists(const char *name)
 Oid
 ResolveTarget(const char *counter, const char *target, char **schema, char **table)
 {
-	List *names = stringToQualifiedNameList(target);
+	List *names = compat::QualifiedNameList(target);
 	if (list_length(names) > 2)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_NAME),
 		                errmsg("counter \"%s\": invalid target name %s", counter, quote_literal_cstr(target))));

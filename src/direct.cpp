@@ -24,6 +24,7 @@
  * statement's memory context if an error escapes.
  */
 #include "counters.hpp"
+#include "compat.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -40,7 +41,6 @@ extern "C" {
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
-#include "storage/backendid.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -155,7 +155,7 @@ LockKeyRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid)
 	for (;;) {
 		SnapshotData dirty;
 		InitDirtySnapshot(dirty);
-		IndexScanDesc scan = index_beginscan(d->rel, d->index, &dirty, nkeys, 0);
+		IndexScanDesc scan = compat::BeginIndexScan(d->rel, d->index, &dirty, nkeys);
 		index_rescan(scan, d->scankeys, nkeys, nullptr, 0);
 		bool found = index_getnext_slot(scan, ForwardScanDirection, d->found);
 		index_endscan(scan);
@@ -205,14 +205,10 @@ EnsureExecutorState(DirectTarget *d)
 }
 
 void
-InsertIndexEntries(DirectTarget *d)
+InsertIndexEntries(DirectTarget *d, compat::IndexUpdate indexes)
 {
 	EnsureExecutorState(d);
-#if PG_VERSION_NUM >= 160000
-	List *r = ExecInsertIndexTuples(d->rri, d->next, d->estate, true, false, nullptr, NIL, false);
-#else
-	List *r = ExecInsertIndexTuples(d->rri, d->next, d->estate, true, false, nullptr, NIL);
-#endif
+	List *r = compat::InsertIndexTuples(d->rri, d->next, d->estate, compat::IndexUpdate::All);
 	list_free(r);
 }
 
@@ -292,7 +288,7 @@ LockSlotRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid, int *f
 	int n = 0;
 	SnapshotData dirty;
 	InitDirtySnapshot(dirty);
-	IndexScanDesc scan = index_beginscan(d->rel, d->index, &dirty, nkeys, 0);
+	IndexScanDesc scan = compat::BeginIndexScan(d->rel, d->index, &dirty, nkeys);
 	index_rescan(scan, d->scankeys, nkeys, nullptr, 0);
 	while (index_getnext_slot(scan, ForwardScanDirection, d->found)) {
 		bool isnull;
@@ -309,7 +305,7 @@ LockSlotRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid, int *f
 
 	Snapshot snapshot = GetActiveSnapshot();
 	CommandId cid = GetCurrentCommandId(true);
-	int start = (int)(MyBackendId % max_slots);
+	int start = compat::BackendNumber() % max_slots;
 	bool locked = false;
 	for (int i = 0; i < max_slots && !locked; i++) {
 		int slot = (start + i) % max_slots;
@@ -404,19 +400,10 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 		res = table_tuple_delete(d->rel, &tid, cid, snapshot, InvalidSnapshot, true, &tmfd, false);
 	} else {
 		LockTupleMode lockmode;
-#if PG_VERSION_NUM >= 160000
-		TU_UpdateIndexes update_indexes;
-		res = table_tuple_update(d->rel, &tid, next, cid, snapshot, InvalidSnapshot, true, &tmfd, &lockmode,
-		                         &update_indexes);
-		if (res == TM_Ok && update_indexes != TU_None)
-			InsertIndexEntries(d);
-#else
-		bool update_indexes;
-		res = table_tuple_update(d->rel, &tid, next, cid, snapshot, InvalidSnapshot, true, &tmfd, &lockmode,
-		                         &update_indexes);
-		if (res == TM_Ok && update_indexes)
-			InsertIndexEntries(d);
-#endif
+		compat::IndexUpdate indexes;
+		res = compat::UpdateTuple(d->rel, &tid, next, cid, snapshot, &tmfd, &lockmode, &indexes);
+		if (res == TM_Ok && indexes != compat::IndexUpdate::None)
+			InsertIndexEntries(d, indexes);
 	}
 	/* We hold the row's lock: nothing else can have changed it. */
 	if (res != TM_Ok)

@@ -3,6 +3,7 @@
  * options, checked and recorded here), and top(), which reads a counter's largest keys.
  */
 #include "counters.hpp"
+#include "compat.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -202,8 +203,8 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 			     errhint("The arguments are counter, key, column_name, old, new, threshold, direction.")));
 		/* It will run as the counter's owner. */
 		Oid owner = CounterOwner(e);
-		if (pg_proc_aclcheck(callback, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK ||
-		    pg_proc_aclcheck(callback, owner, ACL_EXECUTE) != ACLCHECK_OK)
+		if (compat::FunctionAclCheck(callback, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK ||
+		    compat::FunctionAclCheck(callback, owner, ACL_EXECUTE) != ACLCHECK_OK)
 			ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			                errmsg("counter \"%s\": permission denied for callback %s", name, callback_text),
 			                errdetail("The callback runs as the counter's owner, %s.",
