@@ -76,7 +76,7 @@ struct CounterDef {
  * Analyse a single-table aggregate query (as parse analysis or a view's rule produced it) for counter `name`.
  * Raises a clear error naming the counter and the offending part for anything the universal formula cannot
  * maintain exactly. `column_names` (may be NULL) overrides the target list names, e.g. with a view's attributes.
- * Allocates in CurrentMemoryContext.
+ * Allocates in CurrentMemoryContext, and may rewrite `query` in place (give it a copy of a cached one).
  */
 CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names);
 

@@ -7,6 +7,7 @@
  * Everything else is rejected here, at declaration, with the counter's name and the offending part.
  */
 #include "counters.hpp"
+#include "compat.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -312,6 +313,8 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 {
 	if (query->commandType != CMD_SELECT || query->utilityStmt != nullptr)
 		Reject(name, ERRCODE_WRONG_OBJECT_TYPE, "the definition must be a SELECT query", nullptr);
+	/* Keys are read as expressions over the source row, also where the parser made them refer to the grouping step. */
+	compat::ExpandGroupedColumns(query);
 	if (query->cteList != NIL)
 		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "WITH is not supported", nullptr);
 	if (query->setOperations != nullptr)
