@@ -167,9 +167,27 @@ SELECT counters.drop_counter('seats');
 CREATE TABLE notes (id int PRIMARY KEY, body text, grp int);
 SELECT counters.create_counter('per_body', 'SELECT body, grp, count(*) AS n FROM notes GROUP BY body, grp');
 SELECT counters.create_counter('per_grp', 'SELECT grp, count(*) AS n FROM notes GROUP BY grp', mode => 'log');
-\set VERBOSITY verbose
-INSERT INTO notes SELECT 1, string_agg(md5(i::text), ''), 1 FROM generate_series(1, 200) i;
-\set VERBOSITY default
+-- (the error's fields as a client reads them; psql's verbose report would add the C source line, which changes
+-- with PostgreSQL's releases)
+CREATE FUNCTION error_fields(statement text) RETURNS TABLE (field text, value text) LANGUAGE plpgsql AS $$
+DECLARE
+	state text;
+	message text;
+	detail text;
+	hint text;
+	schema_name text;
+	table_name text;
+	constraint_name text;
+BEGIN
+	EXECUTE statement;
+	RETURN QUERY SELECT 'no error', NULL::text;
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL,
+		hint = PG_EXCEPTION_HINT, schema_name = SCHEMA_NAME, table_name = TABLE_NAME, constraint_name = CONSTRAINT_NAME;
+	RETURN QUERY VALUES ('sqlstate', state), ('message', message), ('detail', detail), ('hint', hint),
+		('schema', schema_name), ('table', table_name), ('constraint', constraint_name);
+END $$;
+SELECT * FROM error_fields($$INSERT INTO notes SELECT 1, string_agg(md5(i::text), ''), 1 FROM generate_series(1, 200) i$$);
 SELECT relname, relreplident FROM pg_class WHERE relname IN ('per_body', 'per_grp_log', 'per_grp_totals') ORDER BY 1;
 CREATE PUBLICATION counters_edge_pub FOR TABLE per_body, per_grp_log, per_grp_totals;
 INSERT INTO notes VALUES (2, 'a', NULL), (3, 'a', NULL), (4, NULL, 1);
