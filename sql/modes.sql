@@ -430,9 +430,13 @@ SELECT counters.alter_counter('blog_posts', 'log');
 SELECT counters.alter_counter('blog_posts', 'exact');   -- already exact: fine
 SELECT mode FROM counters.counters WHERE name = 'blog_posts';
 SELECT counters.drop_counter('blog_posts');
--- the minimum of counters.statement_memory
+-- the minimum of counters.statement_memory (the SQLSTATE and the setting's range: PostgreSQL 17 words its message
+-- about values out of range differently)
+\set VERBOSITY sqlstate
 SET counters.statement_memory = 63;
+\set VERBOSITY default
 \echo SQLSTATE :SQLSTATE
+SELECT min_val, max_val, unit FROM pg_settings WHERE name = 'counters.statement_memory';
 
 --
 -- top-K: counters.top() against ORDER BY value DESC, keys LIMIT k over a recomputation, in both modes, with and
