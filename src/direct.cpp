@@ -11,7 +11,7 @@
  *   2. lock it (table_tuple_lock); if a concurrent transaction changed it meanwhile, look again (READ COMMITTED) or
  *      raise a serialization failure (REPEATABLE READ, as ON CONFLICT does);
  *   3. write the new version (or delete the row when every value came back to zero), inserting index entries when
- *      the update is not HOT.
+ *      the update is not HOT (or, a HOT update that changed columns of summarizing indexes, into those only).
  *
  * A key without a row is reported as Missing and inserted by the caller through the SPI upsert, which handles
  * concurrent inserts of the same key (speculative insertion). The direct path is used only where it does exactly
@@ -204,11 +204,17 @@ EnsureExecutorState(DirectTarget *d)
 	}
 }
 
+/*
+ * Index entries for the new version of an updated row, in the indexes table_tuple_update says need them: all of them,
+ * or (a HOT update that changed only columns of summarizing indexes such as BRIN) those alone. An entry in the key's
+ * unique index for a heap-only version would outlive it: once VACUUM prunes the version, a later row of another key
+ * can take its line pointer, and a scan for this key would return that row.
+ */
 void
 InsertIndexEntries(DirectTarget *d, compat::IndexUpdate indexes)
 {
 	EnsureExecutorState(d);
-	List *r = compat::InsertIndexTuples(d->rri, d->next, d->estate, compat::IndexUpdate::All);
+	List *r = compat::InsertIndexTuples(d->rri, d->next, d->estate, indexes);
 	list_free(r);
 }
 
