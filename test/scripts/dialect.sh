@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The dialect of src/ (CONTRIBUTING.md): C++17 used as C with namespaces. The build enforces no exceptions and no
 # RTTI (-fno-exceptions -fno-rtti); this checks the rest: no C++ standard library (no <...> includes, no std::), no
-# new/delete, no malloc/free (memory comes from palloc and memory contexts), and clang-format's layout.
+# new/delete, no malloc/free (memory comes from palloc and memory contexts), no PostgreSQL version test outside
+# src/compat.hpp, and clang-format's layout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 fail=0
@@ -13,6 +14,16 @@ for f in src/*.cpp src/*.hpp; do
 	hits=$(code "$f" | grep -nE '#include[[:space:]]*<|\bstd::|\bnew[[:space:]]+[A-Za-z_(]|\bdelete([[:space:]]+|[[:space:]]*\[\][[:space:]]*)[A-Za-z_(]|\b(malloc|calloc|realloc|free)[[:space:]]*\(|\b(throw|try|catch|dynamic_cast|typeid)\b' || true)
 	if [ -n "$hits" ]; then
 		echo "dialect: $f:"
+		echo "$hits" | sed 's/^/    /'
+		fail=1
+	fi
+done
+# Differences between PostgreSQL versions live in src/compat.hpp alone.
+for f in src/*.cpp src/*.hpp; do
+	[ "$f" = src/compat.hpp ] && continue
+	hits=$(code "$f" | grep -nE '\bPG_(VERSION_NUM|MAJORVERSION(_NUM)?)\b' || true)
+	if [ -n "$hits" ]; then
+		echo "dialect: $f tests the PostgreSQL version (put the difference in src/compat.hpp):"
 		echo "$hits" | sed 's/^/    /'
 		fail=1
 	fi
