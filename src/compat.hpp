@@ -11,7 +11,7 @@
  *       (19d8e2308b).
  *   17  BackendId is gone: a backend's number is the 0-based ProcNumber (024c521117).
  *   18  index_beginscan() takes instrumentation (0fbceae841); GROUP BY expressions in the select list are Vars of a
- *       grouping range-table entry (RTE_GROUP, 247dea89f7).
+ *       grouping range-table entry (RTE_GROUP, 247dea89f7); generated columns are virtual unless STORED (83ea6c540).
  */
 #pragma once
 
@@ -32,7 +32,9 @@ extern "C" {
 #include "storage/backendid.h"
 #endif
 #if PG_VERSION_NUM >= 180000
+#include "access/relation.h"
 #include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
 #endif
 }
 
@@ -173,6 +175,23 @@ ExpandGroupedColumns(Query *query)
 		query->targetList = (List *)flatten_group_exprs(nullptr, query, (Node *)query->targetList);
 		query->havingQual = flatten_group_exprs(nullptr, query, query->havingQual);
 	}
+#endif
+}
+
+/*
+ * A definition's references to virtual generated columns of its source (`varno` in `query`) replaced by their
+ * generation expressions, in the select list and the WHERE clause. From 18 on, a generated column not declared STORED
+ * is virtual: computed when read, never stored, so the rows the triggers see hold nothing for it, and the executor
+ * evaluates no reference to it (the rewriter expands them in queries, as this does). Modifies `query`.
+ */
+inline void
+ExpandVirtualColumns(Query *query, Index varno, Oid source)
+{
+#if PG_VERSION_NUM >= 180000
+	Relation rel = relation_open(source, AccessShareLock);
+	query->targetList = (List *)expand_generated_columns_in_expr((Node *)query->targetList, rel, (int)varno);
+	query->jointree->quals = expand_generated_columns_in_expr(query->jointree->quals, rel, (int)varno);
+	relation_close(rel, AccessShareLock);
 #endif
 }
 

@@ -353,6 +353,8 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 	/* Some rules apply to new declarations only: compiling an existing counter must not start failing writes. */
 	bool declaring = column_names == nullptr;
 	CheckSource(name, rte, declaring);
+	/* Virtual generated columns are computed from the columns they are generated from, as a query reads them. */
+	compat::ExpandVirtualColumns(query, varno, rte->relid);
 	if (!query->hasAggs)
 		Reject(name, ERRCODE_INVALID_OBJECT_DEFINITION, "the definition has no count() or sum() aggregate", nullptr);
 	if (query->groupClause == NIL)
