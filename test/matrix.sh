@@ -4,7 +4,7 @@
 #
 #   bash test/matrix.sh                                  # pg_config on PATH, then /work/pg/*/bin/pg_config
 #   bash test/matrix.sh /work/pg/17/bin/pg_config ...    # these installations only
-#   MATRIX_SUITES="regress isolation" bash test/matrix.sh ...   # some suites only (regress isolation scripts pgtap)
+#   MATRIX_SUITES="regress isolation" bash test/matrix.sh ...   # some suites (regress isolation tap scripts pgtap)
 #   REGRESS=dml bash test/matrix.sh ...                  # one pg_regress file (as test/run.sh)
 #
 # For each installation (several pg_config naming one installation count once), in a copy of the working tree (the
@@ -15,16 +15,18 @@
 #      authentication, started on a free port on 127.0.0.1 with max_connections=200 and max_prepared_transactions=10
 #      (what test/run.sh gives pg_virtualenv);
 #   3. run test/suites.sh against it with the installation's bin directory first in PATH and PG* set: pg_regress,
-#      isolation, test/scripts/*.sh, pgTAP (pg_prove). package.sh and pgxn_dist.sh run only against Debian's own
-#      PostgreSQL (pg_config --bindir /usr/lib/postgresql/NN/bin), which the Debian package is built for: they are
-#      skipped for source builds and reported so. Scripts skip what the installation lacks (pg_cron).
+#      isolation, the TAP tests (test/t: clusters of their own, with the installation's initdb), test/scripts/*.sh,
+#      pgTAP (pg_prove). package.sh and pgxn_dist.sh run only against Debian's own PostgreSQL (pg_config --bindir
+#      /usr/lib/postgresql/NN/bin), which the Debian package is built for: they are skipped for source builds and
+#      reported so. Tests skip what the installation lacks (pg_cron: test/t/002_scheduled_compaction.pl).
 #   4. stop the cluster and remove it.
-# Needs what test/run.sh installs (test/setup.sh) and, for each installation, pgTAP and contrib's amcheck. Installing
+# Needs what test/run.sh installs (test/setup.sh) and, for each installation, pgTAP, the isolation tester and the TAP
+# modules (a source build configured with --enable-tap-tests: the README says how to build one). Installing
 # into Debian's own PostgreSQL takes the lock test/run.sh takes. Logs, regression.diffs and the results stay in the
 # work directory (printed; removed when everything passed, unless MATRIX_KEEP=1). Exits non-zero if anything failed.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-suites=${MATRIX_SUITES:-regress isolation scripts pgtap}
+suites=${MATRIX_SUITES:-regress isolation tap scripts pgtap}
 
 configs=("$@")
 if [ ${#configs[@]} -eq 0 ]; then
@@ -134,19 +136,19 @@ status() { # dir name: pass, fail, skip (with the note) or "-" (not run)
 		if (s == "") print "-"; else if (note != "") print s " (" note ")"; else print s }' "$1/results"
 }
 column() { # suite name -> name in test/suites.sh's results
-	case $1 in regress) echo pg_regress ;; isolation) echo isolation ;; scripts) echo scripts ;; pgtap) echo pgTAP ;; esac
+	case $1 in regress) echo pg_regress ;; isolation) echo isolation ;; tap) echo TAP ;; scripts) echo scripts ;; pgtap) echo pgTAP ;; esac
 }
 failed=0
 echo
-echo "| PostgreSQL | build (WERROR=1) | pg_regress | isolation | pgTAP | test/scripts | minutes |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "| PostgreSQL | build (WERROR=1) | pg_regress | isolation | TAP (test/t) | pgTAP | test/scripts | minutes |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 for i in "${installs[@]}"; do
 	IFS=$'\t' read -r minor bindir <<<"$i"
 	dir=$work/$minor
 	row="| $minor | $(status "$dir" build)"
-	for s in regress isolation pgtap; do row+=" | $(status "$dir" "$(column "$s")")"; done
+	for s in regress isolation tap pgtap; do row+=" | $(status "$dir" "$(column "$s")")"; done
 	scripts=$(awk -F'\t' '
-		$1 !~ /^(build|cluster|pg_regress|isolation|scripts|pgTAP)$/ {n[$2]++}
+		$1 !~ /^(build|cluster|pg_regress|isolation|TAP|scripts|pgTAP)$/ {n[$2]++}
 		END {printf "%d pass, %d fail, %d skipped", n["pass"], n["fail"], n["skip"]}' "$dir/results")
 	[ "$(status "$dir" scripts)" = "-" ] && scripts="-"
 	row+=" | $scripts | $(awk '{printf "%.1f", $1 / 60}' "$dir/seconds") |"

@@ -55,7 +55,7 @@ tap() {
 	local args=(installcheck REGRESS= ISOLATION= PG_CONFIG="$(command -v pg_config)")
 	local dir rc=0
 	if [ "$(id -u)" -ne 0 ]; then
-		make -s "${args[@]}" && return
+		make -s "${args[@]}" && { tap_skipped tmp_check; return; }
 		tap_failures
 		return 1
 	fi
@@ -65,9 +65,17 @@ tap() {
 	if [ $rc -ne 0 ] && [ -d "$dir/tmp_check/log" ]; then
 		rm -rf tmp_check/log && mkdir -p tmp_check && cp -r "$dir/tmp_check/log" tmp_check/
 	fi
+	[ $rc -ne 0 ] || tap_skipped "$dir/tmp_check"
 	rm -rf "$dir"
 	[ $rc -eq 0 ] || tap_failures
 	return $rc
+}
+# What the TAP tests skipped (their "ok N # skip why" lines), in $note.
+tap_skipped() {
+	local why
+	why=$(sed -n 's/^\(\[[^]]*\]([^)]*) \)\{0,1\}ok [0-9]* # skip //p' "$1"/log/regress_log_* 2>/dev/null | sort -u |
+		paste -sd ';' -)
+	note=${why:+skipped: $why}
 }
 # The end of the log of each failed TAP test (the server logs are beside it); the failed tests in $note.
 tap_failures() {
