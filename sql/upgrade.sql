@@ -1,5 +1,5 @@
 --
--- upgrade: ALTER EXTENSION counters UPDATE from every released version (0.1, 0.2, 0.3) keeps existing counters
+-- upgrade: ALTER EXTENSION counters UPDATE from every released version (0.1 to 0.4) keeps existing counters
 -- working, and an updated installation has exactly the objects of a fresh one: same members, and each with the same
 -- definition, privileges, comment, columns, constraints, indexes and replica identity.
 --
@@ -184,11 +184,34 @@ RESET search_path;
 DROP SCHEMA upgrade_test CASCADE;
 
 --
+-- From 0.4 to 0.5: counters declared with 0.4 keep counting.
+--
+DROP EXTENSION counters;
+CREATE EXTENSION counters VERSION '0.4';
+CREATE SCHEMA upgrade_test;
+SET search_path = upgrade_test;
+CREATE TABLE posts (id serial PRIMARY KEY, blog_id int NOT NULL, rating int NOT NULL DEFAULT 0);
+INSERT INTO posts (blog_id, rating) SELECT 1 + g % 4, g FROM generate_series(1, 40) g;
+SELECT counters.create_counter('blog_posts', 'SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts GROUP BY blog_id');
+SELECT counters.create_counter('blog_posts_log', 'SELECT blog_id, count(*) AS posts FROM posts GROUP BY blog_id', mode => 'log');
+ALTER EXTENSION counters UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'counters';
+SELECT * FROM member_diff;
+INSERT INTO posts (blog_id, rating) VALUES (1, 7), (5, 2);
+UPDATE posts SET blog_id = 4, rating = rating + 1 WHERE id % 5 = 0;
+DELETE FROM posts WHERE id % 7 = 0;
+SELECT counters.compact() > 0 AS compacted;
+SELECT * FROM counters.verify();
+SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
+RESET search_path;
+DROP SCHEMA upgrade_test CASCADE;
+
+--
 -- DROP EXTENSION counters CASCADE with counters declared: no trigger or function of the extension is left on user
 -- tables, the source and its data stay; the counter tables stay as plain tables (yours); CREATE EXTENSION works again
 -- and counters can be declared anew.
 --
--- (The application role installs 0.4 itself: it is trusted.)
+-- (The application role installs the extension itself: it is trusted.)
 DROP EXTENSION counters;
 RESET ROLE;
 CREATE EXTENSION counters;

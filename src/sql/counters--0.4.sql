@@ -1,0 +1,342 @@
+/*
+ * counters.sql: the install script of the current version, every object once, in its current form. The build copies
+ * it to counters--<version>.sql; the upgrade scripts counters--<from>--<to>.sql beside it are frozen once released.
+ */
+
+\echo Use "CREATE EXTENSION counters" to load this file. \quit
+
+-- The extension owns its schema: creating it here fails loudly if a schema of that name already belongs to someone
+-- else (who could otherwise plant objects next to the extension's).
+CREATE SCHEMA counters;
+GRANT USAGE ON SCHEMA counters TO PUBLIC;
+COMMENT ON SCHEMA counters IS 'declarative, exact, transactional counters (the counters extension)';
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- catalog
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- One row per counter. Dumped by pg_dump (pg_extension_config_dump); the relations are stored as regclass, which
+-- pg_dump writes as names and pg_upgrade keeps, never as OIDs or node strings. The definition itself lives in the view
+-- named by "query": PostgreSQL records its dependencies on the source columns and functions, keeps it correct across
+-- renames, and pg_dump dumps it as SQL text. Readable by everyone; written only by the extension's C functions, as
+-- the catalog's owner, after they have checked the caller's rights on every relation a row names.
+CREATE TABLE counters.counter (
+	name        text PRIMARY KEY,
+	source      regclass NOT NULL,
+	target      regclass NOT NULL,
+	query       regclass NOT NULL UNIQUE,
+	owns_target boolean NOT NULL,
+	-- 'exact': one row per key in target, updated in place. 'log': each statement appends its deltas to "log";
+	-- counters.compact() folds them into "totals"; target is a view adding both. 'sharded': up to max_slots rows per
+	-- key in "log" (the slots table), folded into "totals" by counters.compact(); target is a view adding both.
+	mode        text NOT NULL DEFAULT 'exact' CHECK (mode IN ('exact', 'log', 'sharded')),
+	totals      regclass,
+	log         regclass,
+	options     jsonb NOT NULL DEFAULT '{}',
+	created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	CHECK ((mode IN ('log', 'sharded')) = (log IS NOT NULL AND totals IS NOT NULL))
+);
+CREATE INDEX counter_source_idx ON counters.counter (source);
+SELECT pg_catalog.pg_extension_config_dump('counters.counter', '');
+GRANT SELECT ON counters.counter TO PUBLIC;
+COMMENT ON TABLE counters.counter IS
+	'one row per counter: its source, the relation to read, the definition view, mode and options';
+
+-- What maintenance last did to each counter (counters.stats shows it). Written by verify(), compact() and rebuild()
+-- unless their transaction is read-only, without waiting on a concurrent run of the same counter. Not dumped: a
+-- restored database has not been verified, compacted or rebuilt yet.
+CREATE TABLE counters.maintenance (
+	counter           text PRIMARY KEY REFERENCES counters.counter (name) ON UPDATE CASCADE ON DELETE CASCADE,
+	verified_at       timestamptz,
+	verify_wrong      bigint,
+	compacted_at      timestamptz,
+	compact_failed_at timestamptz,
+	compact_error     text,
+	rebuilt_at        timestamptz
+);
+GRANT SELECT ON counters.maintenance TO PUBLIC;
+COMMENT ON TABLE counters.maintenance IS
+	'when verify(), compact() and rebuild() last ran for each counter, and the last compaction error';
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- the trigger
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- The generic trigger: statement-level, reads the transition tables, applies summed deltas per key, once per
+-- statement. Every function of the extension is written in C (the library does the work; this script only declares
+-- it): nothing is SECURITY DEFINER, and a counter's code runs as the counter's owner, restricted.
+CREATE FUNCTION counters.capture() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'counters_capture'
+	LANGUAGE C;
+COMMENT ON FUNCTION counters.capture() IS
+	'the trigger that keeps counters: counters_begin, counters_insert, counters_update, counters_delete, counters_truncate';
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- views
+-- ---------------------------------------------------------------------------------------------------------------
+
+CREATE VIEW counters.counters AS
+SELECT c.name,
+       c.source,
+       c.target,
+       c.owns_target AS created_target,
+       c.mode,
+       pg_catalog.pg_get_viewdef(c.query, true) AS definition,
+       c.query AS definition_view,
+       c.options,
+       c.created_at
+  FROM counters.counter c;
+GRANT SELECT ON counters.counters TO PUBLIC;
+COMMENT ON VIEW counters.counters IS 'the counters of this database, with their definitions as SQL';
+
+-- Every counter's bounds, one row per bounded column.
+CREATE VIEW counters.bounds AS
+SELECT c.name AS counter, b.key AS column_name, (b.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric AS min,
+       (b.value OPERATOR(pg_catalog.->>) 'max')::pg_catalog.numeric AS max
+  FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') b;
+GRANT SELECT ON counters.bounds TO PUBLIC;
+COMMENT ON VIEW counters.bounds IS 'bounds set with counters.set_bounds(), one row per bounded column';
+
+-- Every counter's thresholds, one row per column.
+CREATE VIEW counters.thresholds AS
+SELECT c.name AS counter, t.key AS column_name,
+       ARRAY(SELECT x::pg_catalog.numeric FROM pg_catalog.jsonb_array_elements_text(t.value OPERATOR(pg_catalog.->) 'values') x) AS thresholds,
+       pg_catalog.to_regprocedure(t.value OPERATOR(pg_catalog.->>) 'callback') AS callback,
+       'counters.' OPERATOR(pg_catalog.||) c.name AS channel
+  FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') t;
+GRANT SELECT ON counters.thresholds TO PUBLIC;
+COMMENT ON VIEW counters.thresholds IS 'thresholds set with counters.set_thresholds() and the NOTIFY channel of each';
+
+-- One row per counter, for people and for monitoring, from PostgreSQL's cumulative statistics of the counter's own
+-- tables (shared by all backends, kept across restarts, reset with pg_stat_reset()) and counters.maintenance:
+--   rows, log_rows          live rows of the counter table (totals in log and sharded mode) and of the log or slots
+--   rows_inserted/_updated/_deleted   writes the trigger (and compaction, rebuild) made to the counter table
+--   log_appends             delta rows appended to the log (log mode) or slot rows created (sharded)
+--   source_writes           rows inserted, updated and deleted in the source since statistics were reset
+--   trigger_calls           calls of counters.capture() for all counters (track_functions = 'all' needed)
+--   last_rebuild            when counters.rebuild() last ran for this counter
+--   last_verify, last_verify_wrong      when counters.verify() last ran for it and how many wrong values it found
+--   last_compact, last_compact_error    when a compaction last succeeded, and the error of the last round if it failed
+CREATE VIEW counters.stats AS
+SELECT c.name AS counter,
+       c.mode,
+       c.source,
+       c.target,
+       t.n_live_tup AS rows,
+       l.n_live_tup AS log_rows,
+       t.n_tup_ins AS rows_inserted,
+       t.n_tup_upd AS rows_updated,
+       t.n_tup_del AS rows_deleted,
+       l.n_tup_ins AS log_appends,
+       s.n_tup_ins OPERATOR(pg_catalog.+) s.n_tup_upd OPERATOR(pg_catalog.+) s.n_tup_del AS source_writes,
+       (SELECT f.calls FROM pg_catalog.pg_stat_user_functions f
+         WHERE f.funcid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure::pg_catalog.oid) AS trigger_calls,
+       m.rebuilt_at AS last_rebuild,
+       m.verified_at AS last_verify,
+       m.verify_wrong AS last_verify_wrong,
+       m.compacted_at AS last_compact,
+       m.compact_error AS last_compact_error
+  FROM counters.counter c
+  LEFT JOIN pg_catalog.pg_stat_all_tables t ON t.relid OPERATOR(pg_catalog.=) COALESCE(c.totals, c.target)::pg_catalog.oid
+  LEFT JOIN pg_catalog.pg_stat_all_tables l ON l.relid OPERATOR(pg_catalog.=) c.log::pg_catalog.oid
+  LEFT JOIN pg_catalog.pg_stat_all_tables s ON s.relid OPERATOR(pg_catalog.=) c.source::pg_catalog.oid
+  LEFT JOIN counters.maintenance m ON m.counter OPERATOR(pg_catalog.=) c.name;
+GRANT SELECT ON counters.stats TO PUBLIC;
+COMMENT ON VIEW counters.stats IS
+	'one row per counter: table sizes and writes from the cumulative statistics, and the last maintenance runs';
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- declaring, switching and dropping counters
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- Declare a counter: the definition is one aggregate query over one table (names resolve with the caller's
+-- search_path); creates the view <name>_definition and the counter table (or fills columns of the existing table
+-- `target`), fills it, attaches the triggers, and switches it to `mode`. Locks writers of the source out until the
+-- declaring transaction ends; runs at READ COMMITTED. Returns the relation to read.
+CREATE FUNCTION counters.create_counter(name text, definition text, target text DEFAULT NULL,
+                                        mode text DEFAULT 'exact')
+	RETURNS regclass
+	AS 'MODULE_PATHNAME', 'counters_create_counter'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.create_counter(text, text, text, text) IS
+	'declare a counter as an aggregate query; returns the relation to read';
+
+-- Switch a counter between modes; values stay exact throughout (the source is locked against writes meanwhile).
+--   exact -> log:     the counter table becomes <name>_totals, deltas go to a new <name>_log, and <name> becomes a
+--                     view adding both, so readers keep reading the same name.
+--   exact -> sharded: the same, with <name>_slots (keys, values, slot number) in place of the log.
+--   back to exact:    everything is folded, the view and log/slots are dropped, <name>_totals gets the name back.
+--   log <-> sharded:  through exact.
+-- max_slots (sharded mode, default 16) bounds the slot rows per key; giving it alone changes it.
+CREATE FUNCTION counters.alter_counter(name text, mode text, max_slots integer DEFAULT NULL) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_alter_counter'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.alter_counter(text, text, integer) IS
+	'switch a counter between exact, sharded and log mode (values exact throughout), or change max_slots';
+
+CREATE FUNCTION counters.drop_counter(name text) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_drop_counter'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.drop_counter(text) IS
+	'drop a counter: catalog row, definition view, the tables it created, and the triggers once none is left';
+
+-- The capture triggers on a source and, for a partitioned table, every partition (statement triggers of a parent do
+-- not fire for statements that name a partition): INSERT, UPDATE and DELETE with transition tables, counters_begin
+-- before the statement, TRUNCATE. Idempotent; does not recount.
+CREATE FUNCTION counters.attach(source regclass) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_attach'
+	LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION counters.attach(regclass) IS
+	'(re)create the capture triggers on a table and all its partitions; idempotent, does not recount';
+
+CREATE FUNCTION counters.detach(source regclass) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_detach'
+	LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION counters.detach(regclass) IS
+	'remove the capture triggers from a table and its partitions: its counters stop being maintained';
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- keeping up with DDL
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- Before DDL that changes what a counted table holds or is: count the rows of partitions that join or leave a
+-- counted table (DROP TABLE, ATTACH/DETACH PARTITION, DROP SCHEMA, DROP OWNED), and refuse what would make a counter
+-- silently wrong or break writes (a counted table becoming a partition or inheritance child or parent, dropping or
+-- retyping a counter table's counted columns).
+CREATE FUNCTION counters._on_ddl_start() RETURNS event_trigger
+	AS 'MODULE_PATHNAME', 'counters_on_ddl_start'
+	LANGUAGE C;
+CREATE EVENT TRIGGER counters_ddl_start ON ddl_command_start
+	WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'DROP OWNED', 'DROP SCHEMA', 'DROP TABLE')
+	EXECUTE FUNCTION counters._on_ddl_start();
+COMMENT ON FUNCTION counters._on_ddl_start() IS
+	'event trigger (counters_ddl_start): counts partitions that join or leave a counted table, refuses DDL that would make a counter wrong';
+
+-- After CREATE TABLE ... PARTITION OF / ATTACH PARTITION: new partitions of a counted table get their triggers.
+-- After a column of an existing target was renamed: the definition's alias follows. After DETACH PARTITION: the
+-- table that left loses its triggers.
+CREATE FUNCTION counters._on_ddl_end() RETURNS event_trigger
+	AS 'MODULE_PATHNAME', 'counters_on_ddl_end'
+	LANGUAGE C;
+CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
+	WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE')
+	EXECUTE FUNCTION counters._on_ddl_end();
+COMMENT ON FUNCTION counters._on_ddl_end() IS
+	'event trigger (counters_ddl_end): new partitions get the capture triggers, renamed target columns are followed';
+
+-- When a source, counter table or definition view is dropped, the counter goes with it (catalog row, what remains of
+-- its view and tables, the triggers once no counter of the source is left), as far as the role that dropped may
+-- drop: what it may not stays, and is reported.
+CREATE FUNCTION counters._on_sql_drop() RETURNS event_trigger
+	AS 'MODULE_PATHNAME', 'counters_on_sql_drop'
+	LANGUAGE C;
+CREATE EVENT TRIGGER counters_sql_drop ON sql_drop
+	EXECUTE FUNCTION counters._on_sql_drop();
+COMMENT ON FUNCTION counters._on_sql_drop() IS
+	'event trigger (counters_sql_drop): a counter whose source, table or view was dropped goes with it';
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- modes and compaction
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- Fold pending deltas into the totals, one key at a time in sorted order, in one statement: readers see the pending
+-- rows or their folded sum, never both or neither. Log mode: every log row (writers keep appending and are never
+-- blocked). Sharded mode: the slot rows no transaction holds (busy slots wait for the next compaction). Then deletes
+-- expired buckets (apply_retention). Returns the number of rows folded. Each counter is folded as its owner; without
+-- a name, the counters the caller may maintain, each on its own (one that fails is reported and the others go on).
+CREATE FUNCTION counters.compact(name text DEFAULT NULL) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'counters_compact'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.compact(text) IS
+	'fold the log or idle slots of one or all counters into their totals, then apply retentions; returns rows folded';
+
+-- The k largest keys of a counter by one value column, exactly, as of the caller's snapshot (read with the caller's
+-- rights). In log or sharded mode it reads the top k + m keys of the totals (add an index on the column to make that
+-- an index scan) plus the m keys that have pending deltas. `filter` is an SQL condition on the counter's columns,
+-- e.g. 'blog_id = 7' (key columns only in log and sharded mode).
+CREATE FUNCTION counters.top(name text, column_name text, k integer, filter text DEFAULT NULL)
+	RETURNS TABLE (key jsonb, value numeric)
+	AS 'MODULE_PATHNAME', 'counters_top'
+	LANGUAGE C STABLE;
+COMMENT ON FUNCTION counters.top(text, text, integer, text) IS
+	'the k largest keys of a counter by one value column, exactly, as of the caller''s snapshot';
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- bounds and thresholds
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- Bounds on one value column of an exact counter (NULL = unbounded; calling again replaces them, two NULLs remove
+-- them). A statement whose deltas would move a value outside its bounds fails with check_violation (23514) and
+-- changes nothing; checked while the counter row is locked. Bounds that current values already break are refused
+-- (the source is locked against writes meanwhile).
+CREATE FUNCTION counters.set_bounds(name text, column_name text, min numeric DEFAULT NULL, max numeric DEFAULT NULL)
+	RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_bounds'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_bounds(text, text, numeric, numeric) IS
+	'bounds on a value column of an exact counter: statements that would cross them fail with 23514';
+
+-- Thresholds on one value column of an exact counter (an empty array removes them). When a statement moves a value
+-- from below a threshold to at or above it (direction "up"), or back below it ("down"), the extension sends
+--   NOTIFY "counters.<counter name>", '{"counter": ..., "key": {...}, "column": ..., "old": ..., "new": ...,
+--                                      "threshold": ..., "direction": "up" | "down"}'
+-- (delivered only if the transaction commits), and calls the callback, if given, in the same transaction with the
+-- same fields as arguments: callback(counter text, key jsonb, column_name text, old numeric, new numeric,
+-- threshold numeric, direction text), as the counter's owner in a security-restricted operation, with
+-- search_path = pg_catalog, pg_temp. A value that crosses several thresholds at once reports each.
+CREATE FUNCTION counters.set_thresholds(name text, column_name text, thresholds numeric[],
+	callback regprocedure DEFAULT NULL) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_thresholds'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure) IS
+	'thresholds on a value column of an exact counter: each crossing sends NOTIFY "counters.<name>" and calls the callback';
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- time windows
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- Keep only recent time buckets of a counter keyed by one (a key column of type date, timestamp or timestamptz):
+-- buckets older than now() - keep are deleted by apply_retention() (which compact(), the worker and a pg_cron job
+-- call), and deltas to them are dropped by the trigger. verify() and rebuild() compare only the buckets kept. keep
+-- NULL removes the retention. For timestamp (without time zone) buckets the horizon is computed in the session's
+-- time zone: keep writers and the compacting job in one TimeZone (UTC is simplest).
+CREATE FUNCTION counters.set_retention(name text, column_name text, keep interval) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_retention'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_retention(text, text, interval) IS
+	'keep only time buckets newer than now() - keep (a date, timestamp or timestamptz key); NULL removes it';
+
+-- Delete the expired buckets of one or all counters with a retention (from the totals and the log or slots too), as
+-- each counter's owner; returns the number of rows deleted. counters.compact() calls it.
+CREATE FUNCTION counters.apply_retention(name text DEFAULT NULL) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'counters_apply_retention'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.apply_retention(text) IS
+	'delete expired time buckets of one or all counters now; returns rows deleted';
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- verify and repair
+-- ---------------------------------------------------------------------------------------------------------------
+
+-- One row per counter value that differs from its definition recomputed now, in one snapshot per counter (a plain
+-- read: it takes no lock that blocks writers). A missing counter row counts as zeros; for a counter kept in an
+-- existing table, keys that have no row there are not reported (their deltas are skipped by design); with a
+-- retention, buckets older than it are not compared. The recount runs as the counter's owner with row_security off.
+-- Without a name: every counter the caller may read; each run is recorded in counters.maintenance.
+CREATE FUNCTION counters.verify(name text DEFAULT NULL)
+	RETURNS TABLE (counter text, key jsonb, column_name text, stored numeric, expected numeric)
+	AS 'MODULE_PATHNAME', 'counters_verify'
+	LANGUAGE C VOLATILE ROWS 10;
+COMMENT ON FUNCTION counters.verify(text) IS
+	'every stored counter value that differs from its definition recomputed now';
+
+-- Make stored counters equal to their definition again; returns how many counter rows it inserted, updated or
+-- deleted. `condition` (optional) is an SQL condition over the counter's key columns, as named in the counter table
+-- ('blog_id = 7'): only those keys are rebuilt. The source is locked in SHARE mode meanwhile (writers wait, readers go
+-- on). A log-mode or sharded counter is compacted first, then its totals rebuilt. NOTICEs report the keys that
+-- differed and the rows changed, per counter.
+CREATE FUNCTION counters.rebuild(name text DEFAULT NULL, condition text DEFAULT NULL) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'counters_rebuild'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.rebuild(text, text) IS
+	'make stored counters equal to their definitions, only the keys that differ; returns rows changed';
