@@ -129,14 +129,15 @@ ApplyUpsert(CompiledCounter *c, Datum *params, char *nulls, int free_slot)
 	SPI_freetuptable(written);
 }
 
-/* One statement per key: the cheapest path for the one or few keys of an OLTP statement. */
+/*
+ * Key by key, in order: directly where direct.cpp can (exact: every key; sharded: keys with a free slot row), else
+ * one statement per key. `direct` is ended here.
+ */
 void
-ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nulls)
+ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nulls, DirectTarget *direct)
 {
 	CompiledCounter *c = r->c;
 	Datum zero = ZeroNumeric();
-	/* Rows that exist are updated directly (exact, sharded); the upsert inserts the others. */
-	DirectTarget *direct = DirectBegin(c);
 	for (uint32 i = 0; i < n; i++) {
 		KeyParams(c->def, sorted[i], params, nulls, zero);
 		switch (c->mode) {
@@ -303,11 +304,16 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls)
 	 */
 	AsOwner owner;
 	BecomeOwner(&owner, c->owner);
-	/* (Crossing thresholds needs each key's delta next to its new value: key by key.) */
-	if (n > 1 && c->plans[PLAN_BULK] != nullptr && !c->has_thresholds && !c->has_check)
+	/*
+	 * Directly, key by key, where direct.cpp can (an index probe and a row written per key, as a set-based UPDATE
+	 * ... FROM with a nested loop would, without the executor); else, many keys in one statement, unless crossing
+	 * thresholds needs each key's delta next to its new value.
+	 */
+	DirectTarget *direct = DirectBegin(c);
+	if (direct == nullptr && n > 1 && c->plans[PLAN_BULK] != nullptr && !c->has_thresholds && !c->has_check)
 		ApplyBulk(r, sorted, n, params);
 	else
-		ApplyEach(r, sorted, n, params, nulls);
+		ApplyEach(r, sorted, n, params, nulls, direct);
 	/* What did not fit in bigint in one step (rare), in further steps, in the same order. */
 	for (;;) {
 		uint32 left = 0;
@@ -317,7 +323,7 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls)
 		if (left == 0)
 			break;
 		n = left;
-		ApplyEach(r, sorted, n, params, nulls);
+		ApplyEach(r, sorted, n, params, nulls, DirectBegin(c));
 	}
 	error_context_stack = context.previous;
 	RestoreUser(&owner);

@@ -162,6 +162,20 @@ InsertIndexTuples(ResultRelInfo *rri, TupleTableSlot *slot, EState *estate, Inde
 }
 
 /*
+ * Index entries for a row inserted speculatively (INSERT ... ON CONFLICT's protocol): *conflict says whether one of
+ * `arbiters` already holds the key.
+ */
+inline List *
+InsertIndexTuplesSpeculative(ResultRelInfo *rri, TupleTableSlot *slot, EState *estate, bool *conflict, List *arbiters)
+{
+#if PG_VERSION_NUM >= 160000
+	return ExecInsertIndexTuples(rri, slot, estate, false, true, conflict, arbiters, false);
+#else
+	return ExecInsertIndexTuples(rri, slot, estate, false, true, conflict, arbiters);
+#endif
+}
+
+/*
  * An analysed query's select list with GROUP BY expressions written out. From 18 on, a select-list expression that
  * matches a GROUP BY item is a Var of the grouping step's range-table entry (varattno = the item's position), not an
  * expression over the source table; this replaces such Vars by the grouped expressions, as the planner and ruleutils

@@ -42,6 +42,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/numeric.h"
@@ -63,6 +64,8 @@ struct DirectTarget {
 	ResultRelInfo *rri;
 	Datum zero; /* numeric 0 */
 	bool modified;
+	bool can_insert; /* a missing key's row is inserted here (exact mode, every column a key or value column) */
+	List *arbiters;  /* the key index, for the speculative insertion of a missing key's row */
 };
 
 namespace {
@@ -200,7 +203,7 @@ EnsureExecutorState(DirectTarget *d)
 		d->estate = CreateExecutorState();
 		d->rri = makeNode(ResultRelInfo);
 		InitResultRelInfo(d->rri, d->rel, 0, nullptr, 0);
-		ExecOpenIndices(d->rri, false);
+		ExecOpenIndices(d->rri, true); /* (with what a speculative insertion needs) */
 	}
 }
 
@@ -216,6 +219,65 @@ InsertIndexEntries(DirectTarget *d, compat::IndexUpdate indexes)
 	EnsureExecutorState(d);
 	List *r = compat::InsertIndexTuples(d->rri, d->next, d->estate, indexes);
 	list_free(r);
+}
+
+/* Whether every column of the counter table is one of the counter's: a new row is then the key and its deltas. */
+bool
+OnlyCounterColumns(Relation rel, CompiledCounter *c)
+{
+	TupleDesc desc = RelationGetDescr(rel);
+	int n = 0;
+	for (int a = 0; a < desc->natts; a++)
+		if (!TupleDescAttr(desc, a)->attisdropped)
+			n++;
+	return n == c->def->nkeys + c->def->nvalues;
+}
+
+/*
+ * Insert the row of a key that has none: the key and its deltas as values. Inserted speculatively, as INSERT ... ON
+ * CONFLICT does: if another transaction inserted the key meanwhile, the insertion is undone and false returned, for
+ * the caller to look for that row again. The key's row is written in its turn, so rows are still locked or created
+ * in the statement's key order.
+ */
+bool
+InsertKeyRow(DirectTarget *d, Datum *params, char *nulls)
+{
+	CompiledCounter *c = d->c;
+	CounterDef *def = c->def;
+	TupleTableSlot *next = d->next;
+	ExecClearTuple(next);
+	int natts = RelationGetDescr(d->rel)->natts;
+	for (int a = 0; a < natts; a++) {
+		next->tts_values[a] = (Datum)0;
+		next->tts_isnull[a] = true;
+	}
+	for (int k = 0; k < def->nkeys; k++) {
+		next->tts_isnull[c->key_attnums[k] - 1] = nulls[k] == 'n';
+		next->tts_values[c->key_attnums[k] - 1] = nulls[k] == 'n' ? (Datum)0 : params[k];
+	}
+	for (int v = 0; v < def->nvalues; v++) {
+		Datum delta = params[def->nkeys + v];
+		Oid type = def->values[v].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
+		next->tts_isnull[c->value_attnums[v] - 1] = false;
+		next->tts_values[c->value_attnums[v] - 1] = delta;
+		CheckBounds(c, v, delta, type, params, nulls);
+		NoteCrossings(c, v, delta, type, delta, params, nulls);
+	}
+	ExecStoreVirtualTuple(next);
+	EnsureExecutorState(d);
+	if (c->has_check)
+		ExecConstraints(d->rri, next, d->estate);
+	TransactionId xid = GetCurrentTransactionId();
+	uint32 token = SpeculativeInsertionLockAcquire(xid);
+	table_tuple_insert_speculative(d->rel, next, GetCurrentCommandId(true), 0, nullptr, token);
+	bool conflict = false;
+	List *recheck = compat::InsertIndexTuplesSpeculative(d->rri, next, d->estate, &conflict, d->arbiters);
+	table_tuple_complete_speculative(d->rel, next, token, !conflict);
+	SpeculativeInsertionLockRelease(xid);
+	list_free(recheck);
+	if (!conflict)
+		d->modified = true;
+	return !conflict;
 }
 
 } // namespace
@@ -257,6 +319,8 @@ DirectBegin(CompiledCounter *c)
 	d->found = table_slot_create(rel, nullptr);
 	d->next = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
 	d->zero = DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
+	d->can_insert = c->mode == ApplyMode::Exact && OnlyCounterColumns(rel, c);
+	d->arbiters = list_make1_oid(indexoid);
 	d->scankeys = (ScanKeyData *)palloc0(sizeof(ScanKeyData) * c->def->nkeys);
 	for (int j = 0; j < c->def->nkeys; j++) {
 		Oid opfamily = d->index->rd_opfamily[j];
@@ -356,8 +420,17 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 	if (d->c->mode == ApplyMode::Sharded) {
 		if (!LockSlotRow(d, params, nulls, &tid, free_slot))
 			return DirectResult::Missing;
-	} else if (!LockKeyRow(d, params, nulls, &tid))
-		return DirectResult::Missing;
+	} else {
+		for (;;) {
+			if (LockKeyRow(d, params, nulls, &tid))
+				break;
+			if (!d->can_insert)
+				return DirectResult::Missing;
+			if (InsertKeyRow(d, params, nulls))
+				return DirectResult::Applied;
+			/* inserted by another transaction meanwhile: look for its row again */
+		}
+	}
 
 	slot_getallattrs(d->found);
 	TupleTableSlot *next = d->next;
@@ -429,6 +502,7 @@ DirectEnd(DirectTarget *d)
 	}
 	ExecDropSingleTupleTableSlot(d->found);
 	ExecDropSingleTupleTableSlot(d->next);
+	list_free(d->arbiters);
 	index_close(d->index, NoLock);
 	table_close(d->rel, NoLock);
 	/* Later statements (and a later step for the same key) see the new versions. */

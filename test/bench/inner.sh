@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ROWS=${ROWS:-1000000}
+USERS=${USERS:-10000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 RUNS=${RUNS:-3}
 VARIANTS=${VARIANTS:-none plpgsql_row plpgsql_stmt exact log sharded}
@@ -19,7 +20,7 @@ seed() { # variant
 	dropdb --if-exists "$DB" >/dev/null
 	createdb "$DB"
 	"${PSQL[@]}" -c "CREATE EXTENSION counters"
-	"${PSQL[@]}" -v rows="$ROWS" -f schema.sql
+	"${PSQL[@]}" -v rows="$ROWS" -v users="$USERS" -f schema.sql
 	"${PSQL[@]}" -f "variant_$1.sql" >/dev/null
 	case $1 in
 	exact | log | sharded) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp; CREATE VIEW bp_counter AS SELECT * FROM bp" ;;
@@ -58,7 +59,7 @@ pgbench_run() { # clients scripts... -> "tps failed_percent"
 	shift
 	local args=()
 	for s in "$@"; do args+=(-f "$s"); done
-	pgbench -n -c "$clients" -j "$clients" -T "$SECONDS_PER_RUN" -D rows="$ROWS" "${args[@]}" "$DB" 2>/dev/null |
+	pgbench -n -c "$clients" -j "$clients" -T "$SECONDS_PER_RUN" -D rows="$ROWS" -D users="$USERS" "${args[@]}" "$DB" 2>/dev/null |
 		awk '/^tps/ {tps = $3} /number of failed transactions/ {gsub(/[(%)]/, "", $6); failed = $6}
 		     END {print tps, (failed == "" ? 0 : failed)}'
 }
