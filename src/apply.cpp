@@ -42,13 +42,14 @@ void
 KeyParams(const CounterDef *def, DeltaEntry *e, Datum *params, char *nulls, Datum zero)
 {
 	for (int k = 0; k < def->nkeys; k++) {
-		params[k] = e->key.values[k];
-		nulls[k] = e->key.nulls[k] ? 'n' : ' ';
+		params[k] = e->key[k];
+		nulls[k] = e->KeyNulls(def->nkeys)[k] ? 'n' : ' ';
 	}
 	for (int v = 0; v < def->nvalues; v++) {
 		int p = def->nkeys + v;
 		nulls[p] = ' ';
-		params[p] = def->values[v].accum == AccumKind::Int64 ? Int64GetDatum(TakeInt64(e, v)) : TakeNumeric(e, v, zero);
+		params[p] = def->values[v].accum == AccumKind::Int64 ? Int64GetDatum(TakeInt64(def, e, v))
+		                                                     : TakeNumeric(def, e, v, zero);
 	}
 }
 
@@ -139,6 +140,9 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 	CompiledCounter *c = r->c;
 	Datum zero = ZeroNumeric();
 	for (uint32 i = 0; i < n; i++) {
+		/* (entries are visited in key order, not memory order: fetch a few ahead) */
+		if (i + 8 < n)
+			__builtin_prefetch(sorted[i + 8]->Ints(c->def->nvalues));
 		KeyParams(c->def, sorted[i], params, nulls, zero);
 		switch (c->mode) {
 		case ApplyMode::Log:
@@ -208,8 +212,8 @@ ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params)
 	int lbs[1] = {1};
 	for (int k = 0; k < def->nkeys; k++) {
 		for (uint32 i = 0; i < n; i++) {
-			elems[i] = sorted[i]->key.values[k];
-			elem_nulls[i] = sorted[i]->key.nulls[k];
+			elems[i] = sorted[i]->key[k];
+			elem_nulls[i] = sorted[i]->KeyNulls(def->nkeys)[k];
 		}
 		params[k] = PointerGetDatum(construct_md_array(elems, elem_nulls, 1, dims, lbs, def->keys[k].type,
 		                                               c->key_typlen[k], c->key_byval[k], c->key_typalign[k]));
@@ -218,7 +222,7 @@ ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params)
 	for (int v = 0; v < def->nvalues; v++) {
 		bool ints = def->values[v].accum == AccumKind::Int64;
 		for (uint32 i = 0; i < n; i++)
-			elems[i] = ints ? Int64GetDatum(TakeInt64(sorted[i], v)) : TakeNumeric(sorted[i], v, zero);
+			elems[i] = ints ? Int64GetDatum(TakeInt64(def, sorted[i], v)) : TakeNumeric(def, sorted[i], v, zero);
 		params[def->nkeys + v] = PointerGetDatum(ints ? construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE)
 		                                              : construct_array(elems, n, NUMERICOID, -1, false, TYPALIGN_INT));
 	}
@@ -261,8 +265,9 @@ DropExpired(const CompiledCounter *c, DeltaEntry **entries, uint32 n)
 	Datum horizon = RetentionHorizon(c);
 	uint32 kept = 0;
 	for (uint32 i = 0; i < n; i++)
-		if (entries[i]->key.nulls[rk] || DatumGetInt32(FunctionCall2Coll(&c->key_cmp[rk], c->def->keys[rk].collation,
-		                                                                 entries[i]->key.values[rk], horizon)) >= 0)
+		if (entries[i]->KeyNulls(c->def->nkeys)[rk] ||
+		    DatumGetInt32(
+		        FunctionCall2Coll(&c->key_cmp[rk], c->def->keys[rk].collation, entries[i]->key[rk], horizon)) >= 0)
 			entries[kept++] = entries[i];
 	return kept;
 }

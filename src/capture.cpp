@@ -133,7 +133,7 @@ CountRowFor(Run *run, CounterRun *r, int sign)
 		if (!run->row_present[v])
 			continue;
 		if (def->values[v].accum == AccumKind::Int64)
-			e->ints[v] += sign < 0 ? -(int128)run->row_ints[v] : (int128)run->row_ints[v];
+			e->Ints(def->nvalues)[v] += sign < 0 ? -(int128)run->row_ints[v] : (int128)run->row_ints[v];
 		else
 			DeltaAddNumeric(r, e, v, sign, run->row_numerics[v]);
 	}
@@ -226,8 +226,8 @@ StartRun(SourceCounters *sc, MemoryContext parent)
 			    def->values[v].filter ? ExecInitQual(make_ands_implicit(def->values[v].filter), nullptr) : nullptr;
 		}
 		RestoreUser(&owner);
-		r->row_key.values = (Datum *)palloc(sizeof(Datum) * def->nkeys);
-		r->row_key.nulls = (bool *)palloc(sizeof(bool) * def->nkeys);
+		r->row_key.values = (Datum *)palloc((sizeof(Datum) + sizeof(bool)) * def->nkeys);
+		r->row_key.nulls = (bool *)(r->row_key.values + def->nkeys);
 		maxvalues = Max(maxvalues, def->nvalues);
 	}
 	run->row_ints = (int64 *)palloc(sizeof(int64) * maxvalues);

@@ -16,19 +16,41 @@ extern "C" {
 
 namespace counters {
 
-/* A key of a counter: one value and null flag per key column, in definition order. */
+/* A key of a counter: one value and null flag per key column, in definition order; the flags follow the values. */
 struct DeltaKey {
 	Datum *values;
-	bool *nulls;
+	bool *nulls; /* == (bool *)(values + nkeys) */
 };
 
-/* The summed delta of one key of one counter. */
+/*
+ * The summed delta of one key of one counter: 16 bytes in the hash table, pointing into one block of the delta
+ * context laid out as
+ *
+ *     int128 ints[nvalues] | Datum numerics[nvalues] | Datum key[nkeys] | bool nulls[nkeys]
+ *
+ * Int64 columns sum in `ints` (128-bit: intermediate sums may exceed bigint), Numeric columns in `numerics` (NULL
+ * datum = zero).
+ */
 struct DeltaEntry {
-	DeltaKey key;
+	Datum *key; /* the key's values */
 	uint32 hash;
-	char status;     /* (the hash table's) */
-	int128 *ints;    /* Int64 accumulators (128-bit: intermediate sums may exceed bigint), per value column */
-	Datum *numerics; /* Numeric accumulators (NULL datum = zero), per value column */
+	char status; /* (the hash table's) */
+
+	bool *
+	KeyNulls(int nkeys) const
+	{
+		return (bool *)(key + nkeys);
+	}
+	Datum *
+	Numerics(int nvalues) const
+	{
+		return key - nvalues;
+	}
+	int128 *
+	Ints(int nvalues) const
+	{
+		return (int128 *)((char *)key - nvalues * (sizeof(int128) + sizeof(Datum)));
+	}
 };
 
 struct deltas_hash; /* delta.cpp: a simplehash table of DeltaEntry */
@@ -43,6 +65,8 @@ struct CounterRun {
 	DeltaKey row_key;        /* the key of the row being counted */
 	MemoryContext delta_cxt; /* the deltas (shared by the counters of one source) */
 	deltas_hash *deltas;
+	char *arena; /* the entries' keys and sums are carved from blocks of delta_cxt */
+	Size arena_left;
 };
 
 /* delta.cpp */
@@ -53,8 +77,8 @@ uint32 DeltaCount(const CounterRun *r);
 DeltaEntry **NonzeroDeltas(CounterRun *r, uint32 *n);           /* in no particular order */
 void SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n); /* by key, in the keys' btree order, NULLS LAST */
 bool DeltaIsZero(const CounterDef *def, const DeltaEntry *e);
-int64 TakeInt64(DeltaEntry *e, int v);
-Datum TakeNumeric(DeltaEntry *e, int v, Datum zero);
+int64 TakeInt64(const CounterDef *def, DeltaEntry *e, int v);
+Datum TakeNumeric(const CounterDef *def, DeltaEntry *e, int v, Datum zero);
 
 /* apply.cpp: apply the deltas of `n` counters in the order given, then announce their threshold crossings. */
 void ApplyCounters(CounterRun **list, int n);

@@ -12,6 +12,7 @@
 extern "C" {
 #include "common/hashfn.h"
 #include "port/pg_bitutils.h"
+#include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/memutils.h"
@@ -35,38 +36,44 @@ MixDatum(Datum d)
 	return (uint32)x;
 }
 
+/* (a key's values, followed by its null flags) */
 inline uint32
-HashKey(const CounterRun *r, DeltaKey key)
+HashKey(const CounterRun *r, const Datum *key)
 {
 	const CompiledCounter *c = r->c;
+	int nkeys = c->def->nkeys;
+	const bool *nulls = (const bool *)(key + nkeys);
 	uint32 h = 0;
-	for (int i = 0; i < c->def->nkeys; i++) {
+	for (int i = 0; i < nkeys; i++) {
 		uint32 k;
-		if (key.nulls[i])
+		if (nulls[i])
 			k = 0x9e3779b9U;
 		else if (c->key_fast[i])
-			k = MixDatum(key.values[i]);
+			k = MixDatum(key[i]);
 		else
-			k = DatumGetUInt32(FunctionCall1Coll(&c->key_hash[i], c->def->keys[i].collation, key.values[i]));
+			k = DatumGetUInt32(FunctionCall1Coll(&c->key_hash[i], c->def->keys[i].collation, key[i]));
 		h = hash_combine(h, k);
 	}
 	return h;
 }
 
 inline bool
-KeysEqual(const CounterRun *r, DeltaKey a, DeltaKey b)
+KeysEqual(const CounterRun *r, const Datum *a, const Datum *b)
 {
 	const CompiledCounter *c = r->c;
-	for (int i = 0; i < c->def->nkeys; i++) {
-		if (a.nulls[i] || b.nulls[i]) {
-			if (a.nulls[i] != b.nulls[i])
+	int nkeys = c->def->nkeys;
+	const bool *anulls = (const bool *)(a + nkeys);
+	const bool *bnulls = (const bool *)(b + nkeys);
+	for (int i = 0; i < nkeys; i++) {
+		if (anulls[i] || bnulls[i]) {
+			if (anulls[i] != bnulls[i])
 				return false;
 			continue;
 		}
 		if (c->key_fast[i]) {
-			if (a.values[i] != b.values[i])
+			if (a[i] != b[i])
 				return false;
-		} else if (!DatumGetBool(FunctionCall2Coll(&c->key_eq[i], c->def->keys[i].collation, a.values[i], b.values[i])))
+		} else if (!DatumGetBool(FunctionCall2Coll(&c->key_eq[i], c->def->keys[i].collation, a[i], b[i])))
 			return false;
 	}
 	return true;
@@ -76,7 +83,7 @@ KeysEqual(const CounterRun *r, DeltaKey a, DeltaKey b)
 
 #define SH_PREFIX deltas
 #define SH_ELEMENT_TYPE DeltaEntry
-#define SH_KEY_TYPE DeltaKey
+#define SH_KEY_TYPE Datum *
 #define SH_KEY key
 #define SH_HASH_KEY(tb, k) HashKey((const CounterRun *)(tb)->private_data, k)
 #define SH_EQUAL(tb, a, b) KeysEqual((const CounterRun *)(tb)->private_data, a, b)
@@ -91,28 +98,54 @@ void
 DeltaStart(CounterRun *r)
 {
 	r->deltas = deltas_create(r->delta_cxt, 64, r);
+	r->arena = nullptr;
+	r->arena_left = 0;
 }
+
+namespace {
+
+/*
+ * The memory of one entry: its sums, key values and null flags in one piece, so that reading an entry (summing,
+ * sorting, applying) touches one place. Carved from blocks of the delta context, never freed one by one.
+ */
+void *
+EntryMemory(CounterRun *r, Size size)
+{
+	size = MAXALIGN(size);
+	if (r->arena_left < size) {
+		Size block = Max(size, (Size)32768);
+		r->arena = (char *)MemoryContextAlloc(r->delta_cxt, block);
+		r->arena_left = block;
+	}
+	void *p = r->arena;
+	r->arena += size;
+	r->arena_left -= size;
+	return p;
+}
+
+} // namespace
 
 DeltaEntry *
 DeltaOfRowKey(CounterRun *r)
 {
 	bool found;
-	DeltaEntry *e = deltas_insert(r->deltas, r->row_key, &found);
+	DeltaEntry *e = deltas_insert(r->deltas, r->row_key.values, &found);
 	if (found)
 		return e;
-	/* The entry holds the row's key for now: give it a copy of its own, and zero sums. */
+	/* The entry points at the row's key for now: give it a block of its own, with zero sums. */
 	const CompiledCounter *c = r->c;
 	int nkeys = c->def->nkeys;
+	int nvalues = c->def->nvalues;
+	Size sums = (sizeof(int128) + sizeof(Datum)) * nvalues;
+	char *mem = (char *)EntryMemory(r, sums + (sizeof(Datum) + sizeof(bool)) * nkeys);
+	memset(mem, 0, sums);
+	e->key = (Datum *)(mem + sums);
+	bool *nulls = e->KeyNulls(nkeys);
 	MemoryContext old = MemoryContextSwitchTo(r->delta_cxt);
-	e->key.values = (Datum *)palloc(sizeof(Datum) * nkeys);
-	e->key.nulls = (bool *)palloc(sizeof(bool) * nkeys);
 	for (int i = 0; i < nkeys; i++) {
-		e->key.nulls[i] = r->row_key.nulls[i];
-		e->key.values[i] =
-		    r->row_key.nulls[i] ? (Datum)0 : datumCopy(r->row_key.values[i], c->key_byval[i], c->key_typlen[i]);
+		nulls[i] = r->row_key.nulls[i];
+		e->key[i] = nulls[i] ? (Datum)0 : datumCopy(r->row_key.values[i], c->key_byval[i], c->key_typlen[i]);
 	}
-	e->ints = (int128 *)palloc0(sizeof(int128) * c->def->nvalues);
-	e->numerics = (Datum *)palloc0(sizeof(Datum) * c->def->nvalues);
 	MemoryContextSwitchTo(old);
 	return e;
 }
@@ -121,14 +154,15 @@ void
 DeltaAddNumeric(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value)
 {
 	MemoryContext old = MemoryContextSwitchTo(r->delta_cxt);
+	Datum *numerics = e->Numerics(r->c->def->nvalues);
 	Datum sum;
-	if (e->numerics[v] == (Datum)0)
+	if (numerics[v] == (Datum)0)
 		sum = sign < 0 ? DirectFunctionCall1(numeric_uminus, value) : datumCopy(value, false, -1);
 	else {
-		sum = DirectFunctionCall2(sign < 0 ? numeric_sub : numeric_add, e->numerics[v], value);
-		pfree(DatumGetPointer(e->numerics[v]));
+		sum = DirectFunctionCall2(sign < 0 ? numeric_sub : numeric_add, numerics[v], value);
+		pfree(DatumGetPointer(numerics[v]));
 	}
-	e->numerics[v] = sum;
+	numerics[v] = sum;
 	MemoryContextSwitchTo(old);
 }
 
@@ -141,12 +175,14 @@ DeltaCount(const CounterRun *r)
 bool
 DeltaIsZero(const CounterDef *def, const DeltaEntry *e)
 {
+	const int128 *ints = e->Ints(def->nvalues);
+	const Datum *numerics = e->Numerics(def->nvalues);
 	for (int v = 0; v < def->nvalues; v++) {
 		if (def->values[v].accum == AccumKind::Int64) {
-			if (e->ints[v] != 0)
+			if (ints[v] != 0)
 				return false;
-		} else if (e->numerics[v] != (Datum)0 &&
-		           !DatumGetBool(DirectFunctionCall2(numeric_eq, e->numerics[v], NumericGetDatum(int64_to_numeric(0)))))
+		} else if (numerics[v] != (Datum)0 &&
+		           !DatumGetBool(DirectFunctionCall2(numeric_eq, numerics[v], NumericGetDatum(int64_to_numeric(0)))))
 			return false;
 	}
 	return true;
@@ -168,20 +204,47 @@ NonzeroDeltas(CounterRun *r, uint32 *n)
 
 namespace {
 
+/*
+ * Sorting: an entry's first two key values are copied next to it, so that most comparisons read the array being
+ * sorted and not the entries; integer-like keys compare as the signed integers they hold.
+ */
+struct SortItem {
+	Datum k[2];
+	bool null[2];
+	DeltaEntry *e;
+};
+
+/* Whether key `i` sorts as the signed integer its Datum holds ("char" sorts unsigned: not it). */
+inline bool
+SortsAsInteger(const CompiledCounter *c, int i)
+{
+	return c->key_fast[i] && c->def->keys[i].type != CHAROID;
+}
+
+inline int
+CompareKey(const CompiledCounter *c, int i, Datum a, bool anull, Datum b, bool bnull)
+{
+	if (anull || bnull)
+		return anull == bnull ? 0 : anull ? 1 : -1; /* NULLS LAST, as ORDER BY */
+	if (SortsAsInteger(c, i))
+		return (int64)a < (int64)b ? -1 : (int64)a > (int64)b ? 1 : 0;
+	return DatumGetInt32(FunctionCall2Coll(&c->key_cmp[i], c->def->keys[i].collation, a, b));
+}
+
 int
-CompareDeltas(const void *pa, const void *pb, void *arg)
+CompareItems(const void *pa, const void *pb, void *arg)
 {
 	const CompiledCounter *c = ((const CounterRun *)arg)->c;
-	const DeltaEntry *a = *(DeltaEntry *const *)pa;
-	const DeltaEntry *b = *(DeltaEntry *const *)pb;
-	for (int i = 0; i < c->def->nkeys; i++) {
-		if (a->key.nulls[i] || b->key.nulls[i]) {
-			if (a->key.nulls[i] == b->key.nulls[i])
-				continue;
-			return a->key.nulls[i] ? 1 : -1; /* NULLS LAST, as ORDER BY */
-		}
-		int cmp = DatumGetInt32(
-		    FunctionCall2Coll(&c->key_cmp[i], c->def->keys[i].collation, a->key.values[i], b->key.values[i]));
+	const SortItem *a = (const SortItem *)pa;
+	const SortItem *b = (const SortItem *)pb;
+	int nkeys = c->def->nkeys;
+	for (int i = 0; i < nkeys && i < 2; i++) {
+		int cmp = CompareKey(c, i, a->k[i], a->null[i], b->k[i], b->null[i]);
+		if (cmp != 0)
+			return cmp;
+	}
+	for (int i = 2; i < nkeys; i++) {
+		int cmp = CompareKey(c, i, a->e->key[i], a->e->KeyNulls(nkeys)[i], b->e->key[i], b->e->KeyNulls(nkeys)[i]);
 		if (cmp != 0)
 			return cmp;
 	}
@@ -193,8 +256,22 @@ CompareDeltas(const void *pa, const void *pb, void *arg)
 void
 SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n)
 {
-	if (n > 1)
-		qsort_arg(entries, n, sizeof(DeltaEntry *), CompareDeltas, r);
+	if (n <= 1)
+		return;
+	int nkeys = r->c->def->nkeys;
+	SortItem *items = (SortItem *)palloc(sizeof(SortItem) * n);
+	for (uint32 j = 0; j < n; j++) {
+		SortItem *it = &items[j];
+		it->e = entries[j];
+		for (int i = 0; i < 2; i++) {
+			it->k[i] = i < nkeys ? it->e->key[i] : (Datum)0;
+			it->null[i] = i < nkeys ? it->e->KeyNulls(nkeys)[i] : false;
+		}
+	}
+	qsort_arg(items, n, sizeof(SortItem), CompareItems, r);
+	for (uint32 j = 0; j < n; j++)
+		entries[j] = items[j].e;
+	pfree(items);
 }
 
 /*
@@ -203,20 +280,22 @@ SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n)
  * say) is applied in more than one step, each moving the stored value towards its final value.
  */
 int64
-TakeInt64(DeltaEntry *e, int v)
+TakeInt64(const CounterDef *def, DeltaEntry *e, int v)
 {
-	int128 d = e->ints[v];
+	int128 *ints = e->Ints(def->nvalues);
+	int128 d = ints[v];
 	int64 part = d > (int128)PG_INT64_MAX ? PG_INT64_MAX : d < (int128)PG_INT64_MIN ? PG_INT64_MIN : (int64)d;
-	e->ints[v] -= part;
+	ints[v] -= part;
 	return part;
 }
 
 /* Take a numeric delta (NULL datum = zero), leaving zero in the entry. */
 Datum
-TakeNumeric(DeltaEntry *e, int v, Datum zero)
+TakeNumeric(const CounterDef *def, DeltaEntry *e, int v, Datum zero)
 {
-	Datum d = e->numerics[v] != (Datum)0 ? e->numerics[v] : zero;
-	e->numerics[v] = (Datum)0;
+	Datum *numerics = e->Numerics(def->nvalues);
+	Datum d = numerics[v] != (Datum)0 ? numerics[v] : zero;
+	numerics[v] = (Datum)0;
 	return d;
 }
 
