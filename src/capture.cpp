@@ -289,17 +289,34 @@ CountSlot(Run *run, RowReader *rd, int sign)
 	}
 }
 
+/*
+ * The rows of a statement's transition tables: old rows count -1, new rows +1. An UPDATE's old and new rows are read
+ * in step (any order gives the same sums), so that a row's two contributions meet in the same batch of deltas and
+ * cancel there when the counter's columns did not change, instead of being applied twice in different batches.
+ */
 void
-CountTuplestore(Run *run, RowReader *rd, Tuplestorestate *ts, int sign)
+CountTuplestores(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
 {
-	if (ts == nullptr)
-		return;
 	ErrorContextCallback context;
 	PushCountContext(&context, run);
-	tuplestore_rescan(ts);
-	while (tuplestore_gettupleslot(ts, true, false, rd->slot)) {
+	if (old_rows)
+		tuplestore_rescan(old_rows);
+	if (new_rows)
+		tuplestore_rescan(new_rows);
+	while (old_rows || new_rows) {
 		CHECK_FOR_INTERRUPTS();
-		CountSlot(run, rd, sign);
+		if (old_rows) {
+			if (tuplestore_gettupleslot(old_rows, true, false, rd->slot))
+				CountSlot(run, rd, -1);
+			else
+				old_rows = nullptr;
+		}
+		if (new_rows) {
+			if (tuplestore_gettupleslot(new_rows, true, false, rd->slot))
+				CountSlot(run, rd, 1);
+			else
+				new_rows = nullptr;
+		}
 	}
 	error_context_stack = context.previous;
 }
@@ -473,8 +490,7 @@ CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_row
 	Run *run = current_frame != nullptr ? FrameRun(current_frame, sc) : StartRun(sc, CurrentMemoryContext);
 	RowReader rd;
 	InitReader(&rd, rel, run->source, &TTSOpsMinimalTuple);
-	CountTuplestore(run, &rd, old_rows, -1);
-	CountTuplestore(run, &rd, new_rows, 1);
+	CountTuplestores(run, &rd, old_rows, new_rows);
 	DropReader(&rd);
 	if (current_frame == nullptr)
 		FinishRun(run);
