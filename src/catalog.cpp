@@ -123,6 +123,14 @@ ReadCatalogOfSource(Oid source)
 	                        false);
 }
 
+List *
+ReadCatalogOfRelation(Oid rel)
+{
+	return ReadCatalogWhere(
+	    "$1::pg_catalog.regclass OPERATOR(pg_catalog.=) ANY (ARRAY[c.target, c.totals, c.log, c.query])", OIDOID,
+	    ObjectIdGetDatum(rel), false);
+}
+
 CatalogEntry *
 LookupCounter(const char *name)
 {

@@ -230,6 +230,8 @@ struct CatalogEntry {
 void LockSource(Oid source, LOCKMODE mode);
 /* Counters named `name` (NULL: all), in name order, as the latest snapshot sees them. */
 List *ReadCatalog(const char *name);
+/* The counters one of whose relations (target, totals, log or slots, definition view) is `rel`, in name order. */
+List *ReadCatalogOfRelation(Oid rel);
 /* The counter named `name`, or an error (42704). */
 CatalogEntry *LookupCounter(const char *name);
 const char *ModeName(Mode mode);
@@ -357,11 +359,17 @@ void SetBounds(const char *name, const char *column, Datum min, bool min_null, D
 void SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback);
 void SetRetention(const char *name, const char *column, Datum keep, bool keep_null);
 void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
+/* top() in the row type `rowtype` of the relation a counter is read from: whole rows of that type. */
+void TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
 void RequireKeyFilter(const CatalogEntry *e, const CounterShape *s, const char *filter);
 char *BoundsViolation(const char *column, Datum min, bool min_null, Datum max, bool max_null);
 char *CountWhereStatement(Oid rel, const char *condition);
 char *KeyFilterCheckStatement(const CounterShape *s, const char *filter);
-char *TopStatement(const CounterShape *s, int col, const char *limit, const char *filter);
+/*
+ * The top statement: (key jsonb, value numeric) rows, or with `rowtype` (the row type of the relation the counter is
+ * read from) that relation's non-dropped columns in order, the values of the counter's columns in their types.
+ */
+char *TopStatement(const CounterShape *s, int col, const char *limit, const char *filter, TupleDesc rowtype = nullptr);
 
 /* The maintenance functions (maintenance.cpp). */
 int64 Compact(const char *name);

@@ -151,6 +151,17 @@ COUNTERS_FUNCTION(counters_top)
 	return (Datum)0;
 }
 
+/*
+ * counters.top(counter anyelement, column_name, k, filter): the same, as whole rows of the counter's row type. Only
+ * the argument's type matters (its value, usually NULL::<relation>, is not read).
+ */
+COUNTERS_FUNCTION(counters_top_rows)
+{
+	counters::TopRows(get_fn_expr_argtype(fcinfo->flinfo, 0), RequiredTextArg(fcinfo, 1, "column_name"),
+	                  PG_GETARG_DATUM(2), PG_ARGISNULL(2), TextArg(fcinfo, 3), fcinfo);
+	return (Datum)0;
+}
+
 /* counters.verify(name): every stored value that differs from its definition. */
 COUNTERS_FUNCTION(counters_verify)
 {

@@ -282,21 +282,20 @@ SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 	SetOption(name, "retention", JsonbOf(json.data), false);
 }
 
+namespace {
+
+/*
+ * The k largest keys of counter `e` by value column `col`, read with the caller's rights, into the function's
+ * result: (key jsonb, value numeric) rows, or (rows) whole rows of the row type of the relation it is read from.
+ */
 void
-Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo)
+RunTop(const CatalogEntry *e, const CounterShape *s, int col, Datum k, bool k_null, const char *filter, bool rows,
+       FunctionCallInfo fcinfo)
 {
-	CatalogEntry *e = LookupCounter(name);
-	CounterShape *s = BuildShape(e);
-	int col = -1;
-	for (int i = 0; i < s->ncolumns; i++)
-		if (!s->is_key[i] && strcmp(s->table_names[i], column) == 0)
-			col = i;
-	if (col < 0)
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
-		                errmsg("counter \"%s\" has no value column %s", name, quote_identifier(column))));
 	char *limit = k_null ? pstrdup("NULL") : psprintf("%d", DatumGetInt32(k));
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+	TupleDesc desc = rsinfo->setDesc;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	/* The caller reads the counter with its own rights; the statement's names are its own, pinned. */
@@ -304,17 +303,124 @@ Top(const char *name, const char *column, Datum k, bool k_null, const char *filt
 	/* In log and sharded mode a key's value is spread over several rows: the filter may name key columns only. */
 	if (e->mode != Mode::Exact && filter != nullptr)
 		RequireKeyFilter(e, s, filter);
-	int ret = SPI_execute(TopStatement(s, col, limit, filter), true, 0);
+	int ret = SPI_execute(TopStatement(s, col, limit, filter, rows ? desc : nullptr), true, 0);
 	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "counters: top() of counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
+		elog(ERROR, "counters: top() of counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
+	/*
+	 * The statement returns the result's columns in order, without its dropped ones (a table's row type keeps them:
+	 * they are NULL here), in the result's types: unless the relation changed between the caller's plan and now.
+	 */
+	TupleDesc got = SPI_tuptable->tupdesc;
+	int *source = (int *)palloc(sizeof(int) * desc->natts);
+	int next = 0;
+	bool mismatch = false;
+	for (int a = 0; a < desc->natts; a++) {
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		source[a] = att->attisdropped ? -1 : next++;
+		if (source[a] >= 0)
+			mismatch |= source[a] >= got->natts || TupleDescAttr(got, source[a])->atttypid != att->atttypid;
+	}
+	if (mismatch || next != got->natts)
+		ereport(ERROR,
+		        (errcode(ERRCODE_DATATYPE_MISMATCH), errmsg("counter \"%s\": the columns of %s changed while top() ran",
+		                                                    e->name, QualifiedName(e->target))));
+	Datum *in_values = (Datum *)palloc(sizeof(Datum) * got->natts);
+	bool *in_nulls = (bool *)palloc(sizeof(bool) * got->natts);
+	Datum *values = (Datum *)palloc(sizeof(Datum) * desc->natts);
+	bool *nulls = (bool *)palloc(sizeof(bool) * desc->natts);
 	for (uint64 r = 0; r < SPI_processed; r++) {
-		Datum values[2];
-		bool nulls[2];
-		heap_deform_tuple(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, values, nulls);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		heap_deform_tuple(SPI_tuptable->vals[r], got, in_values, in_nulls);
+		for (int a = 0; a < desc->natts; a++) {
+			values[a] = source[a] >= 0 ? in_values[source[a]] : (Datum)0;
+			nulls[a] = source[a] >= 0 ? in_nulls[source[a]] : true;
+		}
+		tuplestore_putvalues(rsinfo->setResult, desc, values, nulls);
 	}
 	UnpinSettings(level);
 	SPI_finish();
+}
+
+/* The value column of counter shape `s` named `column` in the relation `names` come from, or -1. */
+int
+FindTopColumn(const CounterShape *s, const char **names, const char *column)
+{
+	int col = -1;
+	for (int i = 0; i < s->ncolumns; i++)
+		if (!s->is_key[i] && strcmp(names[i], column) == 0)
+			col = i;
+	return col;
+}
+
+} // namespace
+
+void
+Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo)
+{
+	CatalogEntry *e = LookupCounter(name);
+	CounterShape *s = BuildShape(e);
+	int col = FindTopColumn(s, s->table_names, column);
+	if (col < 0)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+		                errmsg("counter \"%s\" has no value column %s", name, quote_identifier(column))));
+	RunTop(e, s, col, k, k_null, filter, false, fcinfo);
+}
+
+void
+TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo)
+{
+	Oid rel = OidIsValid(rowtype) ? get_typ_typrelid(rowtype) : InvalidOid;
+	const char *type_name = OidIsValid(rowtype) ? format_type_be(rowtype) : "unknown";
+	List *entries = OidIsValid(rel) ? ReadCatalogOfRelation(rel) : NIL;
+	/*
+	 * The counter read from that relation which has the value column (several counters can keep columns of one
+	 * existing table).
+	 */
+	const CatalogEntry *found = nullptr;
+	const char *read_from = nullptr; /* (the last counter read from it) */
+	CounterShape *s = nullptr;
+	int col = -1, nread_from = 0;
+	ListCell *lc;
+	foreach (lc, entries) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (e->target != rel)
+			continue;
+		nread_from++;
+		read_from = e->name;
+		CounterShape *shape = BuildShape(e);
+		int c = FindTopColumn(shape, shape->read_names, column);
+		if (c < 0)
+			continue;
+		if (found != nullptr)
+			ereport(ERROR, (errcode(ERRCODE_AMBIGUOUS_COLUMN),
+			                errmsg("counters \"%s\" and \"%s\" both keep column %s of %s", found->name, e->name,
+			                       quote_identifier(column), QualifiedName(rel)),
+			                errhint("Use counters.top(name, column_name, k) with the counter's name.")));
+		found = e;
+		s = shape;
+		col = c;
+	}
+	if (found == nullptr && nread_from == 1)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+		                errmsg("counter \"%s\" has no value column %s", read_from, quote_identifier(column))));
+	if (found == nullptr && nread_from > 1)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("no counter read from %s has a value column %s",
+		                                                          QualifiedName(rel), quote_identifier(column))));
+	if (found == nullptr && entries != NIL) {
+		/* one of a counter's other relations: its totals, log, slots or definition view */
+		CatalogEntry *e = (CatalogEntry *)linitial(entries);
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+		                errmsg("type %s is not the row type of a counter: counter \"%s\" is read from %s", type_name,
+		                       e->name, QualifiedName(e->target)),
+		                errhint("Pass a value of the row type of the relation the counter is read from, e.g. "
+		                        "counters.top(NULL::%s, %s, 10).",
+		                        QualifiedName(e->target), quote_literal_cstr(column))));
+	}
+	if (found == nullptr)
+		ereport(ERROR,
+		        (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("type %s is not the row type of a counter", type_name),
+		         errhint("Pass a value of the row type of the relation a counter is read from (its \"target\" in "
+		                 "counters.counters), e.g. counters.top(NULL::post_likes, 'likes', 10).")));
+	RunTop(found, s, col, k, k_null, filter, true, fcinfo);
 }
 
 namespace {

@@ -607,8 +607,42 @@ KeyFilterCheckStatement(const CounterShape *s, const char *filter)
 	                filter);
 }
 
+namespace {
+
+/*
+ * The select list of a typed top() in log or sharded mode: the columns of `rowtype` (the counter's view) in order,
+ * each key as grouped and each value summed over the totals and pending rows, in the type the view gives it.
+ */
 char *
-TopStatement(const CounterShape *s, int col, const char *limit, const char *filter)
+TopRowColumns(const CounterShape *s, TupleDesc rowtype)
+{
+	StringInfoData cols;
+	initStringInfo(&cols);
+	bool first = true;
+	for (int a = 0; a < rowtype->natts; a++) {
+		Form_pg_attribute att = TupleDescAttr(rowtype, a);
+		if (att->attisdropped)
+			continue;
+		Sep(&cols, &first);
+		const char *type =
+		    format_type_extended(att->atttypid, att->atttypmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
+		int i = 0;
+		while (i < s->ncolumns && strcmp(s->read_names[i], NameStr(att->attname)) != 0)
+			i++;
+		if (i == s->ncolumns)
+			appendStringInfo(&cols, "NULL::%s", type);
+		else if (s->is_key[i])
+			appendStringInfoString(&cols, Quoted(s->table_names[i]));
+		else
+			appendStringInfo(&cols, "pg_catalog.sum(%s)::%s", Quoted(s->table_names[i]), type);
+	}
+	return cols.data;
+}
+
+} // namespace
+
+char *
+TopStatement(const CounterShape *s, int col, const char *limit, const char *filter, TupleDesc rowtype)
 {
 	const char *cond = filter ? psprintf("(%s)", filter) : "true";
 	const char *value = Quoted(s->table_names[col]);
@@ -634,10 +668,15 @@ TopStatement(const CounterShape *s, int col, const char *limit, const char *filt
 			/* a key is present when some value is nonzero, as in the counter's view */
 			appendStringInfo(&nonzero, "%spg_catalog.sum(%s) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "", c);
 	}
-	if (s->e->mode == Mode::Exact)
-		return psprintf("SELECT pg_catalog.jsonb_build_object(%s), %s::pg_catalog.numeric FROM %s WHERE %s "
-		                "ORDER BY %s DESC, %s LIMIT %s",
-		                json.data, value, QualifiedName(s->e->target), cond, value, keys.data, limit);
+	if (s->e->mode == Mode::Exact) {
+		const char *target = QualifiedName(s->e->target);
+		/* typed: the whole rows of the table, in its type (dropped columns left out: the caller skips them) */
+		const char *select =
+		    rowtype ? psprintf("%s.*", target)
+		            : psprintf("pg_catalog.jsonb_build_object(%s), %s::pg_catalog.numeric", json.data, value);
+		return psprintf("SELECT %s FROM %s WHERE %s ORDER BY %s DESC, %s LIMIT %s", select, target, cond, value,
+		                keys.data, limit);
+	}
 	/*
 	 * The top k + m keys of the totals (an index on the column makes that an index scan) plus the m keys that have
 	 * pending deltas: any key without pending deltas is exact in the totals, so these contain the true top k.
@@ -649,16 +688,18 @@ TopStatement(const CounterShape *s, int col, const char *limit, const char *filt
 	                "         (SELECT %s FROM %s WHERE %s ORDER BY %s DESC, %s LIMIT %s + (SELECT pg_catalog.count(*) "
 	                "FROM pending)) "
 	                "         UNION SELECT * FROM pending) "
-	                "SELECT pg_catalog.jsonb_build_object(%s), pg_catalog.sum(%s) "
+	                "SELECT %s "
 	                "  FROM (SELECT %s FROM %s x JOIN candidates p ON %s "
 	                "        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s "
 	                "        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s WHERE %s "
 	                "        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s WHERE %s) u "
-	                " GROUP BY %s HAVING %s ORDER BY 2 DESC, %s LIMIT %s",
-	                keys.data, log, cond, keys.data, totals, cond, value, keys.data, limit, json.data, value,
+	                " GROUP BY %s HAVING %s ORDER BY %s DESC, %s LIMIT %s",
+	                keys.data, log, cond, keys.data, totals, cond, value, keys.data, limit,
+	                rowtype ? TopRowColumns(s, rowtype)
+	                        : psprintf("pg_catalog.jsonb_build_object(%s), pg_catalog.sum(%s)", json.data, value),
 	                xcols.data, totals, match.data, xcols.data, log, match.data, xcols.data, totals, null_match.data,
-	                any_null.data, xcols.data, log, null_match.data, any_null.data, keys.data, nonzero.data, keys.data,
-	                limit);
+	                any_null.data, xcols.data, log, null_match.data, any_null.data, keys.data, nonzero.data,
+	                rowtype ? psprintf("pg_catalog.sum(%s)", value) : "2", keys.data, limit);
 }
 
 /* ---- applying deltas (prepared once per counter by cache.cpp) ---- */

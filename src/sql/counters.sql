@@ -261,6 +261,17 @@ CREATE FUNCTION counters.top(name text, column_name text, k integer, filter text
 COMMENT ON FUNCTION counters.top(text, text, integer, text) IS
 	'the k largest keys of a counter by one value column, exactly, as of the caller''s snapshot';
 
+-- The same rows in the counter's own row type: counter is a value of the row type of the relation the counter is
+-- read from (its table, or in log and sharded mode its view), usually NULL::<that relation>, e.g.
+--   SELECT post_id, likes FROM counters.top(NULL::post_likes, 'likes', 10);
+-- (a string literal as first argument still calls the form above: an unknown-type argument prefers text)
+CREATE FUNCTION counters.top(counter anyelement, column_name text, k integer, filter text DEFAULT NULL)
+	RETURNS SETOF anyelement
+	AS 'MODULE_PATHNAME', 'counters_top_rows'
+	LANGUAGE C STABLE;
+COMMENT ON FUNCTION counters.top(anyelement, text, integer, text) IS
+	'the k largest keys of a counter by one value column, exactly, as rows of the counter''s own row type';
+
 -- ---------------------------------------------------------------------------------------------------------------
 -- bounds and thresholds
 -- ---------------------------------------------------------------------------------------------------------------
