@@ -64,6 +64,8 @@ struct DirectTarget {
 	ResultRelInfo *rri;
 	Datum zero; /* numeric 0 */
 	bool modified;
+	IndexScanDesc scan;  /* LockKeyRow's scan of the key index, kept open for the next key */
+	SnapshotData dirty;  /* (its snapshot) */
 	bool can_insert; /* a missing key's row is inserted here (exact mode, every column a key or value column) */
 	List *arbiters;  /* the key index, for the speculative insertion of a missing key's row */
 };
@@ -156,17 +158,19 @@ LockKeyRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid)
 	Snapshot snapshot = GetActiveSnapshot();
 	CommandId cid = GetCurrentCommandId(true);
 	for (;;) {
-		SnapshotData dirty;
-		InitDirtySnapshot(dirty);
-		IndexScanDesc scan = compat::BeginIndexScan(d->rel, d->index, &dirty, nkeys);
-		index_rescan(scan, d->scankeys, nkeys, nullptr, 0);
-		bool found = index_getnext_slot(scan, ForwardScanDirection, d->found);
-		index_endscan(scan);
+		InitDirtySnapshot(d->dirty);
+		if (d->scan == nullptr)
+			d->scan = compat::BeginIndexScan(d->rel, d->index, &d->dirty, nkeys);
+		index_rescan(d->scan, d->scankeys, nkeys, nullptr, 0);
+		bool found = index_getnext_slot(d->scan, ForwardScanDirection, d->found);
 		if (!found)
 			return false;
 		/* Being inserted or changed by another transaction: wait for it to finish, then look again. */
-		TransactionId xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
+		TransactionId xwait = TransactionIdIsValid(d->dirty.xmin) ? d->dirty.xmin : d->dirty.xmax;
 		if (TransactionIdIsValid(xwait)) {
+			/* (not holding the scan's pins while waiting) */
+			index_endscan(d->scan);
+			d->scan = nullptr;
 			XactLockTableWait(xwait, d->rel, &d->found->tts_tid, XLTW_InsertIndex);
 			continue;
 		}
@@ -500,6 +504,8 @@ DirectEnd(DirectTarget *d)
 		ExecCloseIndices(d->rri);
 		FreeExecutorState(d->estate);
 	}
+	if (d->scan != nullptr)
+		index_endscan(d->scan);
 	ExecDropSingleTupleTableSlot(d->found);
 	ExecDropSingleTupleTableSlot(d->next);
 	list_free(d->arbiters);
