@@ -64,10 +64,10 @@ struct DirectTarget {
 	ResultRelInfo *rri;
 	Datum zero; /* numeric 0 */
 	bool modified;
-	IndexScanDesc scan;  /* LockKeyRow's scan of the key index, kept open for the next key */
-	SnapshotData dirty;  /* (its snapshot) */
-	bool can_insert; /* a missing key's row is inserted here (exact mode, every column a key or value column) */
-	List *arbiters;  /* the key index, for the speculative insertion of a missing key's row */
+	IndexScanDesc scan; /* LockKeyRow's scan of the key index, kept open for the next key */
+	SnapshotData dirty; /* (its snapshot) */
+	bool can_insert;    /* a missing key's row is inserted here (exact mode, every column a key or value column) */
+	List *arbiters;     /* the key index, for the speculative insertion of a missing key's row */
 };
 
 namespace {
@@ -225,7 +225,10 @@ InsertIndexEntries(DirectTarget *d, compat::IndexUpdate indexes)
 	list_free(r);
 }
 
-/* Whether every column of the counter table is one of the counter's: a new row is then the key and its deltas. */
+/*
+ * Whether every column of the counter table is one of the counter's (sharded: and the slot number): a new row is then
+ * the key and its deltas.
+ */
 bool
 OnlyCounterColumns(Relation rel, CompiledCounter *c)
 {
@@ -234,7 +237,7 @@ OnlyCounterColumns(Relation rel, CompiledCounter *c)
 	for (int a = 0; a < desc->natts; a++)
 		if (!TupleDescAttr(desc, a)->attisdropped)
 			n++;
-	return n == c->def->nkeys + c->def->nvalues;
+	return n == c->def->nkeys + c->def->nvalues + (c->mode == ApplyMode::Sharded ? 1 : 0);
 }
 
 /*
@@ -244,7 +247,7 @@ OnlyCounterColumns(Relation rel, CompiledCounter *c)
  * in the statement's key order.
  */
 bool
-InsertKeyRow(DirectTarget *d, Datum *params, char *nulls)
+InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
 {
 	CompiledCounter *c = d->c;
 	CounterDef *def = c->def;
@@ -266,6 +269,10 @@ InsertKeyRow(DirectTarget *d, Datum *params, char *nulls)
 		next->tts_values[c->value_attnums[v] - 1] = delta;
 		CheckBounds(c, v, delta, type, params, nulls);
 		NoteCrossings(c, v, delta, type, delta, params, nulls);
+	}
+	if (c->mode == ApplyMode::Sharded) {
+		next->tts_isnull[c->slot_attnum - 1] = false;
+		next->tts_values[c->slot_attnum - 1] = Int32GetDatum(slot);
 	}
 	ExecStoreVirtualTuple(next);
 	EnsureExecutorState(d);
@@ -323,7 +330,7 @@ DirectBegin(CompiledCounter *c)
 	d->found = table_slot_create(rel, nullptr);
 	d->next = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
 	d->zero = DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
-	d->can_insert = c->mode == ApplyMode::Exact && OnlyCounterColumns(rel, c);
+	d->can_insert = OnlyCounterColumns(rel, c);
 	d->arbiters = list_make1_oid(indexoid);
 	d->scankeys = (ScanKeyData *)palloc0(sizeof(ScanKeyData) * c->def->nkeys);
 	for (int j = 0; j < c->def->nkeys; j++) {
@@ -344,11 +351,11 @@ namespace {
  * Sharded mode: lock one slot row of the key without waiting. The key's slot rows are read through the index (dirty
  * snapshot: rows being inserted count as taken); then, starting at this backend's own slot so that concurrent
  * writers spread out, each is tried with a conditional lock, skipping those locked or changed by others. False if
- * none could be locked; *free_slot is then a slot number not in use (or this backend's own if all are, for the
- * caller to wait on).
+ * none could be locked; *free_slot is then a slot number not in use (*untaken) or, if all are, this backend's own,
+ * for the caller to wait on.
  */
 bool
-LockSlotRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid, int *free_slot)
+LockSlotRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid, int *free_slot, bool *untaken)
 {
 	CompiledCounter *c = d->c;
 	int nkeys = c->def->nkeys;
@@ -400,11 +407,13 @@ LockSlotRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid, int *f
 		}
 		locked = true;
 	}
+	*untaken = false;
 	if (!locked) {
 		*free_slot = start;
 		for (int i = 0; i < max_slots; i++)
 			if (!taken[(start + i) % max_slots]) {
 				*free_slot = (start + i) % max_slots;
+				*untaken = true;
 				break;
 			}
 	}
@@ -421,19 +430,17 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 {
 	CounterDef *def = d->c->def;
 	ItemPointerData tid;
-	if (d->c->mode == ApplyMode::Sharded) {
-		if (!LockSlotRow(d, params, nulls, &tid, free_slot))
+	for (;;) {
+		/* sharded: a free slot row of the key, else a new slot row if a slot number is untaken */
+		bool untaken = true;
+		if (d->c->mode == ApplyMode::Sharded ? LockSlotRow(d, params, nulls, &tid, free_slot, &untaken)
+		                                     : LockKeyRow(d, params, nulls, &tid))
+			break;
+		if (!d->can_insert || !untaken)
 			return DirectResult::Missing;
-	} else {
-		for (;;) {
-			if (LockKeyRow(d, params, nulls, &tid))
-				break;
-			if (!d->can_insert)
-				return DirectResult::Missing;
-			if (InsertKeyRow(d, params, nulls))
-				return DirectResult::Applied;
-			/* inserted by another transaction meanwhile: look for its row again */
-		}
+		if (InsertKeyRow(d, params, nulls, *free_slot))
+			return DirectResult::Applied;
+		/* inserted by another transaction meanwhile: look again */
 	}
 
 	slot_getallattrs(d->found);
