@@ -295,6 +295,18 @@ SELECT key, column_name, new - old AS delta, threshold, direction,
        (SELECT count(*) FROM generate_series(1, 100) k WHERE k * 1000 > old AND k * 1000 <= new) AS crossed
   FROM crossings ORDER BY n;
 
+-- A STRICT callback of nine arguments is not called for a listed threshold's event (its "every" is NULL), as SQL would
+-- not call it; it is for the repeating one. Video 6 goes from 0 to 1,500: listed 100 (not called), 1,000 (called).
+CREATE FUNCTION strict_note(counter text, key jsonb, column_name text, old numeric, new numeric, threshold numeric,
+                            direction text, every numeric, crossed numeric) RETURNS void LANGUAGE sql STRICT AS $$
+	INSERT INTO thresholds_test.events (key, column_name, old, new, threshold, direction, every, crossed)
+	VALUES (key, column_name, old, new, threshold, direction, every, crossed)
+$$;
+SELECT counters.set_thresholds('video_shows', 'shows', '{100}', 'strict_note'::regproc, every => 1000);
+TRUNCATE events;
+INSERT INTO shows (video_id) SELECT 6 FROM generate_series(1, 1500);
+SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
+
 --
 -- Rejections of repeating thresholds; nothing changes.
 --
