@@ -184,7 +184,8 @@ RESET search_path;
 DROP SCHEMA upgrade_test CASCADE;
 
 --
--- From 0.4 to 0.5: counters declared with 0.4 keep counting.
+-- From 0.4 to 0.5: counters declared with 0.4 keep counting; thresholds set with 0.4 (through 0.4's four-argument
+-- set_thresholds, which the new library still serves) keep firing, and the updated set_thresholds takes "every".
 --
 DROP EXTENSION counters;
 CREATE EXTENSION counters VERSION '0.4';
@@ -194,9 +195,21 @@ CREATE TABLE posts (id serial PRIMARY KEY, blog_id int NOT NULL, rating int NOT 
 INSERT INTO posts (blog_id, rating) SELECT 1 + g % 4, g FROM generate_series(1, 40) g;
 SELECT counters.create_counter('blog_posts', 'SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts GROUP BY blog_id');
 SELECT counters.create_counter('blog_posts_log', 'SELECT blog_id, count(*) AS posts FROM posts GROUP BY blog_id', mode => 'log');
+CREATE TABLE crossings (blog_id int, threshold numeric, direction text);
+CREATE FUNCTION note(counter text, key jsonb, column_name text, old numeric, new numeric, threshold numeric,
+                     direction text) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO upgrade_test.crossings VALUES ((key ->> 'blog_id')::int, threshold, direction)
+$$;
+SELECT counters.set_thresholds('blog_posts', 'posts', '{12}', 'note'::regproc);
 ALTER EXTENSION counters UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'counters';
 SELECT * FROM member_diff;
+SELECT counter, column_name, thresholds, callback, every FROM counters.thresholds;
+INSERT INTO posts (blog_id) SELECT 2 FROM generate_series(1, 3);
+SELECT counters.set_thresholds('blog_posts', 'posts', '{12}', 'note'::regproc, every => 5);
+INSERT INTO posts (blog_id) SELECT 3 FROM generate_series(1, 12);
+SELECT * FROM crossings;
+SELECT counter, column_name, thresholds, callback, every FROM counters.thresholds;
 INSERT INTO posts (blog_id, rating) VALUES (1, 7), (5, 2);
 UPDATE posts SET blog_id = 4, rating = rating + 1 WHERE id % 5 = 0;
 DELETE FROM posts WHERE id % 7 = 0;

@@ -293,8 +293,8 @@ ReadBounds(CompiledCounter *c, Datum columns, Datum mins, Datum maxs)
 }
 
 /*
- * The thresholds set with counters.set_thresholds: per value column, its thresholds in ascending order and the
- * callback.
+ * The thresholds set with counters.set_thresholds: per value column, its thresholds in ascending order, the step of
+ * its repeating thresholds and the callback.
  */
 void
 ReadThresholds(CompiledCounter *c)
@@ -304,6 +304,7 @@ ReadThresholds(CompiledCounter *c)
 	c->has_thresholds = true;
 	c->nthresholds = (int *)palloc0(sizeof(int) * def->nvalues);
 	c->thresholds = (Datum **)palloc0(sizeof(Datum *) * def->nvalues);
+	c->every = (Datum *)palloc0(sizeof(Datum) * def->nvalues);
 	c->callbacks = (Oid *)palloc0(sizeof(Oid) * def->nvalues);
 	c->callback_missing = (bool *)palloc0(sizeof(bool) * def->nvalues);
 	QueryThresholds(def->name);
@@ -311,7 +312,7 @@ ReadThresholds(CompiledCounter *c)
 	for (uint64 r = 0; r < SPI_processed; r++) {
 		HeapTuple tup = SPI_tuptable->vals[r];
 		TupleDesc desc = SPI_tuptable->tupdesc;
-		bool isnull, callback_null, oid_null;
+		bool isnull, callback_null, oid_null, every_null;
 		char *column = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull));
 		Datum callback_text = SPI_getbinval(tup, desc, 2, &callback_null);
 		Datum callback = SPI_getbinval(tup, desc, 3, &oid_null);
@@ -322,6 +323,7 @@ ReadThresholds(CompiledCounter *c)
 		int nvalues;
 		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 4, &isnull)), NUMERICOID, -1, false, TYPALIGN_INT,
 		                  &values, &nulls, &nvalues);
+		Datum every = SPI_getbinval(tup, desc, 5, &every_null);
 		for (int v = 0; v < def->nvalues; v++) {
 			if (strcmp(def->values[v].column_name, column) != 0)
 				continue;
@@ -329,6 +331,7 @@ ReadThresholds(CompiledCounter *c)
 			c->thresholds[v] = (Datum *)palloc(sizeof(Datum) * nvalues);
 			for (int t = 0; t < nvalues; t++)
 				c->thresholds[v][t] = datumCopy(values[t], false, -1);
+			c->every[v] = every_null ? (Datum)0 : datumCopy(every, false, -1);
 			c->callbacks[v] = oid_null ? InvalidOid : DatumGetObjectId(callback);
 			c->callback_missing[v] = !callback_null && oid_null;
 		}

@@ -468,10 +468,12 @@ QueryThresholds(const char *name)
 	(void)QueryLatest(
 	    "SELECT e.key, e.value OPERATOR(pg_catalog.->>) 'callback', "
 	    "pg_catalog.to_regprocedure(e.value OPERATOR(pg_catalog.->>) 'callback')::pg_catalog.oid, "
-	    "pg_catalog.array_agg(t::pg_catalog.numeric ORDER BY t::pg_catalog.numeric) "
-	    "FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') e, "
-	    "pg_catalog.jsonb_array_elements_text(e.value OPERATOR(pg_catalog.->) 'values') t "
-	    "WHERE c.name OPERATOR(pg_catalog.=) $1 GROUP BY 1, 2, 3",
+	    "ARRAY(SELECT t::pg_catalog.numeric "
+	    "FROM pg_catalog.jsonb_array_elements_text(e.value OPERATOR(pg_catalog.->) 'values') t "
+	    "ORDER BY t::pg_catalog.numeric), "
+	    "(e.value OPERATOR(pg_catalog.->>) 'every')::pg_catalog.numeric "
+	    "FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') e "
+	    "WHERE c.name OPERATOR(pg_catalog.=) $1",
 	    1, argtypes, args, nullptr);
 }
 

@@ -130,10 +130,14 @@ struct CompiledCounter {
 	bool *has_max;
 	Datum *min;
 	Datum *max;
-	/* counters.set_thresholds: per value column, sorted numeric thresholds and a callback (InvalidOid if none) */
+	/*
+	 * counters.set_thresholds: per value column, sorted numeric thresholds, the step of its repeating thresholds
+	 * (numeric; (Datum)0 if none) and a callback (InvalidOid if none)
+	 */
 	bool has_thresholds;
 	int *nthresholds;
 	Datum **thresholds;
+	Datum *every;
 	Oid *callbacks;
 	bool *callback_missing; /* a callback was set but no longer exists */
 	/* counters.set_retention: deltas to buckets older than now() - keep are dropped (-1: no retention) */
@@ -201,7 +205,11 @@ void CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, 
  * `delta` (int8 or numeric as the column accumulates); they are announced once the statement's deltas are applied.
  */
 void NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Datum *keys, const char *key_nulls);
-/* A function that can be a threshold callback: (text, jsonb, text, numeric, numeric, numeric, text), no set. */
+/*
+ * A function that can be a threshold callback, not returning a set: (text, jsonb, text, numeric, numeric, numeric,
+ * text), or the same followed by (numeric, numeric), which also take the step of repeating thresholds and the number
+ * of multiples crossed.
+ */
 bool IsThresholdCallback(Oid proc);
 /* An integer or numeric value as numeric. */
 Datum ToNumeric(Datum value, Oid type);
@@ -356,7 +364,9 @@ List *ReadCatalogOfSource(Oid source);
 
 /* Bounds, thresholds, retention, top() (options.cpp) and the statements they run (statements.cpp). */
 void SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum max, bool max_null);
-void SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback);
+/* `thresholds` NULL: none (then `every` must be given); `every` NULL: no repeating thresholds. */
+void SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback, Datum every,
+                   bool every_null);
 void SetRetention(const char *name, const char *column, Datum keep, bool keep_null);
 void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
 /* top() in the row type `rowtype` of the relation a counter is read from: whole rows of that type. */

@@ -4,6 +4,8 @@
  *   bounds      a value outside counters.set_bounds() is an error (check_violation) naming the counter and the key;
  *   thresholds  a value that crosses one of counters.set_thresholds() is an event: a NOTIFY on channel
  *               "counters.<counter>" with a JSON payload, and the column's callback, called as the counter's owner.
+ *               Repeating thresholds (every => N: N, 2N, ... and -N, -2N, ...) make one event per key and statement
+ *               however many multiples it crossed, at the farthest one, with the count.
  *
  * Crossings are noted while the statement's deltas are applied and announced once all of them are: a callback sees
  * every counter of the statement up to date.
@@ -44,6 +46,9 @@ struct Crossing {
 	Datum new_value;
 	Datum threshold;
 	bool up;
+	/* repeating thresholds: the step and the number of its multiples crossed ((Datum)0 for a listed threshold) */
+	Datum every;
+	Datum crossed;
 };
 
 /* The crossings of the statement being applied (allocated in CurTransactionContext). */
@@ -101,14 +106,47 @@ CrossingKey(const Crossing *x)
 
 /*
  * The fields of a crossing, as the callback takes them and the NOTIFY payload names them: counter, key (jsonb, as
- * top() renders keys), column, old, new, threshold, direction.
+ * top() renders keys), column, old, new, threshold, direction; then, for repeating thresholds only, every and crossed
+ * (a callback may take them too: NULL and 1 for a listed threshold).
  */
-enum { CROSSING_FIELDS = 7 };
-const char *const field_names[CROSSING_FIELDS] = {"counter", "key", "column", "old", "new", "threshold", "direction"};
-const Oid field_types[CROSSING_FIELDS] = {TEXTOID, JSONBOID, TEXTOID, NUMERICOID, NUMERICOID, NUMERICOID, TEXTOID};
+enum { CROSSING_FIELDS = 7, ALL_CROSSING_FIELDS = 9 };
+const char *const field_names[ALL_CROSSING_FIELDS] = {"counter",   "key",       "column", "old",    "new",
+                                                      "threshold", "direction", "every",  "crossed"};
+const Oid field_types[ALL_CROSSING_FIELDS] = {TEXTOID,    JSONBOID, TEXTOID,    NUMERICOID, NUMERICOID,
+                                              NUMERICOID, TEXTOID,  NUMERICOID, NUMERICOID};
 
+Datum
+NumericOf(int64 n)
+{
+	return NumericGetDatum(int64_to_numeric(n));
+}
+
+int
+Compare(Datum a, Datum b)
+{
+	return DatumGetInt32(DirectFunctionCall2(numeric_cmp, a, b));
+}
+
+/* floor(x / step) for a positive step, exactly (numeric division rounds to a scale of its choosing). */
+Datum
+FloorDiv(Datum x, Datum step)
+{
+	Datum q = DirectFunctionCall2(numeric_div_trunc, x, step);
+	if (Compare(DirectFunctionCall2(numeric_mod, x, step), NumericOf(0)) < 0)
+		q = DirectFunctionCall2(numeric_sub, q, NumericOf(1));
+	return q;
+}
+
+/* The number of fields of a crossing: more for repeating thresholds. */
+int
+FieldCount(const Crossing *x)
+{
+	return x->every != (Datum)0 ? ALL_CROSSING_FIELDS : CROSSING_FIELDS;
+}
+
+/* All ALL_CROSSING_FIELDS fields of a crossing; nulls[] says which are NULL (every, for a listed threshold). */
 void
-CrossingFields(const Crossing *x, Datum *fields)
+CrossingFields(const Crossing *x, Datum *fields, bool *nulls)
 {
 	const CounterDef *def = x->c->def;
 	fields[0] = CStringGetTextDatum(def->name);
@@ -118,11 +156,16 @@ CrossingFields(const Crossing *x, Datum *fields)
 	fields[4] = x->new_value;
 	fields[5] = x->threshold;
 	fields[6] = CStringGetTextDatum(x->up ? "up" : "down");
+	fields[7] = x->every;
+	fields[8] = x->every != (Datum)0 ? x->crossed : NumericOf(1);
+	for (int f = 0; f < ALL_CROSSING_FIELDS; f++)
+		nulls[f] = false;
+	nulls[7] = x->every == (Datum)0;
 }
 
 /* Call the callback of a crossing's column: the owner's code, run as the owner, restricted (its result ignored). */
 void
-CallCallback(const Crossing *x, const Datum *fields)
+CallCallback(const Crossing *x, const Datum *fields, const bool *nulls)
 {
 	CompiledCounter *c = x->c;
 	const CounterDef *def = c->def;
@@ -141,11 +184,17 @@ CallCallback(const Crossing *x, const Datum *fields)
 		                       GetUserNameFromId(c->owner, false), format_procedure(callback))));
 	FmgrInfo flinfo;
 	fmgr_info(callback, &flinfo);
-	LOCAL_FCINFO(fcinfo, CROSSING_FIELDS);
-	InitFunctionCallInfoData(*fcinfo, &flinfo, CROSSING_FIELDS, InvalidOid, nullptr, nullptr);
-	for (int a = 0; a < CROSSING_FIELDS; a++) {
-		fcinfo->args[a].value = fields[a];
-		fcinfo->args[a].isnull = false;
+	/* (seven arguments, or all nine: IsThresholdCallback() said so) */
+	int nargs = flinfo.fn_nargs;
+	/* (a STRICT callback is not called with a NULL argument, as SQL would not call it) */
+	for (int a = 0; flinfo.fn_strict && a < nargs; a++)
+		if (nulls[a])
+			return;
+	LOCAL_FCINFO(fcinfo, ALL_CROSSING_FIELDS);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, nargs, InvalidOid, nullptr, nullptr);
+	for (int a = 0; a < nargs; a++) {
+		fcinfo->args[a].value = nulls[a] ? (Datum)0 : fields[a];
+		fcinfo->args[a].isnull = nulls[a];
 	}
 	AsOwner owner;
 	BecomeOwner(&owner, c->owner);
@@ -236,10 +285,36 @@ CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, const
 	         errhint("The bounds were set with counters.set_bounds().")));
 }
 
+namespace {
+
+/* A crossing of value column `v` of `c` for the key in keys/key_nulls, noted (allocated in the current context). */
+Crossing *
+NewCrossing(CompiledCounter *c, int v, Datum *keys, const char *key_nulls, Datum old_value, Datum new_value)
+{
+	const CounterDef *def = c->def;
+	Crossing *x = (Crossing *)palloc(sizeof(Crossing));
+	x->c = c;
+	x->v = v;
+	x->keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
+	x->key_nulls = (bool *)palloc(sizeof(bool) * def->nkeys);
+	for (int k = 0; k < def->nkeys; k++) {
+		x->key_nulls[k] = key_nulls != nullptr && key_nulls[k] == 'n';
+		x->keys[k] = x->key_nulls[k] ? (Datum)0 : datumCopy(keys[k], c->key_byval[k], c->key_typlen[k]);
+	}
+	x->old_value = old_value;
+	x->new_value = new_value;
+	x->every = (Datum)0;
+	x->crossed = (Datum)0;
+	crossings = lappend(crossings, x);
+	return x;
+}
+
+} // namespace
+
 void
 NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Datum *keys, const char *key_nulls)
 {
-	if (!c->has_thresholds || c->nthresholds[v] == 0)
+	if (!c->has_thresholds || (c->nthresholds[v] == 0 && c->every[v] == (Datum)0))
 		return;
 	CounterDef *def = c->def;
 	MemoryContext old = MemoryContextSwitchTo(CurTransactionContext);
@@ -249,24 +324,38 @@ NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Dat
 	    def->values[v].accum == AccumKind::Int64 ? DirectFunctionCall1(int8_numeric, delta) : delta);
 	for (int t = 0; t < c->nthresholds[v]; t++) {
 		Datum threshold = c->thresholds[v][t];
-		bool was_below = DatumGetInt32(DirectFunctionCall2(numeric_cmp, old_value, threshold)) < 0;
-		bool is_below = DatumGetInt32(DirectFunctionCall2(numeric_cmp, new_value, threshold)) < 0;
+		bool was_below = Compare(old_value, threshold) < 0;
+		bool is_below = Compare(new_value, threshold) < 0;
 		if (was_below == is_below)
 			continue;
-		Crossing *x = (Crossing *)palloc(sizeof(Crossing));
-		x->c = c;
-		x->v = v;
-		x->keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
-		x->key_nulls = (bool *)palloc(sizeof(bool) * def->nkeys);
-		for (int k = 0; k < def->nkeys; k++) {
-			x->key_nulls[k] = key_nulls != nullptr && key_nulls[k] == 'n';
-			x->keys[k] = x->key_nulls[k] ? (Datum)0 : datumCopy(keys[k], c->key_byval[k], c->key_typlen[k]);
-		}
-		x->old_value = old_value;
-		x->new_value = new_value;
+		Crossing *x = NewCrossing(c, v, keys, key_nulls, old_value, new_value);
 		x->threshold = threshold;
 		x->up = was_below;
-		crossings = lappend(crossings, x);
+	}
+	/*
+	 * Repeating thresholds: the multiples k * every (k <> 0) that the value passed, those in (low, high] of its old
+	 * and new value, are k = floor(low / every) + 1 ... floor(high / every), less k = 0. One crossing for them all, at
+	 * the highest going up, the lowest going down.
+	 */
+	Datum every = c->every[v];
+	int order = Compare(old_value, new_value);
+	if (every != (Datum)0 && order != 0) {
+		bool up = order < 0;
+		Datum first = DirectFunctionCall2(numeric_add, FloorDiv(up ? old_value : new_value, every), NumericOf(1));
+		Datum last = FloorDiv(up ? new_value : old_value, every);
+		Datum crossed = DirectFunctionCall2(numeric_add, DirectFunctionCall2(numeric_sub, last, first), NumericOf(1));
+		if (Compare(first, NumericOf(0)) <= 0 && Compare(last, NumericOf(0)) >= 0)
+			crossed = DirectFunctionCall2(numeric_sub, crossed, NumericOf(1));
+		if (Compare(crossed, NumericOf(0)) > 0) {
+			Datum k = up ? last : first;
+			if (Compare(k, NumericOf(0)) == 0)
+				k = NumericOf(up ? -1 : 1);
+			Crossing *x = NewCrossing(c, v, keys, key_nulls, old_value, new_value);
+			x->threshold = DirectFunctionCall2(numeric_mul, k, every);
+			x->up = up;
+			x->every = every;
+			x->crossed = crossed;
+		}
 	}
 	MemoryContextSwitchTo(old);
 }
@@ -278,8 +367,9 @@ IsThresholdCallback(Oid proc_oid)
 	if (!HeapTupleIsValid(tup))
 		return false;
 	Form_pg_proc proc = (Form_pg_proc)GETSTRUCT(tup);
-	bool ok = proc->prokind == PROKIND_FUNCTION && !proc->proretset && proc->pronargs == CROSSING_FIELDS;
-	for (int a = 0; ok && a < CROSSING_FIELDS; a++)
+	bool ok = proc->prokind == PROKIND_FUNCTION && !proc->proretset &&
+	          (proc->pronargs == CROSSING_FIELDS || proc->pronargs == ALL_CROSSING_FIELDS);
+	for (int a = 0; ok && a < proc->pronargs; a++)
 		ok = proc->proargtypes.values[a] == field_types[a];
 	ReleaseSysCache(tup);
 	return ok;
@@ -312,16 +402,17 @@ AnnounceCrossings(List *list)
 	foreach (lc, list) {
 		Crossing *x = (Crossing *)lfirst(lc);
 		const CounterDef *def = x->c->def;
-		Datum fields[CROSSING_FIELDS];
-		CrossingFields(x, fields);
+		Datum fields[ALL_CROSSING_FIELDS];
+		bool nulls[ALL_CROSSING_FIELDS];
+		CrossingFields(x, fields, nulls);
 		Datum payload =
-		    BuildObject(F_JSONB_BUILD_OBJECT_ANY, JSONBOID, CROSSING_FIELDS, field_names, fields, nullptr, field_types);
+		    BuildObject(F_JSONB_BUILD_OBJECT_ANY, JSONBOID, FieldCount(x), field_names, fields, nulls, field_types);
 		Async_Notify(psprintf("counters.%s", def->name), DatumGetCString(DirectFunctionCall1(jsonb_out, payload)));
 		if (notified_counter[0] == '\0') {
 			strlcpy(notified_counter, def->name, sizeof(notified_counter));
 			notified_level = GetCurrentTransactionNestLevel();
 		}
-		CallCallback(x, fields);
+		CallCallback(x, fields, nulls);
 	}
 }
 

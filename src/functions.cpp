@@ -126,12 +126,17 @@ COUNTERS_FUNCTION(counters_set_bounds)
 	PG_RETURN_VOID();
 }
 
-/* counters.set_thresholds(name, column_name, thresholds, callback) */
+/*
+ * counters.set_thresholds(name, column_name, thresholds, callback, every); `every` is absent where the installed SQL
+ * predates it (0.4, before ALTER EXTENSION UPDATE).
+ */
 COUNTERS_FUNCTION(counters_set_thresholds)
 {
+	bool every_null = PG_NARGS() < 5 || PG_ARGISNULL(4);
 	counters::SetThresholds(RequiredTextArg(fcinfo, 0, "the counter name"), RequiredTextArg(fcinfo, 1, "column_name"),
 	                        PG_ARGISNULL(2) ? nullptr : PG_GETARG_ARRAYTYPE_P(2),
-	                        PG_ARGISNULL(3) ? InvalidOid : PG_GETARG_OID(3));
+	                        PG_ARGISNULL(3) ? InvalidOid : PG_GETARG_OID(3), every_null ? (Datum)0 : PG_GETARG_DATUM(4),
+	                        every_null);
 	PG_RETURN_VOID();
 }
 

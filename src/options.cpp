@@ -173,18 +173,26 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 }
 
 void
-SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback)
+SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback, Datum every, bool every_null)
 {
 	CatalogEntry *e = LookupCounter(name);
 	RequireMaintainer(e);
 	ValueColumn col = FindValueColumn(e, column);
-	if (thresholds == nullptr || array_contains_nulls(thresholds))
+	if ((thresholds == nullptr && every_null) || (thresholds != nullptr && array_contains_nulls(thresholds)))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 		                errmsg("counter \"%s\": thresholds of \"%s\" must be an array without NULLs", name,
 		                       col.definition_name),
 		                errhint("An empty array removes the thresholds.")));
-	int n = ArrayGetNItems(ARR_NDIM(thresholds), ARR_DIMS(thresholds));
-	if (n > 0)
+	Numeric step = every_null ? nullptr : DatumGetNumeric(every);
+	if (step != nullptr &&
+	    (numeric_is_nan(step) || numeric_is_inf(step) ||
+	     DatumGetInt32(DirectFunctionCall2(numeric_cmp, every, NumericGetDatum(int64_to_numeric(0)))) <= 0))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": repeating thresholds of \"%s\" need a positive finite step, not %s",
+		                       name, col.definition_name, NumericText(every)),
+		                errhint("every => 1000 makes 1000, 2000, 3000, ... (and -1000, -2000, ...) thresholds.")));
+	int n = thresholds == nullptr ? 0 : ArrayGetNItems(ARR_NDIM(thresholds), ARR_DIMS(thresholds));
+	if (n > 0 || !every_null)
 		RequireExactMode(e, "thresholds");
 	const char *callback_text = nullptr;
 	if (OidIsValid(callback)) {
@@ -198,9 +206,10 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 			    ERROR,
 			    (errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
 			     errmsg("counter \"%s\": callback %s must be a function taking (text, jsonb, text, numeric, numeric, "
-			            "numeric, text)",
+			            "numeric, text), optionally followed by (numeric, numeric)",
 			            name, callback_text),
-			     errhint("The arguments are counter, key, column_name, old, new, threshold, direction.")));
+			     errhint("The arguments are counter, key, column_name, old, new, threshold, direction, and optionally "
+			             "every and crossed.")));
 		/* It will run as the counter's owner. */
 		Oid owner = CounterOwner(e);
 		if (compat::FunctionAclCheck(callback, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK ||
@@ -210,25 +219,27 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 			                errdetail("The callback runs as the counter's owner, %s.",
 			                          quote_identifier(GetUserNameFromId(owner, false)))));
 	}
+	bool none = n == 0 && every_null;
 	Datum entry = (Datum)0;
-	if (n > 0) {
-		/* the thresholds sorted and without duplicates */
+	if (!none) {
+		/* the thresholds sorted and without duplicates (no "values" when there are none), the step */
 		MemoryContext caller = CurrentMemoryContext;
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "counters: SPI_connect failed");
-		Oid types[2] = {NUMERICARRAYOID, TEXTOID};
-		Datum args[2] = {PointerGetDatum(thresholds), callback_text ? CStringGetTextDatum(callback_text) : (Datum)0};
-		char nulls[2] = {' ', callback_text ? ' ' : 'n'};
+		Oid types[3] = {NUMERICARRAYOID, TEXTOID, NUMERICOID};
+		Datum args[3] = {thresholds != nullptr ? PointerGetDatum(thresholds) : (Datum)0,
+		                 callback_text ? CStringGetTextDatum(callback_text) : (Datum)0, every};
+		char nulls[3] = {thresholds != nullptr ? ' ' : 'n', callback_text ? ' ' : 'n', every_null ? 'n' : ' '};
 		bool isnull;
 		entry = QueryValue(caller,
 		                   "SELECT pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('values', "
 		                   "(SELECT pg_catalog.jsonb_agg(DISTINCT t ORDER BY t) FROM pg_catalog.unnest($1) t), "
-		                   "'callback', $2))",
-		                   2, types, args, nulls, &isnull);
+		                   "'every', $3, 'callback', $2))",
+		                   3, types, args, nulls, &isnull);
 		SPI_finish();
 	}
 	bool isnull;
-	Datum entries = OptionWith(e, "thresholds", col.definition_name, entry, n == 0, &isnull);
+	Datum entries = OptionWith(e, "thresholds", col.definition_name, entry, none, &isnull);
 	SetOption(name, "thresholds", entries, isnull);
 }
 

@@ -9,3 +9,23 @@ CREATE FUNCTION counters.top(counter anyelement, column_name text, k integer, fi
 COMMENT ON FUNCTION counters.top(anyelement, text, integer, text) IS
 	'the k largest keys of a counter by one value column, exactly, as rows of the counter''s own row type';
 -- ---- end of typed top() ----
+-- Repeating thresholds: set_thresholds takes `every` (a new last argument, so the function is replaced; its privileges
+-- are the default ones, as in a fresh installation), and counters.thresholds shows it (as its last column).
+DROP FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure);
+-- every => N (N > 0) adds repeating thresholds: every multiple of N but 0 (see counters.sql).
+CREATE FUNCTION counters.set_thresholds(name text, column_name text, thresholds numeric[] DEFAULT NULL,
+	callback regprocedure DEFAULT NULL, every numeric DEFAULT NULL) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_thresholds'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure, numeric) IS
+	'thresholds on a value column of an exact counter (listed, or every multiple of a step): each crossing sends NOTIFY "counters.<name>" and calls the callback';
+
+CREATE OR REPLACE VIEW counters.thresholds AS
+SELECT c.name AS counter, t.key AS column_name,
+       ARRAY(SELECT x::pg_catalog.numeric FROM pg_catalog.jsonb_array_elements_text(t.value OPERATOR(pg_catalog.->) 'values') x) AS thresholds,
+       pg_catalog.to_regprocedure(t.value OPERATOR(pg_catalog.->>) 'callback') AS callback,
+       'counters.' OPERATOR(pg_catalog.||) c.name AS channel,
+       (t.value OPERATOR(pg_catalog.->>) 'every')::pg_catalog.numeric AS every
+  FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') t;
+COMMENT ON VIEW counters.thresholds IS
+	'thresholds set with counters.set_thresholds() (listed, and the step of repeating ones) and the NOTIFY channel of each';

@@ -97,15 +97,18 @@ SELECT c.name AS counter, b.key AS column_name, (b.value OPERATOR(pg_catalog.->>
 GRANT SELECT ON counters.bounds TO PUBLIC;
 COMMENT ON VIEW counters.bounds IS 'bounds set with counters.set_bounds(), one row per bounded column';
 
--- Every counter's thresholds, one row per column.
+-- Every counter's thresholds, one row per column: the thresholds listed and the step of the repeating ones ("every",
+-- last: 0.5 added it to 0.4's view).
 CREATE VIEW counters.thresholds AS
 SELECT c.name AS counter, t.key AS column_name,
        ARRAY(SELECT x::pg_catalog.numeric FROM pg_catalog.jsonb_array_elements_text(t.value OPERATOR(pg_catalog.->) 'values') x) AS thresholds,
        pg_catalog.to_regprocedure(t.value OPERATOR(pg_catalog.->>) 'callback') AS callback,
-       'counters.' OPERATOR(pg_catalog.||) c.name AS channel
+       'counters.' OPERATOR(pg_catalog.||) c.name AS channel,
+       (t.value OPERATOR(pg_catalog.->>) 'every')::pg_catalog.numeric AS every
   FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') t;
 GRANT SELECT ON counters.thresholds TO PUBLIC;
-COMMENT ON VIEW counters.thresholds IS 'thresholds set with counters.set_thresholds() and the NOTIFY channel of each';
+COMMENT ON VIEW counters.thresholds IS
+	'thresholds set with counters.set_thresholds() (listed, and the step of repeating ones) and the NOTIFY channel of each';
 
 -- One row per counter, for people and for monitoring, from PostgreSQL's cumulative statistics of the counter's own
 -- tables (shared by all backends, kept across restarts, reset with pg_stat_reset()) and counters.maintenance:
@@ -287,20 +290,26 @@ CREATE FUNCTION counters.set_bounds(name text, column_name text, min numeric DEF
 COMMENT ON FUNCTION counters.set_bounds(text, text, numeric, numeric) IS
 	'bounds on a value column of an exact counter: statements that would cross them fail with 23514';
 
--- Thresholds on one value column of an exact counter (an empty array removes them). When a statement moves a value
--- from below a threshold to at or above it (direction "up"), or back below it ("down"), the extension sends
+-- Thresholds on one value column of an exact counter (calling again replaces them; an empty array and no "every"
+-- removes them). When a statement moves a value from below a threshold to at or above it (direction "up"), or back
+-- below it ("down"), the extension sends
 --   NOTIFY "counters.<counter name>", '{"counter": ..., "key": {...}, "column": ..., "old": ..., "new": ...,
 --                                      "threshold": ..., "direction": "up" | "down"}'
 -- (delivered only if the transaction commits), and calls the callback, if given, in the same transaction with the
 -- same fields as arguments: callback(counter text, key jsonb, column_name text, old numeric, new numeric,
 -- threshold numeric, direction text), as the counter's owner in a security-restricted operation, with
 -- search_path = pg_catalog, pg_temp. A value that crosses several thresholds at once reports each.
-CREATE FUNCTION counters.set_thresholds(name text, column_name text, thresholds numeric[],
-	callback regprocedure DEFAULT NULL) RETURNS void
+-- every => N (N > 0) adds repeating thresholds: every multiple of N but 0 (N, 2N, ... and -N, -2N, ...). A statement
+-- that moves a key's value across some of them reports them in one event, after those of the listed thresholds: its
+-- "threshold" is the highest multiple crossed going up (the lowest going down), and the payload adds "every": N and
+-- "crossed": the number of multiples crossed. A callback may take two more arguments (every numeric, crossed
+-- numeric) to receive them: NULL and 1 for a listed threshold.
+CREATE FUNCTION counters.set_thresholds(name text, column_name text, thresholds numeric[] DEFAULT NULL,
+	callback regprocedure DEFAULT NULL, every numeric DEFAULT NULL) RETURNS void
 	AS 'MODULE_PATHNAME', 'counters_set_thresholds'
 	LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure) IS
-	'thresholds on a value column of an exact counter: each crossing sends NOTIFY "counters.<name>" and calls the callback';
+COMMENT ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure, numeric) IS
+	'thresholds on a value column of an exact counter (listed, or every multiple of a step): each crossing sends NOTIFY "counters.<name>" and calls the callback';
 
 -- ---------------------------------------------------------------------------------------------------------------
 -- time windows

@@ -51,7 +51,7 @@ SELECT counters.create_counter('blog_sharded', $$SELECT blog_id, count(*) AS n F
 SELECT counters.create_counter('daily_log', $$SELECT date_trunc('day', created_at) AS day, count(*) AS n, sum(rating) AS r
 	FROM posts GROUP BY date_trunc('day', created_at)$$, mode => 'log');
 SELECT counters.set_bounds('user_blog', 'posts', max => 1000);
-SELECT counters.set_thresholds('user_blog', 'rating', '{100}', 'public.on_crossing'::regproc);
+SELECT counters.set_thresholds('user_blog', 'rating', '{100}', 'public.on_crossing'::regproc, every => 250);
 SELECT counters.set_retention('daily_log', 'day', '30 days');  -- the data is at most 22 days old: nothing expires
 -- writes after declaring, some left pending in the log and the slots
 INSERT INTO posts (user_id, blog_id, rating) VALUES (1, 2, 50), (NULL, 3, 7);
