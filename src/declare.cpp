@@ -218,7 +218,7 @@ Declare(const char *name, const char *definition, const char *target)
 		bool all_keys_not_null = true;
 		for (int k = 0; k < def->nkeys; k++)
 			all_keys_not_null &= def->keys[k].not_null;
-		Execute(CreateCounterTableStatement(def, schema, table, all_keys_not_null), SPI_OK_UTILITY);
+		Execute(CreateCounterTableStatement(def, schema, table), SPI_OK_UTILITY);
 		tgt = RelationIn(schema, table);
 		/* A published table needs a replica identity to publish updates and deletes; NULL keys cannot make one. */
 		if (!all_keys_not_null)
@@ -229,6 +229,7 @@ Declare(const char *name, const char *definition, const char *target)
 		UnpinSettings(level);
 		if (ret != SPI_OK_INSERT)
 			elog(ERROR, "counters: filling counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
+		Execute(CounterKeyStatement(def, tgt, all_keys_not_null), SPI_OK_UTILITY);
 	} else {
 		CheckExistingTarget(name, def, tgt);
 		/* (checks that the key columns have the definition's key types: compared without conversion) */

@@ -342,7 +342,7 @@ CreateViewStatement(const char *schema, const char *view, const char *definition
 }
 
 char *
-CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table, bool all_keys_not_null)
+CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table)
 {
 	StringInfoData sql;
 	initStringInfo(&sql);
@@ -356,10 +356,19 @@ CreateCounterTableStatement(const CounterDef *def, const char *schema, const cha
 			appendStringInfo(&sql, "%s%s %s NOT NULL DEFAULT 0", i ? ", " : "", Quoted(ColumnName(def, i)),
 			                 def->values[cd->index].accum == AccumKind::Int64 ? "bigint" : "numeric");
 	}
-	/* Keys that may be NULL group like GROUP BY: one row for NULL. */
-	appendStringInfo(&sql, ", %s (%s))", all_keys_not_null ? "PRIMARY KEY" : "UNIQUE NULLS NOT DISTINCT",
-	                 KeyNames(def));
+	appendStringInfoChar(&sql, ')');
 	return sql.data;
+}
+
+/*
+ * The counter table's key constraint, added once the table is filled (building the index from the sorted rows is
+ * faster than inserting each row's entry). Keys that may be NULL group like GROUP BY: one row for NULL.
+ */
+char *
+CounterKeyStatement(const CounterDef *def, Oid table, bool all_keys_not_null)
+{
+	return psprintf("ALTER TABLE %s ADD %s (%s)", QualifiedName(table),
+	                all_keys_not_null ? "PRIMARY KEY" : "UNIQUE NULLS NOT DISTINCT", KeyNames(def));
 }
 
 namespace {
