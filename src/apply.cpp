@@ -15,6 +15,7 @@
  * decisions (decisions.cpp): bounds, thresholds.
  */
 #include "capture.hpp"
+#include "compat.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -153,7 +154,8 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 			break;
 		case ApplyMode::Exact:
 		case ApplyMode::Sharded: {
-			int free_slot = 0;
+			/* (sharded, without the direct path: this backend's own slot, so that writers spread out) */
+			int free_slot = c->mode == ApplyMode::Sharded && c->max_slots > 0 ? compat::BackendNumber() % c->max_slots : 0;
 			if (direct == nullptr || DirectAdd(direct, params, nulls, &free_slot) == DirectResult::Missing)
 				ApplyUpsert(c, params, nulls, free_slot);
 			break;
