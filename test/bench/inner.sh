@@ -6,7 +6,14 @@ ROWS=${ROWS:-1000000}
 USERS=${USERS:-10000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 RUNS=${RUNS:-3}
-VARIANTS=${VARIANTS:-none plpgsql_row plpgsql_stmt exact log sharded}
+VARIANTS=${VARIANTS:-none plpgsql_row plpgsql_stmt exact log sharded plpgsql_row1 exact1 exact10 pg_ivm}
+# pg_ivm runs only where it is installed (it is not in Debian's archive): see docs/benchmarks.md.
+if ! psql -X -At -d postgres -c "SELECT 1 FROM pg_available_extensions WHERE name = 'pg_ivm'" | grep -q 1; then
+	VARIANTS=$(echo "$VARIANTS" | sed 's/\bpg_ivm\b//g')
+	echo "pg_ivm is not installed: its variant is skipped" >&2
+fi
+# Variants that measure the single-row cost of one or ten counters: OLTP workloads only.
+single_row_only=" plpgsql_row1 exact1 exact10 "
 BULK_TIMEOUT=${BULK_TIMEOUT:-120}
 SYNC=${SYNC:-off on}
 DB=counters_bench
@@ -22,10 +29,17 @@ seed() { # variant
 	"${PSQL[@]}" -c "CREATE EXTENSION counters"
 	"${PSQL[@]}" -v rows="$ROWS" -v users="$USERS" -f schema.sql
 	"${PSQL[@]}" -f "variant_$1.sql" >/dev/null
+	# ubp_counter and bp_counter: what drift.sql compares with a recount (a variant with one counter gets a recount
+	# view for the other, which cannot drift).
+	local recount_bp="SELECT blog_id, count(*) AS posts FROM posts WHERE is_published AND NOT is_deleted GROUP BY 1"
 	case $1 in
-	exact | log | sharded) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp; CREATE VIEW bp_counter AS SELECT * FROM bp" ;;
+	exact | log | sharded | exact10) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp; CREATE VIEW bp_counter AS SELECT * FROM bp" ;;
+	exact1) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp; CREATE VIEW bp_counter AS $recount_bp" ;;
+	plpgsql_row1) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp_plpgsql; CREATE VIEW bp_counter AS $recount_bp" ;;
 	plpgsql_*) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp_plpgsql;
 	                            CREATE VIEW bp_counter AS SELECT * FROM bp_plpgsql" ;;
+	pg_ivm) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT user_id, blog_id, posts, rating_sum FROM ubp_ivm;
+	                         CREATE VIEW bp_counter AS SELECT blog_id, posts FROM bp_ivm" ;;
 	esac
 	"${PSQL[@]}" -c "VACUUM ANALYZE" -c "CHECKPOINT"
 }
@@ -39,19 +53,6 @@ drift() { # variant workload
 		echo "drift	$1	$2	$d" >> "$raw"
 		return 1
 	fi
-}
-
-# Median of numbers on stdin; a "timeout" among them makes the result ">BULK_TIMEOUT*1000" (a lower bound).
-median() {
-	local values
-	values=$(cat)
-	if grep -q timeout <<<"$values"; then
-		echo ">$((BULK_TIMEOUT * 1000))"
-		return
-	fi
-	grep -v '^$' <<<"$values" | sort -g |
-		awk '{a[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2];
-		                       else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'
 }
 
 pgbench_run() { # clients scripts... -> "tps failed_percent"
@@ -93,6 +94,15 @@ bulk_sql=("UPDATE posts SET rating = rating + 1"
           "COPY posts (user_id, blog_id, is_published, rating) FROM '/tmp/counters_bench_staging.csv' (FORMAT csv)"
           "DELETE FROM posts WHERE id % 10 = 5")
 
+# Log and sharded mode defer work to compaction: what folding the pending rows costs (ms), recorded as a workload.
+compaction() { # variant when
+	case $1 in log | sharded) ;; *) return 0 ;; esac
+	local ms
+	ms=$(timed "SELECT counters.compact()")
+	record "${SYNC%% *}" "$1" "compact() $2" ms "$ms"
+	drift "$1" "compact() $2" || failed=1
+}
+
 failed=0
 for variant in $VARIANTS; do
 	for run in $(seq "$RUNS"); do
@@ -113,6 +123,8 @@ for variant in $VARIANTS; do
 		# Bulk statements are not commit-bound: measured once per run, with the first SYNC setting; the per-row
 		# PL/pgSQL trigger (minutes per statement) only in the first run.
 		[ "$variant" = plpgsql_row ] && [ "$run" -gt 1 ] && continue
+		[[ $single_row_only == *" $variant "* ]] && continue
+		compaction "$variant" "after OLTP"
 		sync=${SYNC%% *}
 		"${PSQL[@]}" -c "ALTER DATABASE $DB SET synchronous_commit = $sync"
 		"${PSQL[@]}" -c "VACUUM ANALYZE posts"
@@ -123,42 +135,12 @@ for variant in $VARIANTS; do
 			record "$sync" "$variant" "${bulk_names[$i]}" ms "$ms"
 			[ "$ms" = timeout ] || drift "$variant" "${bulk_names[$i]}" || failed=1
 		done
+		compaction "$variant" "after the bulk statements"
 	done
 done
 
-# Median per (sync, workload, variant), then ratios against "none" and the PL/pgSQL triggers.
-{
-	echo "| sync commit | workload | unit | $(echo $VARIANTS | sed 's/ / | /g') | exact / none | exact / plpgsql_row | exact / plpgsql_stmt | log / none | log / plpgsql_row | sharded / none | sharded / plpgsql_row |"
-	echo "|---|---|---|$(for v in $VARIANTS; do printf -- '---|'; done)---|---|---|---|---|---|---|"
-	for sync in $SYNC; do
-		awk -F'\t' -v s="$sync" '$1 == s {print $3 "\t" $4}' "$raw" | sort -u | while IFS=$'\t' read -r w unit; do
-			row="| $sync | $w | $unit |"
-			declare -A med=()
-			for v in $VARIANTS; do
-				med[$v]=$(awk -F'\t' -v s="$sync" -v v="$v" -v w="$w" -v u="$unit" \
-					'$1==s && $2==v && $3==w && $4==u {print $5}' "$raw" | median)
-				row+=" ${med[$v]} |"
-			done
-			for pair in exact:none exact:plpgsql_row exact:plpgsql_stmt log:none log:plpgsql_row sharded:none sharded:plpgsql_row; do
-				mode=${pair%%:*}
-				base=${pair#*:}
-				if [ -n "${med[$mode]:-}" ] && [ -n "${med[$base]:-}" ] && [ "$unit" != "failed %" ]; then
-					# throughput: higher is better (mode/base); time: lower is better (base/mode), so >1 = faster
-					r=$(awk -v a="${med[$mode]}" -v b="${med[$base]}" -v u="$unit" 'BEGIN {
-						gt = sub(/^>/, "", b); if (u == "tps") printf "%.2f", a / b; else printf "%s%.2f", (gt ? ">" : ""), b / a}')
-					row+=" $r |"
-				else
-					row+=" |"
-				fi
-			done
-			echo "$row"
-			unset med
-		done
-	done
-	echo
-	echo "Ratios above 1 mean counters are faster (tps ratio, or inverse wall-time ratio for bulk statements)."
-	echo "ROWS=$ROWS SECONDS_PER_RUN=$SECONDS_PER_RUN RUNS=$RUNS (median); $(nproc) cores; PostgreSQL $(psql -XAtc 'SHOW server_version' -d "$DB")."
-} > results.md
+BENCH_NOTE="ROWS=$ROWS USERS=$USERS SECONDS_PER_RUN=$SECONDS_PER_RUN RUNS=$RUNS (median); $(nproc) cores; PostgreSQL $(psql -XAtc 'SHOW server_version' -d "$DB")." \
+	VARIANTS="$VARIANTS" SYNC="$SYNC" BULK_TIMEOUT="$BULK_TIMEOUT" bash table.sh
 cat results.md
 if [ "$failed" -ne 0 ]; then
 	echo "drift detected: see above" >&2

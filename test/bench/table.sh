@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The benchmark's Markdown table (results.md) from its raw numbers (results.tsv): run by inner.sh at the end of a run,
+# or alone to redo the table. Environment: VARIANTS, SYNC, BULK_TIMEOUT and BENCH_NOTE (the line under the table).
+set -euo pipefail
+cd "$(dirname "$0")"
+raw=results.tsv
+VARIANTS=$(echo ${VARIANTS:-$(cut -f2 "$raw" | grep -v '^drift$' | awk '!seen[$0]++' | tr '\n' ' ')})
+SYNC=${SYNC:-$(cut -f1 "$raw" | grep -v '^drift$' | awk '!seen[$0]++' | tr '\n' ' ')}
+BULK_TIMEOUT=${BULK_TIMEOUT:-120}
+
+# Median of numbers on stdin; a "timeout" among them makes the result ">BULK_TIMEOUT*1000" (a lower bound).
+median() {
+	local values
+	values=$(cat)
+	if grep -q timeout <<<"$values"; then
+		echo ">$((BULK_TIMEOUT * 1000))"
+		return
+	fi
+	{ grep -v '^$' <<<"$values" || true; } | sort -g |
+		awk '{a[NR] = $1} END {if (NR == 0) print ""; else if (NR % 2) print a[(NR + 1) / 2];
+		                       else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'
+}
+
+# Median per (sync, workload, variant), then ratios against "none" and the PL/pgSQL triggers.
+{
+	echo "| sync commit | workload | unit | $(echo $VARIANTS | sed 's/ / | /g') | exact / none | exact / plpgsql_row | exact / plpgsql_stmt | log / none | log / plpgsql_row | log / plpgsql_stmt | sharded / none | sharded / plpgsql_row | sharded / plpgsql_stmt | exact1 / none | exact1 / plpgsql_row1 | plpgsql_row1 / none | exact10 / none | pg_ivm / none |"
+	echo "|---|---|---|$(for v in $VARIANTS; do printf -- '---|'; done)---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	for sync in $SYNC; do
+		awk -F'\t' -v s="$sync" '$1 == s {print $3 "\t" $4}' "$raw" | sort -u | while IFS=$'\t' read -r w unit; do
+			row="| $sync | $w | $unit |"
+			declare -A med=()
+			for v in $VARIANTS; do
+				med[$v]=$(awk -F'\t' -v s="$sync" -v v="$v" -v w="$w" -v u="$unit" \
+					'$1==s && $2==v && $3==w && $4==u {print $5}' "$raw" | median)
+				row+=" ${med[$v]} |"
+			done
+			for pair in exact:none exact:plpgsql_row exact:plpgsql_stmt log:none log:plpgsql_row log:plpgsql_stmt sharded:none \
+				sharded:plpgsql_row sharded:plpgsql_stmt exact1:none exact1:plpgsql_row1 plpgsql_row1:none exact10:none pg_ivm:none; do
+				mode=${pair%%:*}
+				base=${pair#*:}
+				if [ -n "${med[$mode]:-}" ] && [ -n "${med[$base]:-}" ] && [ "$unit" != "failed %" ]; then
+					# throughput: higher is better (mode/base); time: lower is better (base/mode), so >1 = faster
+					r=$(awk -v a="${med[$mode]}" -v b="${med[$base]}" -v u="$unit" 'BEGIN {
+						gt = sub(/^>/, "", b); if (u == "tps") printf "%.2f", a / b; else printf "%s%.2f", (gt ? ">" : ""), b / a}')
+					row+=" $r |"
+				else
+					row+=" |"
+				fi
+			done
+			echo "$row"
+			unset med
+		done
+	done
+	echo
+	echo "Ratios above 1 mean counters are faster (tps ratio, or inverse wall-time ratio for bulk statements)."
+	echo "${BENCH_NOTE:-}"
+} > results.md
