@@ -133,9 +133,9 @@ ApplyUpsert(CompiledCounter *c, Datum *params, char *nulls, int free_slot)
 
 /*
  * Key by key, in order: directly where direct.cpp can (exact: every key; sharded: keys with a free slot row), else
- * one statement per key. `direct` is ended here.
+ * one statement per key. `direct` is ended here; true if it wrote rows (not yet visible to later commands).
  */
-void
+bool
 ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nulls, DirectTarget *direct)
 {
 	CompiledCounter *c = r->c;
@@ -162,7 +162,7 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 		}
 		}
 	}
-	DirectEnd(direct);
+	return DirectEnd(direct);
 }
 
 /* Delete the rows the bulk upsert just brought back to all zeros (its RETURNING says which); `scratch` holds n. */
@@ -286,17 +286,18 @@ ApplyErrorContext(void *arg)
 	errcontext("applying deltas to counter \"%s\"", name);
 }
 
-void
+/* Apply one counter's deltas; true if rows were written directly (not yet visible to later commands). */
+bool
 ApplyCounter(CounterRun *r, Datum *params, char *nulls)
 {
 	CompiledCounter *c = r->c;
 	if (DeltaCount(r) == 0)
-		return;
+		return false;
 	uint32 n;
 	DeltaEntry **sorted = NonzeroDeltas(r, &n);
 	n = DropExpired(c, sorted, n);
 	if (n == 0)
-		return;
+		return false;
 	SortDeltas(r, sorted, n);
 
 	/* Errors raised while applying (an overflow of a stored value, a constraint) name the counter. */
@@ -317,11 +318,12 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls)
 	 * thresholds needs each key's delta next to its new value.
 	 */
 	DirectTarget *direct = DirectBegin(c);
+	bool written = false;
 	if (direct == nullptr && n > 1 && c->plans[PLAN_BULK] != nullptr && !c->has_thresholds && !c->has_check)
 		ApplyBulk(r, sorted, n, params);
 	else
-		ApplyEach(r, sorted, n, params, nulls, direct);
-	/* What did not fit in bigint in one step (rare), in further steps, in the same order. */
+		written = ApplyEach(r, sorted, n, params, nulls, direct);
+	/* What did not fit in bigint in one step (rare), in further steps, in the same order, each seeing the last. */
 	for (;;) {
 		uint32 left = 0;
 		for (uint32 i = 0; i < n; i++)
@@ -330,11 +332,14 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls)
 		if (left == 0)
 			break;
 		n = left;
-		ApplyEach(r, sorted, n, params, nulls, DirectBegin(c));
+		if (written)
+			CommandCounterIncrement();
+		written = ApplyEach(r, sorted, n, params, nulls, DirectBegin(c));
 	}
 	error_context_stack = context.previous;
 	RestoreUser(&owner);
 	pfree(sorted);
+	return written;
 }
 
 } // namespace
@@ -368,8 +373,12 @@ ApplyCounters(CounterRun **list, int n)
 	List *mine = NIL;
 	PG_TRY();
 	{
+		bool written = false;
 		for (int i = 0; i < n; i++)
-			ApplyCounter(list[i], params, nulls);
+			written |= ApplyCounter(list[i], params, nulls);
+		/* Later commands (a threshold callback, the next statement) see the new versions. */
+		if (written)
+			CommandCounterIncrement();
 	}
 	PG_FINALLY();
 	{

@@ -169,7 +169,8 @@ struct DirectTarget;
 enum class DirectResult { Applied, Missing };
 DirectTarget *DirectBegin(CompiledCounter *c);
 DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot);
-void DirectEnd(DirectTarget *d);
+/* Whether rows were written: the caller makes them visible (CommandCounterIncrement) before reading them again. */
+bool DirectEnd(DirectTarget *d);
 
 /* All counters fed by one relation (a source table or one of its partitions), in name order. */
 struct SourceCounters {

@@ -502,11 +502,11 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 	return DirectResult::Applied;
 }
 
-void
+bool
 DirectEnd(DirectTarget *d)
 {
 	if (d == nullptr)
-		return;
+		return false;
 	if (d->estate != nullptr) {
 		ExecCloseIndices(d->rri);
 		FreeExecutorState(d->estate);
@@ -518,11 +518,10 @@ DirectEnd(DirectTarget *d)
 	list_free(d->arbiters);
 	index_close(d->index, NoLock);
 	table_close(d->rel, NoLock);
-	/* Later statements (and a later step for the same key) see the new versions. */
-	if (d->modified)
-		CommandCounterIncrement();
+	bool modified = d->modified;
 	pfree(d->scankeys);
 	pfree(d);
+	return modified;
 }
 
 } // namespace counters
