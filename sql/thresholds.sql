@@ -120,8 +120,9 @@ SELECT counters.set_thresholds('post_rating', 'rating', NULL);
 CREATE FUNCTION wrong_args(counter text, key jsonb) RETURNS void LANGUAGE sql AS $$ SELECT $$;
 SELECT counters.set_thresholds('post_rating', 'rating', '{1}', 'wrong_args'::regproc);
 \echo SQLSTATE :SQLSTATE
+-- (a counter with thresholds may switch to log or sharded mode: compaction crosses them there, see below)
 SELECT counters.alter_counter('post_rating', 'log');
-\echo SQLSTATE :SQLSTATE
+SELECT counters.alter_counter('post_rating', 'exact');
 SELECT * FROM counters.thresholds;
 
 -- A callback dropped behind the counter's back is reported at the next write, not skipped silently.
@@ -137,13 +138,9 @@ SET search_path = thresholds_test;
 INSERT INTO votes (post_id, value) VALUES (1, 1);
 INSERT INTO votes (post_id, value) VALUES (1, 5000);
 \echo SQLSTATE :SQLSTATE
--- Removing the thresholds: switching to log mode works again.
+-- Removing the thresholds.
 SELECT counters.set_thresholds('post_rating', 'rating', '{}');
 SELECT * FROM counters.thresholds;
-SELECT counters.alter_counter('post_rating', 'log');
-SELECT counters.set_thresholds('post_rating', 'rating', '{1}');
-\echo SQLSTATE :SQLSTATE
-SELECT counters.alter_counter('post_rating', 'exact');
 SELECT * FROM counters.verify('post_rating');
 
 SELECT counters.drop_counter('post_rating');
@@ -322,17 +319,59 @@ SELECT counters.set_thresholds('video_shows', 'shows', '{1, NULL}', every => 10)
 \echo SQLSTATE :SQLSTATE
 SELECT counters.set_thresholds('video_shows', 'shows');
 \echo SQLSTATE :SQLSTATE
-SELECT counters.alter_counter('video_shows', 'sharded');
-\echo SQLSTATE :SQLSTATE
 SELECT counter, column_name, thresholds, every FROM counters.thresholds ORDER BY column_name;
--- Only exact counters can have them.
-SELECT counters.create_counter('video_shows_log', 'SELECT video_id, count(*) AS shows FROM shows GROUP BY video_id',
+
+-- Log and sharded counters cross their thresholds when compaction folds their pending rows: a write does not know the
+-- counter's value, compaction does. The crossing is that of the folded value (old = the totals before, new = after):
+-- a value that goes up and back down between two compactions crosses nothing. Events go out with the compaction's
+-- transaction (NOTIFY at its commit, the callback inside it).
+CREATE TABLE later_shows (id serial PRIMARY KEY, video_id int NOT NULL);
+CREATE FUNCTION later_check(mode text) RETURNS TABLE (direction text, threshold numeric, old numeric, new numeric,
+                                                       new_is_recount boolean, listed_or_every text)
+LANGUAGE sql AS $$
+	SELECT c.direction, c.threshold, c.old, c.new,
+	       c.new = (SELECT count(*) FROM thresholds_test.later_shows s WHERE s.video_id = (c.key ->> 'video_id')::int),
+	       CASE WHEN c.threshold % 1000 = 0 THEN 'every' ELSE 'listed' END
+	  FROM thresholds_test.crossings c WHERE c.counter = 'later_' || mode ORDER BY c.n
+$$;
+SELECT counters.create_counter('later_log', 'SELECT video_id, count(*) AS shows FROM later_shows GROUP BY video_id',
                                mode => 'log');
-SELECT counters.set_thresholds('video_shows_log', 'shows', every => 1000);
+SELECT counters.create_counter('later_sharded', 'SELECT video_id, count(*) AS shows FROM later_shows GROUP BY video_id',
+                               mode => 'sharded');
+SELECT counters.set_thresholds('later_log', 'shows', '{500}', 'on_crossing'::regproc, every => 1000);
+SELECT counters.set_thresholds('later_sharded', 'shows', '{500}', 'on_crossing'::regproc, every => 1000);
+-- bounds stay exact-only
+SELECT counters.set_bounds('later_log', 'shows', max => 10);
 \echo SQLSTATE :SQLSTATE
-SELECT counters.set_thresholds('video_shows_log', 'shows', '{}', every => 1000);
-\echo SQLSTATE :SQLSTATE
-SELECT counters.drop_counter('video_shows_log');
+TRUNCATE crossings;
+INSERT INTO later_shows (video_id) SELECT 1 FROM generate_series(1, 1200);
+INSERT INTO later_shows (video_id) SELECT 1 FROM generate_series(1, 1400);
+-- nothing yet: the writes appended deltas
+SELECT count(*) AS events_before_compaction FROM crossings;
+SELECT counters.compact() > 0 AS compacted;
+-- 0 -> 2600: up through 500 (listed) and 1000, 2000 (every: one event at 2000, two crossed)
+SELECT * FROM later_check('log');
+SELECT * FROM later_check('sharded');
+TRUNCATE crossings;
+DELETE FROM later_shows WHERE id > 300;
+-- (up and back down between compactions: no event)
+INSERT INTO later_shows (video_id) SELECT 1 FROM generate_series(1, 5000);
+DELETE FROM later_shows WHERE id > 300;
+SELECT counters.compact() > 0 AS compacted;
+-- 2600 -> 300: down through 2000, 1000 (one event at 1000) and 500
+SELECT * FROM later_check('log');
+SELECT * FROM later_check('sharded');
+SELECT * FROM counters.verify('later_log');
+SELECT * FROM counters.verify('later_sharded');
+-- switching to exact mode keeps them, crossed at write time again
+TRUNCATE crossings;
+SELECT counters.alter_counter('later_log', 'exact');
+INSERT INTO later_shows (video_id) SELECT 1 FROM generate_series(1, 300);
+SELECT direction, threshold, old, new FROM crossings WHERE counter = 'later_log';
+SELECT counters.drop_counter('later_log');
+SELECT counters.drop_counter('later_sharded');
+DROP FUNCTION later_check(text);
+DROP TABLE later_shows;
 -- An empty list without "every" removes a column's thresholds, repeating ones included.
 SELECT counters.set_thresholds('video_shows', 'shows', '{}');
 SELECT counters.set_thresholds('video_shows', 'score', '{}');

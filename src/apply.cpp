@@ -155,7 +155,8 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 		case ApplyMode::Exact:
 		case ApplyMode::Sharded: {
 			/* (sharded, without the direct path: this backend's own slot, so that writers spread out) */
-			int free_slot = c->mode == ApplyMode::Sharded && c->max_slots > 0 ? compat::BackendNumber() % c->max_slots : 0;
+			int free_slot =
+			    c->mode == ApplyMode::Sharded && c->max_slots > 0 ? compat::BackendNumber() % c->max_slots : 0;
 			if (direct == nullptr || DirectAdd(direct, params, nulls, &free_slot) == DirectResult::Missing)
 				ApplyUpsert(c, params, nulls, free_slot);
 			break;

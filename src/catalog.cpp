@@ -251,16 +251,16 @@ CheckTargetKeyTypes(const CounterDef *def, Oid target)
 	}
 }
 
-/* Whether a counter has bounds or thresholds. */
+/* Whether a counter has bounds. */
 bool
-HasBoundsOrThresholds(const char *name)
+HasBounds(const char *name)
 {
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	Oid argtypes[1] = {TEXTOID};
 	Datum args[1] = {CStringGetTextDatum(name)};
 	QueryLatest("SELECT 1 FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1 "
-	            "AND options OPERATOR(pg_catalog.?|) '{bounds,thresholds}'::pg_catalog.text[]",
+	            "AND options OPERATOR(pg_catalog.?) 'bounds'::pg_catalog.text",
 	            1, argtypes, args, nullptr);
 	bool found = SPI_processed > 0;
 	SPI_finish();
@@ -375,12 +375,10 @@ SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 		ereport(ERROR,
 		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		         errmsg("counter \"%s\": log and sharded mode have totals and a log, exact mode neither", name)));
-	if (mode != Mode::Exact && HasBoundsOrThresholds(name))
-		ereport(ERROR,
-		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		         errmsg("counter \"%s\" has bounds or thresholds, which only exact mode can check at write time", name),
-		         errhint("Remove them first with counters.set_bounds(name, column_name) or "
-		                 "counters.set_thresholds(name, column_name, '{}').")));
+	if (mode != Mode::Exact && HasBounds(name))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\" has bounds, which only exact mode can check at write time", name),
+		                errhint("Remove them first with counters.set_bounds(name, column_name).")));
 	/*
 	 * Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending deltas
 	 * under its name. A user's view over the table would follow the rename and silently miss pending deltas.

@@ -207,6 +207,15 @@ void CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, 
  */
 void NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Datum *keys, const char *key_nulls);
 /*
+ * Whether a write knows the counter's value (exact and counter-cache counters): thresholds are crossed at write time.
+ * Log and sharded counters cross them when compaction folds their pending rows (maintenance.cpp).
+ */
+inline bool
+CrossesAtWrite(const CompiledCounter *c)
+{
+	return c->mode == ApplyMode::Exact || c->mode == ApplyMode::Target;
+}
+/*
  * A function that can be a threshold callback, not returning a set: (text, jsonb, text, numeric, numeric, numeric,
  * text), or the same followed by (numeric, numeric), which also take the step of repeating thresholds and the number
  * of multiples crossed.
@@ -320,7 +329,8 @@ char *ConditionProbe(const char *condition);
 char *RebuildConditionCheck(const CounterShape *s, const char *condition);
 char *RebuildStatement(const CounterShape *s, const char *condition);
 char *KeyColumnList(const CounterShape *s);
-char *CompactStatement(const CounterShape *s);
+/* Fold pending rows into the totals: (rows moved, zero rows' ctids), and with_rows, each folded key's row after. */
+char *CompactStatement(const CounterShape *s, bool with_rows);
 char *DeleteRowsStatement(Oid rel);
 char *RetentionStatement(const CounterShape *s, Oid rel, const char **names);
 

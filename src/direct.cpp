@@ -268,7 +268,8 @@ InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
 		next->tts_isnull[c->value_attnums[v] - 1] = false;
 		next->tts_values[c->value_attnums[v] - 1] = delta;
 		CheckBounds(c, v, delta, type, params, nulls);
-		NoteCrossings(c, v, delta, type, delta, params, nulls);
+		if (CrossesAtWrite(c))
+			NoteCrossings(c, v, delta, type, delta, params, nulls);
 	}
 	if (c->mode == ApplyMode::Sharded) {
 		next->tts_isnull[c->slot_attnum - 1] = false;
@@ -465,12 +466,14 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 			next->tts_values[a] = Int64GetDatum(sum);
 			all_zero &= sum == 0;
 			CheckBounds(d->c, v, next->tts_values[a], INT8OID, params, nulls);
-			NoteCrossings(d->c, v, next->tts_values[a], INT8OID, delta, params, nulls);
+			if (CrossesAtWrite(d->c))
+				NoteCrossings(d->c, v, next->tts_values[a], INT8OID, delta, params, nulls);
 		} else {
 			Datum sum = DirectFunctionCall2(numeric_add, next->tts_values[a], delta);
 			next->tts_values[a] = sum;
 			CheckBounds(d->c, v, sum, NUMERICOID, params, nulls);
-			NoteCrossings(d->c, v, sum, NUMERICOID, delta, params, nulls);
+			if (CrossesAtWrite(d->c))
+				NoteCrossings(d->c, v, sum, NUMERICOID, delta, params, nulls);
 			all_zero &= DatumGetInt32(DirectFunctionCall2(numeric_cmp, sum, d->zero)) == 0;
 		}
 	}

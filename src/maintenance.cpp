@@ -8,7 +8,7 @@
  * skipped; with a name, they are refused (42501). In a compaction round over all counters, a counter that fails is
  * reported (WARNING, counters.stats) and the round goes on with the others.
  */
-#include "counters.hpp"
+#include "capture.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -21,6 +21,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 #include "utils/rls.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -203,6 +204,80 @@ Int64Column(int col)
 	return isnull ? 0 : DatumGetInt64(d);
 }
 
+/*
+ * Thresholds of a log or sharded counter are crossed by the values compaction folds: the compiled counter (with its
+ * thresholds) of `e`, or NULL if it has none.
+ */
+CompiledCounter *
+WithThresholds(const CatalogEntry *e)
+{
+	SourceCounters *sc = GetSourceCounters(e->source);
+	for (int i = 0; i < sc->ncounters; i++)
+		if (strcmp(sc->counters[i].def->name, e->name) == 0)
+			return sc->counters[i].has_thresholds ? &sc->counters[i] : nullptr;
+	return nullptr;
+}
+
+/*
+ * The crossings of the keys a compaction folded (CompactStatement's rows: two counts, the folded row in definition
+ * order, then the sum folded into each value column), noted for AnnounceCrossings.
+ */
+void
+NoteFoldedCrossings(CompiledCounter *c, const CounterShape *s)
+{
+	const CounterDef *def = c->def;
+	Datum *keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
+	char *key_nulls = (char *)palloc(sizeof(char) * def->nkeys);
+	TupleDesc desc = SPI_tuptable->tupdesc;
+	for (uint64 r = 0; r < SPI_processed; r++) {
+		HeapTuple row = SPI_tuptable->vals[r];
+		bool isnull;
+		int first = 3; /* f1 */
+		int sums = first + s->ncolumns;
+		int nvalue = 0;
+		for (int i = 0; i < s->ncolumns; i++) {
+			const ColumnDef *cd = &def->columns[i];
+			if (!cd->is_key)
+				continue;
+			keys[cd->index] = SPI_getbinval(row, desc, first + i, &isnull);
+			key_nulls[cd->index] = isnull ? 'n' : ' ';
+		}
+		for (int i = 0; i < s->ncolumns; i++) {
+			const ColumnDef *cd = &def->columns[i];
+			if (cd->is_key)
+				continue;
+			Datum delta = SPI_getbinval(row, desc, sums + nvalue++, &isnull);
+			if (isnull)
+				continue; /* (the one row of a compaction that folded nothing) */
+			Datum value = SPI_getbinval(row, desc, first + i, &isnull);
+			if (isnull)
+				continue;
+			/* (the folded sums are numeric; an integer column's delta goes as bigint) */
+			if (def->values[cd->index].accum == AccumKind::Int64)
+				delta = DirectFunctionCall1(numeric_int8, delta);
+			NoteCrossings(c, cd->index, value, SPI_gettypeid(desc, first + i), delta, keys, key_nulls);
+		}
+	}
+}
+
+/* The crossings of the folded keys, in a list of their own (the enclosing one is put back even on error). */
+List *
+FoldedCrossings(CompiledCounter *c, const CounterShape *s)
+{
+	List *enclosing = StartCrossings();
+	List *mine = NIL;
+	PG_TRY();
+	{
+		NoteFoldedCrossings(c, s);
+	}
+	PG_FINALLY();
+	{
+		mine = TakeCrossings(enclosing);
+	}
+	PG_END_TRY();
+	return mine;
+}
+
 /* Fold a log or sharded counter's pending rows into its totals; returns the number of rows folded. */
 int64
 CompactOne(const CatalogEntry *e)
@@ -210,12 +285,14 @@ CompactOne(const CatalogEntry *e)
 	if (!LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock))
 		return 0;
 	CounterShape *s = BuildShape(e);
+	CompiledCounter *thresholds = WithThresholds(e);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
-	int ret = RunAsOwner(e, CompactStatement(s), 0, nullptr, nullptr, false);
-	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+	int ret = RunAsOwner(e, CompactStatement(s, thresholds != nullptr), 0, nullptr, nullptr, false);
+	if (ret != SPI_OK_SELECT || SPI_processed < 1)
 		elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	int64 folded = Int64Column(1);
+	List *crossings = thresholds != nullptr ? FoldedCrossings(thresholds, s) : NIL;
 	bool isnull;
 	Datum zero_rows = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	if (!isnull &&
@@ -225,6 +302,7 @@ CompactOne(const CatalogEntry *e)
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	}
+	AnnounceCrossings(crossings);
 	SPI_finish();
 	return folded;
 }

@@ -192,8 +192,7 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 		                       name, col.definition_name, NumericText(every)),
 		                errhint("every => 1000 makes 1000, 2000, 3000, ... (and -1000, -2000, ...) thresholds.")));
 	int n = thresholds == nullptr ? 0 : ArrayGetNItems(ARR_NDIM(thresholds), ARR_DIMS(thresholds));
-	if (n > 0 || !every_null)
-		RequireExactMode(e, "thresholds");
+	/* (log and sharded counters cross thresholds when compaction folds their pending rows) */
 	const char *callback_text = nullptr;
 	if (OidIsValid(callback)) {
 		bool ok = IsThresholdCallback(callback);

@@ -246,7 +246,7 @@ RebuildStatement(const CounterShape *s, const char *condition)
 }
 
 char *
-CompactStatement(const CounterShape *s)
+CompactStatement(const CounterShape *s, bool with_rows)
 {
 	StringInfoData moved, keys, cols, sums, nonzero, updates, zero, conflict;
 	initStringInfo(&moved);
@@ -287,12 +287,56 @@ CompactStatement(const CounterShape *s)
 	    s->e->mode == Mode::Sharded
 	        ? psprintf("l.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT x.ctid FROM %s x FOR UPDATE SKIP LOCKED))", log)
 	        : pstrdup("true");
+	if (!with_rows)
+		return psprintf(
+		    "WITH moved AS (DELETE FROM %s l WHERE %s RETURNING %s), "
+		    "     folded AS (INSERT INTO %s AS t (%s) SELECT %s%s FROM moved m GROUP BY %s HAVING %s "
+		    "                ORDER BY %s ON CONFLICT (%s) DO UPDATE SET %s RETURNING t.ctid, (%s) AS zero) "
+		    "SELECT (SELECT pg_catalog.count(*) FROM moved), ARRAY(SELECT f.ctid FROM folded f WHERE f.zero)",
+		    log, pending, moved.data, QualifiedName(s->table), insert_cols.data, keys.data, sums.data, keys.data,
+		    nonzero.data, keys.data, conflict.data, updates.data, zero.data);
+	/*
+	 * With the folded rows (for thresholds): the same, then one row per folded key with its new values (f1 ... fn,
+	 * definition order) and the sums folded into them (s<i> for value column i), after the two counts.
+	 */
+	StringInfoData sum_cols, returning, join, out;
+	initStringInfo(&sum_cols);
+	initStringInfo(&returning);
+	initStringInfo(&join);
+	initStringInfo(&out);
+	for (int i = 0; i < s->ncolumns; i++) {
+		int n = i + 1;
+		appendStringInfo(&returning, ", t.%s AS f%d", Quoted(s->table_names[i]), n);
+		appendStringInfo(&out, ", f.f%d", n);
+		if (s->is_key[i]) {
+			appendStringInfo(&sum_cols, "%sm.c%d", sum_cols.len ? ", " : "", n);
+			appendStringInfo(&join, "%sf.f%d IS NOT DISTINCT FROM g.c%d", join.len ? " AND " : "", n, n);
+		} else
+			appendStringInfo(&sum_cols, "%spg_catalog.sum(m.c%d) AS c%d", sum_cols.len ? ", " : "", n, n);
+	}
+	for (int i = 0; i < s->ncolumns; i++)
+		if (!s->is_key[i])
+			appendStringInfo(&out, ", g.c%d", i + 1);
+	StringInfoData folded_cols;
+	initStringInfo(&folded_cols);
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < s->ncolumns; i++)
+			if (s->is_key[i] == (pass == 0))
+				appendStringInfo(&folded_cols, "%sg.c%d", folded_cols.len ? ", " : "", i + 1);
+	StringInfoData group_keys;
+	initStringInfo(&group_keys);
+	for (int i = 0; i < s->ncolumns; i++)
+		if (s->is_key[i])
+			appendStringInfo(&group_keys, "%sg.c%d", group_keys.len ? ", " : "", i + 1);
 	return psprintf("WITH moved AS (DELETE FROM %s l WHERE %s RETURNING %s), "
-	                "     folded AS (INSERT INTO %s AS t (%s) SELECT %s%s FROM moved m GROUP BY %s HAVING %s "
-	                "                ORDER BY %s ON CONFLICT (%s) DO UPDATE SET %s RETURNING t.ctid, (%s) AS zero) "
-	                "SELECT (SELECT pg_catalog.count(*) FROM moved), ARRAY(SELECT f.ctid FROM folded f WHERE f.zero)",
-	                log, pending, moved.data, QualifiedName(s->table), insert_cols.data, keys.data, sums.data,
-	                keys.data, nonzero.data, keys.data, conflict.data, updates.data, zero.data);
+	                "     grouped AS (SELECT %s FROM moved m GROUP BY %s HAVING %s), "
+	                "     folded AS (INSERT INTO %s AS t (%s) SELECT %s FROM grouped g ORDER BY %s "
+	                "                ON CONFLICT (%s) DO UPDATE SET %s RETURNING t.ctid, (%s) AS zero%s) "
+	                "SELECT (SELECT pg_catalog.count(*) FROM moved), ARRAY(SELECT f.ctid FROM folded f WHERE f.zero)%s "
+	                "  FROM (SELECT) one LEFT JOIN (folded f JOIN grouped g ON %s) ON true",
+	                log, pending, moved.data, sum_cols.data, keys.data, nonzero.data, QualifiedName(s->table),
+	                insert_cols.data, folded_cols.data, group_keys.data, conflict.data, updates.data, zero.data,
+	                returning.data, out.data, join.data);
 }
 
 char *
