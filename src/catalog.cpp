@@ -251,21 +251,25 @@ CheckTargetKeyTypes(const CounterDef *def, Oid target)
 	}
 }
 
-/* Whether a counter has bounds. */
+} // namespace
+
+/* Whether a counter has the option `option` (bounds, thresholds). */
 bool
-HasBounds(const char *name)
+HasOption(const char *name, const char *option)
 {
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
-	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {CStringGetTextDatum(name)};
+	Oid argtypes[2] = {TEXTOID, TEXTOID};
+	Datum args[2] = {CStringGetTextDatum(name), CStringGetTextDatum(option)};
 	QueryLatest("SELECT 1 FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1 "
-	            "AND options OPERATOR(pg_catalog.?) 'bounds'::pg_catalog.text",
-	            1, argtypes, args, nullptr);
+	            "AND options OPERATOR(pg_catalog.?) $2",
+	            2, argtypes, args, nullptr);
 	bool found = SPI_processed > 0;
 	SPI_finish();
 	return found;
 }
+
+namespace {
 
 /*
  * Views (and materialized views) other than `except` that read `rel`, as a list for a message, or nullptr. They
@@ -375,7 +379,7 @@ SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 		ereport(ERROR,
 		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		         errmsg("counter \"%s\": log and sharded mode have totals and a log, exact mode neither", name)));
-	if (mode != Mode::Exact && HasBounds(name))
+	if (mode != Mode::Exact && HasOption(name, "bounds"))
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\" has bounds, which only exact mode can check at write time", name),
 		                errhint("Remove them first with counters.set_bounds(name, column_name).")));

@@ -246,6 +246,8 @@ struct CatalogEntry {
  * the partitioned table, and must wait too.
  */
 void LockSource(Oid source, LOCKMODE mode);
+/* Whether counter `name` has option `option` in its catalog row (bounds, thresholds), as the latest snapshot sees. */
+bool HasOption(const char *name, const char *option);
 /* Counters named `name` (NULL: all), in name order, as the latest snapshot sees them. */
 List *ReadCatalog(const char *name);
 /* The counters one of whose relations (target, totals, log or slots, definition view) is `rel`, in name order. */

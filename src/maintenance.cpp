@@ -211,6 +211,8 @@ Int64Column(int col)
 CompiledCounter *
 WithThresholds(const CatalogEntry *e)
 {
+	if (!HasOption(e->name, "thresholds"))
+		return nullptr;
 	SourceCounters *sc = GetSourceCounters(e->source);
 	for (int i = 0; i < sc->ncounters; i++)
 		if (strcmp(sc->counters[i].def->name, e->name) == 0)
