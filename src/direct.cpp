@@ -1,23 +1,26 @@
 /*
- * direct.cpp: adding deltas to existing counter rows without the executor.
+ * direct.cpp: adding deltas to counter rows without the executor.
  *
- * An OLTP statement touches one or a few keys per counter, and almost always the row of each key exists already.
- * Running INSERT ... ON CONFLICT DO UPDATE through SPI for it costs an executor start-up, an arbiter index probe and
- * an executor shutdown per key; this file does the same work directly, the way ON CONFLICT DO UPDATE does it
- * inside the executor:
+ * Running INSERT ... ON CONFLICT DO UPDATE through SPI for each key costs an executor start-up, an arbiter index probe
+ * and an executor shutdown per key; a set-based upsert of many keys costs a speculative insertion attempt per key.
+ * This file does the same work directly, key by key in the statement's key order, the way ON CONFLICT DO UPDATE does
+ * it inside the executor:
  *
  *   1. find the key's row through the counter table's unique key index with a dirty snapshot, waiting for any
  *      transaction that is inserting or changing it, then looking again;
  *   2. lock it (table_tuple_lock); if a concurrent transaction changed it meanwhile, look again (READ COMMITTED) or
  *      raise a serialization failure (REPEATABLE READ, as ON CONFLICT does);
  *   3. write the new version (or delete the row when every value came back to zero), inserting index entries when
- *      the update is not HOT (or, a HOT update that changed columns of summarizing indexes, into those only).
+ *      the update is not HOT (or, a HOT update that changed columns of summarizing indexes, into those only);
+ *   4. a key without a row gets one by speculative insertion (exact mode; sharded mode: a new slot row when a slot
+ *      number is free), as INSERT ... ON CONFLICT inserts: if another transaction inserted the key meanwhile, the
+ *      insertion is undone and the key looked up again.
  *
- * A key without a row is reported as Missing and inserted by the caller through the SPI upsert, which handles
- * concurrent inserts of the same key (speculative insertion). The direct path is used only where it does exactly
+ * Where that is not possible (a sharded key whose every slot row is busy, a counter table with other columns) the
+ * key is reported Missing and the caller runs the SPI upsert. The direct path is used only where it does exactly
  * what the upsert would do: a plain heap table created by create_counter, with no triggers, no row-level security and
  * no generated columns, and not at SERIALIZABLE (whose predicate locks the executor takes); anything else goes
- * through the upsert. CHECK constraints are checked on the row as it will be, as the executor's UPDATE does.
+ * through the upsert. CHECK constraints are checked on the row as it will be, as the executor does.
  *
  * Like capture.cpp, this code calls PostgreSQL functions that raise errors, so no object with a destructor lives on
  * its stack; relations, slots and the executor state are released by the resource owner or freed with the
