@@ -259,6 +259,26 @@ expect_error "INSERT into a counted reference table" 0A000 \
 	'table public.rposts is a reference table of Citus; counters cannot count it yet' "$coord" <<<'INSERT INTO rposts VALUES (1, 1)'
 [ "$(sql "$coord" <<<'SELECT count(*) FROM fposts')" = 0 ] || fail "a write to fposts went through"
 same fbp 'SELECT blog_id, count(*)::numeric AS n FROM fposts GROUP BY 1'
+# the way out (docs/citus.md): drop the counter, then the TRUNCATE triggers Citus left on the shards
+sql "$coord" <<'SQL' >/dev/null
+BEGIN;
+SET LOCAL citus.enable_unsafe_triggers = on;
+SET LOCAL citus.multi_shard_modify_mode = 'sequential';
+SELECT counters.drop_counter('fbp');
+COMMIT;
+INSERT INTO fposts VALUES (1, 1, 1);
+SQL
+expect_error "TRUNCATE after dropping the counter, the shards' TRUNCATE triggers left" '(0A000|XX000)' "$fmsg" "$coord" \
+	<<<'TRUNCATE fposts'
+sql "$coord" <<'SQL' >/dev/null
+SELECT run_command_on_placements('fposts',
+  $cmd$DO $do$ DECLARE r regclass := '%s'; t name; BEGIN
+      FOR t IN SELECT tgname FROM pg_trigger WHERE tgrelid = r AND tgfoid = 'counters.capture()'::regprocedure
+      LOOP EXECUTE format('DROP TRIGGER %%I ON %%s', t, r); END LOOP; END $do$$cmd$);
+TRUNCATE fposts;
+INSERT INTO fposts VALUES (2, 1, 2);
+SQL
+echo "ok - fposts usable after drop_counter and dropping the shards' leftover triggers"
 
 # --- 4. a counter table distributed after its declaration
 sql "$coord" <<'SQL' >/dev/null
