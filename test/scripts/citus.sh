@@ -3,7 +3,8 @@
 # or counts wrong (docs/citus.md). Needs Citus built for the PostgreSQL under test ($(pg_config --pkglibdir)/citus.so;
 # docs/citus.md says how to build 13.2.2 for Debian's 15); without it the script says so and exits at once. It starts
 # a coordinator and two workers of its own (throwaway clusters on free ports, as postgres when run as root, removed at
-# the end), installs citus and counters, and checks, each expected error by its SQLSTATE and message:
+# the end), creates the citus and counters extensions there (counters must be installed first: make install), and
+# checks, each expected error by its SQLSTATE and message:
 #   1. local tables with counters keep counting on a Citus coordinator (compared with a recount after every step);
 #   2. create_counter over a distributed, a reference or a Citus local table, as source or as target, and on a worker,
 #      fails with 0A000 naming the counter, also for a role that is not a superuser;
@@ -11,10 +12,11 @@
 #      and without rows; create_reference_table; citus_add_local_table_to_metadata) fails with Citus's error or
 #      0A000 and leaves the table local and counted;
 #      a counted table distributed anyway (the event triggers disabled): every INSERT, UPDATE, DELETE, COPY and
-#      TRUNCATE fails, naming the table;
+#      TRUNCATE fails, naming the table, and the repair of docs/citus.md (drop_counter, then the triggers left on
+#      the shards) makes it writable again;
 #   4. a counter table distributed after its declaration: every later write of the source fails with 0A000;
 #   5. ALTER TABLE of a counted local table, and of a distributed table, finish (statement_timeout) without touching
-#      Citus's shards, and the counters still count.
+#      Citus's shards, or the capture triggers of a Citus shell and placement, and the counters still count.
 #   CITUS_KEEP=1 bash test/scripts/citus.sh    # keep the clusters' directories (and print where), logs included
 #   CITUS_CONF="log_statement = 'all'" ...     # more settings for every node
 set -euo pipefail
