@@ -384,6 +384,7 @@ BuildEntry(SourceCounters *entry)
 			c->query = query_oid;
 			c->write_rel = WriteRelation(c->mode, target, log_mode ? DatumGetObjectId(log) : InvalidOid);
 			c->totals = log_mode && !totals_null ? DatumGetObjectId(totals) : InvalidOid;
+			citus::RefuseCountingInto(name, c->write_rel);
 			/* The counter's owner: of the table holding its values (as CounterOwner says for maintenance). */
 			c->owner = RelationOwner(OidIsValid(c->totals) ? c->totals : c->target);
 			c->def = AnalyzeView(name, query_oid, c->owner);

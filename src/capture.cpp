@@ -569,6 +569,9 @@ Capture(TriggerData *td)
 	 */
 	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
 	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
+	/* (Citus copies the triggers to the shards of a table it distributes; TRUNCATE fires on the coordinator's shell) */
+	if (sc->ncounters == 0 || TRIGGER_FIRED_BY_TRUNCATE(ev))
+		citus::RefuseCapture(rel);
 	RequireCounters(rel, sc);
 	if (TRIGGER_FIRED_BY_TRUNCATE(ev)) {
 		if (TRIGGER_FIRED_BEFORE(ev))

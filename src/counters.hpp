@@ -421,6 +421,27 @@ void OnDdlStart(EventTriggerData *trigger);
 void OnDdlEnd();
 void OnSqlDrop();
 
+/*
+ * Citus (citus.cpp): its tables are refused until distributed sources are supported. Without the citus extension in
+ * the database every function returns at once (false, or nothing refused).
+ */
+namespace citus {
+/* The citus extension is installed in this database. */
+bool Present();
+/* This is a Citus worker node (its group is not the coordinator's). */
+bool OnWorker();
+/* `relid` is a Citus table (distributed, reference, Citus local) or a shard of one. */
+bool IsCitusRelation(Oid relid);
+/* Refuse (0A000) declaring `counter` on a worker, or over a Citus source or target (InvalidOid: none). */
+void RefuseDeclaration(const char *counter, Oid source, Oid target);
+/* Refuse (0A000) counting `counter` into `rel` if it became a Citus table. */
+void RefuseCountingInto(const char *counter, Oid rel);
+/* Refuse (0A000) the capture trigger firing on a Citus table's shard, on its shell, or on a worker. */
+void RefuseCapture(Relation rel);
+/* In ddl_command_end: refuse (0A000) capture triggers on a Citus table, shard or worker table the command touched. */
+void RefuseCaptureTriggers();
+} // namespace citus
+
 /* The compaction background worker (worker.cpp): GUCs, and workers registered when preloaded. */
 void InitWorkers();
 

@@ -10,6 +10,9 @@
  * partition or an inheritance child or parent (writes through the parent, or to the child, would not fire its
  * triggers), DETACH PARTITION CONCURRENTLY of a counted partition (its rows would leave in a second transaction the
  * trigger does not see), and dropping or retyping a counter table's counted columns.
+ *
+ * On a Citus worker the event triggers do nothing but refuse capture triggers (citus.cpp): Citus applies DDL to its
+ * shards there, in parallel connections of one distributed transaction, and the workers hold no counter.
  */
 #include "counters.hpp"
 #include "compat.hpp"
@@ -275,6 +278,9 @@ void
 OnDdlStart(EventTriggerData *trigger)
 {
 	Node *tree = trigger->parsetree;
+	/* (a Citus worker holds shards and shells of the coordinator's tables, and no counter) */
+	if (citus::OnWorker())
+		return;
 	/* Names resolve with the caller's search_path, as the command itself will resolve them. */
 	List *leaving = NIL;
 	List *joining = NIL;
@@ -363,6 +369,9 @@ ExecuteDdl(const char *sql)
 void
 OnDdlEnd()
 {
+	citus::RefuseCaptureTriggers();
+	if (citus::OnWorker())
+		return;
 	MemoryContext caller = CurrentMemoryContext;
 	int level = PinSettings(PIN_SEARCH_PATH);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -414,7 +423,8 @@ OnDdlEnd()
 	foreach (lc, sources)
 		Attach(lfirst_oid(lc));
 	foreach (lc, leftovers)
-		Detach(lfirst_oid(lc));
+		if (!citus::IsCitusRelation(lfirst_oid(lc))) /* (Citus's shards and shells are Citus's to change) */
+			Detach(lfirst_oid(lc));
 	UnpinSettings(level);
 }
 
@@ -427,6 +437,8 @@ OnDdlEnd()
 void
 OnSqlDrop()
 {
+	if (citus::OnWorker())
+		return;
 	MemoryContext caller = CurrentMemoryContext;
 	int level = PinSettings(PIN_SEARCH_PATH);
 	if (SPI_connect() != SPI_OK_CONNECT)

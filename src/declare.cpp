@@ -184,6 +184,7 @@ Declare(const char *name, const char *definition, const char *target)
 	char *schema = nullptr;
 	char *table = nullptr;
 	Oid tgt = target != nullptr ? ResolveTarget(name, target, &schema, &table) : InvalidOid;
+	citus::RefuseDeclaration(name, def->source, tgt);
 
 	/* Only the source's owner may declare (and so lock it), before anything else. */
 	RequireOwnerPrivileges(name, def->source);
