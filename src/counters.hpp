@@ -142,9 +142,11 @@ struct CompiledCounter {
 	bool *callback_missing; /* a callback was set but no longer exists */
 	/* counters.set_retention: deltas to buckets older than now() - keep are dropped (-1: no retention) */
 	int retention_key;
-	Datum retention_keep; /* interval */
-	Oid key_index;        /* the unique index on the key columns, found by the first DirectBegin */
-	int *key_of_column;   /* its columns' key numbers; NULL until then */
+	Datum retention_keep;       /* interval */
+	Oid key_index;              /* the unique index on the key columns, found by the first DirectBegin */
+	int *key_of_column;         /* its columns' key numbers; NULL until then */
+	RegProcedure *key_eq_procs; /* its columns' equality functions (for index key_eq_index); NULL until needed */
+	Oid key_eq_index;
 	SPIPlanPtr plans[NUM_PLANS];
 	bool has_check; /* write_rel has CHECK constraints */
 	bool has_rls;   /* ... has row-level security enabled */

@@ -336,16 +336,25 @@ DirectBegin(CompiledCounter *c)
 	d->zero = DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
 	d->can_insert = OnlyCounterColumns(rel, c);
 	d->arbiters = list_make1_oid(indexoid);
-	d->scankeys = (ScanKeyData *)palloc0(sizeof(ScanKeyData) * c->def->nkeys);
-	for (int j = 0; j < c->def->nkeys; j++) {
-		Oid opfamily = d->index->rd_opfamily[j];
-		Oid opcintype = d->index->rd_opcintype[j];
-		Oid op = get_opfamily_member(opfamily, opcintype, opcintype, BTEqualStrategyNumber);
-		if (!OidIsValid(op))
-			elog(ERROR, "counters: no equality operator in operator family %u", opfamily);
-		ScanKeyEntryInitialize(&d->scankeys[j], 0, j + 1, BTEqualStrategyNumber, InvalidOid,
-		                       d->index->rd_indcollation[j], get_opcode(op), (Datum)0);
+	/* The index columns' equality functions, looked up once per compiled counter and index. */
+	if (c->key_eq_procs == nullptr || c->key_eq_index != indexoid) {
+		RegProcedure *procs = (RegProcedure *)MemoryContextAlloc(GetMemoryChunkContext(c->key_attnums),
+		                                                         sizeof(RegProcedure) * c->def->nkeys);
+		for (int j = 0; j < c->def->nkeys; j++) {
+			Oid opfamily = d->index->rd_opfamily[j];
+			Oid opcintype = d->index->rd_opcintype[j];
+			Oid op = get_opfamily_member(opfamily, opcintype, opcintype, BTEqualStrategyNumber);
+			if (!OidIsValid(op))
+				elog(ERROR, "counters: no equality operator in operator family %u", opfamily);
+			procs[j] = get_opcode(op);
+		}
+		c->key_eq_procs = procs;
+		c->key_eq_index = indexoid;
 	}
+	d->scankeys = (ScanKeyData *)palloc0(sizeof(ScanKeyData) * c->def->nkeys);
+	for (int j = 0; j < c->def->nkeys; j++)
+		ScanKeyEntryInitialize(&d->scankeys[j], 0, j + 1, BTEqualStrategyNumber, InvalidOid,
+		                       d->index->rd_indcollation[j], c->key_eq_procs[j], (Datum)0);
 	return d;
 }
 
