@@ -3,6 +3,16 @@ from django.db import models
 
 class Blog(models.Model):
     name = models.TextField()
+    post_count = models.BigIntegerField(default=0, editable=False)  # kept by counters (migration 0002)
+
+    COUNTER_FIELDS = {"post_count"}
+
+    def save(self, *args, **kwargs):
+        # An update writes the fields the application owns, never the counter's (docs/clients.md).
+        if not self._state.adding and kwargs.get("update_fields") is None:
+            kwargs["update_fields"] = [f.attname for f in self._meta.concrete_fields
+                                       if not f.primary_key and f.attname not in self.COUNTER_FIELDS]
+        super().save(*args, **kwargs)
 
 
 class Post(models.Model):

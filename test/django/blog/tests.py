@@ -47,6 +47,20 @@ class CountersWithDjango(TransactionTestCase):
         b2.delete()  # cascade through the foreign key
         self.assertExact("cascade delete of a blog")
 
+    def test_stale_save_keeps_counter_cache(self):
+        b0 = self.blogs[0]
+        stale = Blog.objects.get(pk=b0.pk)  # post_count 0, loaded before the posts exist
+        Post.objects.bulk_create([Post(blog=b0, user_id=i) for i in range(5)])
+        stale.name = "renamed"
+        stale.save()  # a stale instance saved: must not write post_count = 0 back
+        b0.refresh_from_db()
+        self.assertEqual(b0.name, "renamed")
+        self.assertEqual(b0.post_count, Post.objects.filter(blog=b0, is_deleted=False).count())
+        self.assertEqual(b0.post_count, 5)
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM counters.verify('blog_post_count')")
+            self.assertEqual(cur.fetchone()[0], 0)
+
     def test_rollback_and_raw_sql(self):
         b0, b1, _ = self.blogs
         Post.objects.bulk_create([Post(blog=b0, user_id=i, rating=1, is_published=True) for i in range(10)])
