@@ -253,6 +253,26 @@ CheckTargetKeyTypes(const CounterDef *def, Oid target)
 
 } // namespace
 
+/* Whether view `view` reads column `attnum` of relation `rel` (a dependency of its rule, in pg_depend). */
+bool
+ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[3] = {OIDOID, OIDOID, INT4OID};
+	Datum args[3] = {ObjectIdGetDatum(view), ObjectIdGetDatum(rel), Int32GetDatum(attnum)};
+	QueryLatest("SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_rewrite r "
+	            "ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass "
+	            "AND d.objid OPERATOR(pg_catalog.=) r.oid "
+	            "WHERE r.ev_class OPERATOR(pg_catalog.=) $1 "
+	            "AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+	            "AND d.refobjid OPERATOR(pg_catalog.=) $2 AND d.refobjsubid OPERATOR(pg_catalog.=) $3",
+	            3, argtypes, args, nullptr);
+	bool found = SPI_processed > 0;
+	SPI_finish();
+	return found;
+}
+
 /* Whether a counter has the option `option` (bounds, thresholds). */
 bool
 HasOption(const char *name, const char *option)

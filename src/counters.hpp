@@ -248,6 +248,8 @@ struct CatalogEntry {
  * the partitioned table, and must wait too.
  */
 void LockSource(Oid source, LOCKMODE mode);
+/* Whether view `view` reads column `attnum` of `rel` (pg_depend). */
+bool ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum);
 /* Whether counter `name` has option `option` in its catalog row (bounds, thresholds), as the latest snapshot sees. */
 bool HasOption(const char *name, const char *option);
 /* Counters named `name` (NULL: all), in name order, as the latest snapshot sees them. */

@@ -165,6 +165,36 @@ RefuseStructureChange(const CatalogEntry *e, Oid relid, const char *what)
 	                 e->name)));
 }
 
+/*
+ * ALTER COLUMN ... TYPE of a source column a counter's definition reads: PostgreSQL refuses it because the definition
+ * view depends on the column; say which counter, and how to change the type.
+ */
+void
+RefuseCountedColumnType(List *catalog, Oid relid, const char *column)
+{
+	AttrNumber attnum = get_attnum(relid, column);
+	if (attnum == InvalidAttrNumber)
+		return;
+	ListCell *lc;
+	foreach (lc, catalog) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (e->source != relid || !OidIsValid(e->query) || !ViewUsesColumn(e->query, relid, attnum))
+			continue;
+		ereport(ERROR,
+		        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+		         errmsg("counter \"%s\" counts column \"%s\" of %s: its type cannot change while the counter is "
+		                "declared",
+		                e->name, column, QualifiedName(relid)),
+		         errdetail("The counter's definition (view %s) reads the column, and its table holds keys or sums of "
+		                   "the column's current type.",
+		                   QualifiedName(e->query)),
+		         errhint("In one transaction: note the definition (SELECT pg_get_viewdef('%s')), "
+		                 "SELECT counters.drop_counter('%s'), change the column's type, and declare the counter again "
+		                 "with counters.create_counter.",
+		                 QualifiedName(e->query), e->name)));
+	}
+}
+
 /* A counter column (a key, value or slot column) of a counter's own table, or of columns kept in an existing table. */
 const CatalogEntry *
 CounterOfColumn(List *catalog, Oid relid, const char *column)
@@ -213,6 +243,8 @@ CheckAlterTable(AlterTableStmt *stmt, List **leaving, List **joining, Oid *paren
 				                   "the wrong type."),
 				         errhint("Drop the counter first with counters.drop_counter('%s') (and declare it again).",
 				                 e->name)));
+			if (cmd->subtype == AT_AlterColumnType)
+				RefuseCountedColumnType(catalog, relid, cmd->name);
 			break;
 		}
 		case AT_AddInherit: {
