@@ -197,6 +197,63 @@ TRUNCATE orders;
 SELECT * FROM customers ORDER BY id;
 SELECT count(*) AS catalog_rows FROM counters.counter;
 
+-- Touch: a timestamp column of the target set to the transaction's start time when the counter changes the row's
+-- values (cache keys); rows whose values do not change keep theirs.
+CREATE TABLE shops (id int PRIMARY KEY, sales bigint NOT NULL DEFAULT 0, updated_at timestamptz, note text,
+                    made date);
+CREATE TABLE sales (id serial PRIMARY KEY, shop_id int NOT NULL, amount int NOT NULL);
+INSERT INTO shops (id) VALUES (1), (2), (3);
+SELECT counters.create_counter('shop_sales', 'SELECT shop_id AS id, count(*) AS sales FROM sales GROUP BY shop_id',
+                               'shops');
+SELECT counters.set_touch('shop_sales', 'updated_at');
+SELECT name, options -> 'touch' AS touch FROM counters.counter WHERE name = 'shop_sales';
+BEGIN;
+INSERT INTO sales (shop_id, amount) VALUES (1, 5), (1, 7), (2, 1);
+SELECT id, sales, updated_at = transaction_timestamp() AS touched_now, updated_at IS NULL AS untouched
+  FROM shops ORDER BY id;
+COMMIT;
+UPDATE shops SET updated_at = NULL;
+-- an UPDATE that moves nothing between shops changes no counter value: no row is touched
+UPDATE sales SET amount = amount + 1;
+SELECT id, updated_at IS NULL AS untouched FROM shops ORDER BY id;
+-- a move touches both shops; TRUNCATE touches the rows it zeroes
+UPDATE sales SET shop_id = 3 WHERE shop_id = 2;
+SELECT id, sales, updated_at IS NOT NULL AS touched FROM shops ORDER BY id;
+UPDATE shops SET updated_at = NULL;
+TRUNCATE sales;
+SELECT id, sales, updated_at IS NOT NULL AS touched FROM shops ORDER BY id;
+-- refusals: not a timestamp (text, date, the counter's own bigint column), no such column, a counter with a table of
+-- its own, another role
+SELECT counters.set_touch('shop_sales', 'note');
+\echo SQLSTATE :SQLSTATE
+SELECT counters.set_touch('shop_sales', 'made');
+\echo SQLSTATE :SQLSTATE
+SELECT counters.set_touch('shop_sales', 'sales');
+\echo SQLSTATE :SQLSTATE
+SELECT counters.set_touch('shop_sales', 'missing');
+\echo SQLSTATE :SQLSTATE
+SELECT counters.create_counter('own_table', 'SELECT shop_id, count(*) AS n FROM sales GROUP BY shop_id');
+SELECT counters.set_touch('own_table', 'updated_at');
+\echo SQLSTATE :SQLSTATE
+SET ROLE NONE;
+CREATE ROLE counters_touch_stranger;
+GRANT USAGE ON SCHEMA target_test TO counters_touch_stranger;
+SET ROLE counters_touch_stranger;
+SELECT counters.set_touch('shop_sales', NULL);
+\echo SQLSTATE :SQLSTATE
+SET ROLE NONE;
+DROP OWNED BY counters_touch_stranger;
+DROP ROLE counters_touch_stranger;
+RESET ROLE;
+-- NULL removes it
+SELECT counters.set_touch('shop_sales', NULL);
+UPDATE shops SET updated_at = NULL;
+INSERT INTO sales (shop_id, amount) VALUES (1, 1);
+SELECT id, sales, updated_at IS NULL AS untouched FROM shops WHERE id = 1;
+SELECT * FROM counters.verify('shop_sales');
+SELECT counters.drop_counter('own_table');
+SELECT counters.drop_counter('shop_sales');
+
 SET client_min_messages = warning;
 DROP SCHEMA target_test CASCADE;
 RESET client_min_messages;

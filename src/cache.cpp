@@ -407,6 +407,8 @@ BuildEntry(SourceCounters *entry)
 						c->retention_keep = datumCopy(keep, false, sizeof(Interval));
 					}
 			}
+			Datum touch = SPI_getbinval(tup, tupdesc, 15, &isnull);
+			c->touch_column = isnull || c->mode != ApplyMode::Target ? nullptr : TextDatumGetCString(touch);
 			Relation trel = table_open(c->write_rel, AccessShareLock);
 			c->has_check = RelationGetDescr(trel)->constr != nullptr && RelationGetDescr(trel)->constr->num_check > 0;
 			c->has_rls = trel->rd_rel->relrowsecurity;

@@ -437,7 +437,7 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 	RequireMaintainer(e);
 	/* (last_rebuild: written by the rebuild() of an installation not yet updated by ALTER EXTENSION UPDATE) */
 	if (strcmp(key, "bounds") != 0 && strcmp(key, "thresholds") != 0 && strcmp(key, "max_slots") != 0 &&
-	    strcmp(key, "retention") != 0 && strcmp(key, "last_rebuild") != 0)
+	    strcmp(key, "retention") != 0 && strcmp(key, "touch") != 0 && strcmp(key, "last_rebuild") != 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": unknown option %s", name, quote_literal_cstr(key))));
 	Oid argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
@@ -469,7 +469,7 @@ QueryCountersOf(Oid source)
 	                  "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16), "
 	                  "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
 	                  "(c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) "
-	                  "'keep')::pg_catalog.interval "
+	                  "'keep')::pg_catalog.interval, c.options OPERATOR(pg_catalog.->>) 'touch' "
 	                  "FROM counters.counter c, LATERAL ("
 	                  "SELECT pg_catalog.array_agg(e.key) AS columns, "
 	                  "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"

@@ -148,8 +148,9 @@ struct CompiledCounter {
 	RegProcedure *key_eq_procs; /* its columns' equality functions (for index key_eq_index); NULL until needed */
 	Oid key_eq_index;
 	SPIPlanPtr plans[NUM_PLANS];
-	bool has_check; /* write_rel has CHECK constraints */
-	bool has_rls;   /* ... has row-level security enabled */
+	const char *touch_column; /* counter-cache counters: a timestamp column of the target set when values change */
+	bool has_check;           /* write_rel has CHECK constraints */
+	bool has_rls;             /* ... has row-level security enabled */
 };
 
 /* A prepared statement's text and parameter types. */
@@ -386,6 +387,7 @@ void SetBounds(const char *name, const char *column, Datum min, bool min_null, D
 void SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback, Datum every,
                    bool every_null);
 void SetRetention(const char *name, const char *column, Datum keep, bool keep_null);
+void SetTouch(const char *name, const char *column);
 void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
 /* top() in the row type `rowtype` of the relation a counter is read from: whole rows of that type. */
 void TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);

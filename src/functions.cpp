@@ -148,6 +148,14 @@ COUNTERS_FUNCTION(counters_set_retention)
 	PG_RETURN_VOID();
 }
 
+/* counters.set_touch(name, column_name) */
+COUNTERS_FUNCTION(counters_set_touch)
+{
+	counters::SetTouch(RequiredTextArg(fcinfo, 0, "the counter name"),
+	                   PG_ARGISNULL(1) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	PG_RETURN_VOID();
+}
+
 /* counters.top(name, column_name, k, filter): the k largest keys by a value column. */
 COUNTERS_FUNCTION(counters_top)
 {

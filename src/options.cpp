@@ -242,6 +242,45 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 	SetOption(name, "thresholds", entries, isnull);
 }
 
+/*
+ * counters.set_touch: a timestamp column of a counter-cache counter's target, set to the transaction's start time
+ * whenever the counter changes the row's values (cache keys). Kept by name; NULL removes it.
+ */
+void
+SetTouch(const char *name, const char *column)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	if (column == nullptr) {
+		SetOption(name, "touch", (Datum)0, true);
+		return;
+	}
+	if (e->owns_target)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": touch applies to counter-cache columns of an existing table", name),
+		                errhint("Declare the counter with a target table (counters.create_counter(name, definition, "
+		                        "target)).")));
+	AttrNumber attnum = get_attnum(e->target, column);
+	if (attnum == InvalidAttrNumber)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\": table %s has no column \"%s\"", name,
+		                                                          QualifiedName(e->target), column)));
+	Oid type = getBaseType(get_atttype(e->target, attnum));
+	if (type != TIMESTAMPTZOID && type != TIMESTAMPOID)
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+		                errmsg("counter \"%s\": column \"%s\" to touch has type %s, not timestamptz or timestamp", name,
+		                       column, format_type_be(get_atttype(e->target, attnum)))));
+	CounterShape *s = BuildShape(e);
+	for (int i = 0; i < s->ncolumns; i++)
+		if (strcmp(s->read_names[i], column) == 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			                errmsg("counter \"%s\": column \"%s\" is one of the counter's own columns", name, column),
+			                errhint("Touch a timestamp column of the table, such as updated_at.")));
+	StringInfoData json;
+	initStringInfo(&json);
+	escape_json(&json, column);
+	SetOption(name, "touch", JsonbOf(json.data), false);
+}
+
 void
 SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 {

@@ -836,6 +836,14 @@ UpsertStatement(const CompiledCounter *c, bool bulk, const char *slot)
 	return sql.data;
 }
 
+/* counters.set_touch: the target's timestamp column takes the transaction's start time with the new values. */
+void
+AppendTouch(StringInfo sql, const CompiledCounter *c)
+{
+	if (c->touch_column != nullptr)
+		appendStringInfo(sql, ", %s = pg_catalog.transaction_timestamp()", Quoted(c->touch_column));
+}
+
 /*
  * Counter-cache columns of an existing table: add to the rows of the key (rows that do not exist are not created).
  * The key is compared as it is, never cast to the column's type: a cast to a narrower type (varchar(3), integer)
@@ -850,6 +858,7 @@ TargetUpdateStatement(const CompiledCounter *c)
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "UPDATE %s AS c SET ", QualifiedName(c->write_rel));
 	AppendAdditions(&sql, c, "c", true, false);
+	AppendTouch(&sql, c);
 	appendStringInfoString(&sql, " WHERE ");
 	for (int i = 0; i < def->nkeys; i++) {
 		AttrNumber attnum = get_attnum(c->write_rel, c->key_columns[i]);
@@ -892,6 +901,7 @@ TruncateStatement(const CompiledCounter *c)
 		appendStringInfo(&sql, "UPDATE %s SET ", rel);
 		for (int i = 0; i < c->def->nvalues; i++)
 			appendStringInfo(&sql, "%s%s = 0", i ? ", " : "", Quoted(c->value_columns[i]));
+		AppendTouch(&sql, c);
 		appendStringInfoString(&sql, " WHERE ");
 		for (int i = 0; i < c->def->nvalues; i++)
 			appendStringInfo(&sql, "%s%s IS DISTINCT FROM 0", i ? " OR " : "", Quoted(c->value_columns[i]));

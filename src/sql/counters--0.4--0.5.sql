@@ -29,3 +29,14 @@ SELECT c.name AS counter, t.key AS column_name,
   FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') t;
 COMMENT ON VIEW counters.thresholds IS
 	'thresholds set with counters.set_thresholds() (listed, and the step of repeating ones) and the NOTIFY channel of each';
+
+-- ---- counter-cache touch ----
+-- A timestamp column of a counter-cache counter's target table, set to the transaction's start time whenever the
+-- counter changes that row's values (for cache keys, as Rails counter_culture's touch). Kept by name: renaming the
+-- column makes writes fail naming the counter until set_touch is called again. NULL removes it.
+CREATE FUNCTION counters.set_touch(name text, column_name text) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_touch'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_touch(text, text) IS
+	'a timestamp column of a counter-cache target set to the transaction start time when the counter changes the row; NULL removes it';
+-- ---- end of counter-cache touch ----

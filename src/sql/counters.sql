@@ -326,6 +326,15 @@ CREATE FUNCTION counters.set_retention(name text, column_name text, keep interva
 COMMENT ON FUNCTION counters.set_retention(text, text, interval) IS
 	'keep only time buckets newer than now() - keep (a date, timestamp or timestamptz key); NULL removes it';
 
+-- A timestamp column of a counter-cache counter's target table, set to the transaction's start time whenever the
+-- counter changes that row's values (for cache keys, as Rails counter_culture's touch). Kept by name: renaming the
+-- column makes writes fail naming the counter until set_touch is called again. NULL removes it.
+CREATE FUNCTION counters.set_touch(name text, column_name text) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_touch'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_touch(text, text) IS
+	'a timestamp column of a counter-cache target set to the transaction start time when the counter changes the row; NULL removes it';
+
 -- Delete the expired buckets of one or all counters with a retention (from the totals and the log or slots too), as
 -- each counter's owner; returns the number of rows deleted. counters.compact() calls it.
 CREATE FUNCTION counters.apply_retention(name text DEFAULT NULL) RETURNS bigint
