@@ -68,7 +68,8 @@ DecideRow(CompiledCounter *c, HeapTuple row, TupleDesc desc, int first, Datum *p
 			continue;
 		Oid type = SPI_gettypeid(desc, first + v);
 		CheckBounds(c, v, value, type, params, nulls);
-		NoteCrossings(c, v, value, type, params[def->nkeys + v], params, nulls);
+		if (CrossesAtWrite(c))
+			NoteCrossings(c, v, value, type, params[def->nkeys + v], params, nulls);
 	}
 }
 
@@ -320,7 +321,8 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls)
 	 */
 	DirectTarget *direct = DirectBegin(c);
 	bool written = false;
-	if (direct == nullptr && n > 1 && c->plans[PLAN_BULK] != nullptr && !c->has_thresholds && !c->has_check)
+	if (direct == nullptr && n > 1 && c->plans[PLAN_BULK] != nullptr && !(c->has_thresholds && CrossesAtWrite(c)) &&
+	    !c->has_check)
 		ApplyBulk(r, sorted, n, params);
 	else
 		written = ApplyEach(r, sorted, n, params, nulls, direct);
