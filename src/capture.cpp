@@ -57,6 +57,11 @@ struct Run {
 	Datum *row_numerics;
 	bool *row_present;
 	int counting; /* the counter whose definition is being evaluated on a row, or -1 */
+	/* a sink: the rows its trigger took (counted when the statement's deltas are applied), and their constraints */
+	Tuplestorestate *sink_rows;
+	TupleDesc sink_desc;
+	EState *sink_estate;
+	ResultRelInfo *sink_rri;
 };
 
 /* NaN and infinities cannot be subtracted back out of a sum (Infinity - Infinity is NaN): refuse them. */
@@ -331,9 +336,33 @@ ApplyDeltas(Run *run)
 	pfree(list);
 }
 
+/*
+ * Count the rows a sink's trigger took during the statement. Their deltas join the statement's others; the settings
+ * are pinned once for all of them, not once per row.
+ */
+void
+CountSinkRows(Run *run)
+{
+	if (run->sink_rows == nullptr)
+		return;
+	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
+	RowReader rd;
+	rd.slot = MakeSingleTupleTableSlot(run->sink_desc, &TTSOpsMinimalTuple);
+	rd.root_slot = rd.slot;
+	rd.map = nullptr;
+	CountTuplestores(run, &rd, nullptr, run->sink_rows);
+	DropReader(&rd);
+	tuplestore_end(run->sink_rows);
+	run->sink_rows = nullptr;
+	FreeExecutorState(run->sink_estate);
+	run->sink_estate = nullptr;
+	UnpinSettings(level);
+}
+
 void
 FinishRun(Run *run)
 {
+	CountSinkRows(run);
 	ApplyDeltas(run);
 	FreeExprContext(run->econtext, true);
 	MemoryContextDelete(run->cxt);
@@ -355,6 +384,7 @@ struct Frame {
 };
 
 Frame *current_frame = nullptr;
+ExecutorRun_hook_type prev_executor_run = nullptr;
 ExecutorFinish_hook_type prev_executor_finish = nullptr;
 ProcessUtility_hook_type prev_process_utility = nullptr;
 
@@ -411,6 +441,8 @@ ApplyFrame(Frame *frame)
 		for (int i = 0; i < run->ncounters; i++)
 			list[n++] = &run->runs[i];
 	}
+	foreach (lc, frame->runs)
+		CountSinkRows((Run *)lfirst(lc));
 	if (n > 1)
 		qsort(list, n, sizeof(CounterRun *), CompareCounterNames);
 	ApplyCounters(list, n);
@@ -438,6 +470,14 @@ ApplyFrame(Frame *frame)
 		current_frame = frame.prev;                                                                                    \
 		ApplyFrame(&frame);                                                                                            \
 	} while (0)
+
+/* The rows a sink's trigger takes while the executor runs are applied when the run ends. */
+void
+CountersExecutorRun(COMPAT_EXECUTOR_RUN_PARAMS)
+{
+	WITH_FRAME(if (prev_executor_run) prev_executor_run(COMPAT_EXECUTOR_RUN_ARGS);
+	           else standard_ExecutorRun(COMPAT_EXECUTOR_RUN_ARGS));
+}
 
 void
 CountersExecutorFinish(QueryDesc *query)
@@ -552,6 +592,40 @@ CountRelationRows(Relation rel, Oid source, int sign)
 	FinishRun(run);
 }
 
+/*
+ * The sink trigger (BEFORE INSERT, for each row) of a sink: the row is checked as an insert would check it (NOT NULL,
+ * CHECK constraints), kept for counting when the statement's deltas are applied, and not stored (the caller returns
+ * NULL). Outside a statement frame (the library loaded by this very row) it is counted and applied at once.
+ */
+void
+SinkRow(TriggerData *td)
+{
+	Relation rel = td->tg_relation;
+	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
+	if (sc->ncounters == 0)
+		citus::RefuseCapture(rel);
+	RequireCounters(rel, sc);
+	Run *run = current_frame != nullptr ? FrameRun(current_frame, sc) : StartRun(sc, CurrentMemoryContext);
+	if (run->sink_rows == nullptr) {
+		RequireSinkShape(rel); /* (once per statement: DDL may have added what a sink cannot keep) */
+		MemoryContext old = MemoryContextSwitchTo(run->cxt);
+		run->sink_desc = CreateTupleDescCopy(RelationGetDescr(rel));
+		run->sink_rows = tuplestore_begin_heap(false, false, work_mem);
+		run->sink_estate = CreateExecutorState();
+		run->sink_rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(run->sink_rri, rel, 0, nullptr, 0);
+		MemoryContextSwitchTo(old);
+	}
+	TupleTableSlot *slot = td->tg_trigslot;
+	if (RelationGetDescr(rel)->constr != nullptr) {
+		ExecConstraints(run->sink_rri, slot, run->sink_estate);
+		ResetPerTupleExprContext(run->sink_estate);
+	}
+	tuplestore_puttupleslot(run->sink_rows, slot);
+	if (current_frame == nullptr)
+		FinishRun(run);
+}
+
 void
 Capture(TriggerData *td)
 {
@@ -561,8 +635,16 @@ Capture(TriggerData *td)
 	 * counters_begin, BEFORE the statement: nothing to do. Its call loads this library before the statement's AFTER
 	 * triggers fire, so that even a backend's first statement collects its events' deltas in one frame.
 	 */
-	if (TRIGGER_FIRED_BEFORE(ev) && !TRIGGER_FIRED_BY_TRUNCATE(ev))
-		return;
+	if (TRIGGER_FIRED_BEFORE(ev) && !TRIGGER_FIRED_BY_TRUNCATE(ev)) {
+		if (TRIGGER_FIRED_BY_INSERT(ev) || strcmp(td->tg_trigger->tgname, CaptureTriggerName(SINK_GUARD_TRIGGER)) != 0)
+			return;
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("table %s is a sink: its rows are counted, not stored, and cannot be %s",
+		                QualifiedName(RelationGetRelid(rel)), TRIGGER_FIRED_BY_UPDATE(ev) ? "updated" : "deleted"),
+		         errhint("counters.set_sink('%s', false) makes it a table that stores its rows again.",
+		                 QualifiedName(RelationGetRelid(rel)))));
+	}
 	/*
 	 * Nothing the extension runs may depend on the caller's search_path, and definitions that turn values into text
 	 * (directly or inside a function) get the same text in every session.
@@ -606,6 +688,8 @@ Capture(TriggerData *td)
 void
 InitCapture()
 {
+	prev_executor_run = ExecutorRun_hook;
+	ExecutorRun_hook = CountersExecutorRun;
 	prev_executor_finish = ExecutorFinish_hook;
 	ExecutorFinish_hook = CountersExecutorFinish;
 	prev_process_utility = ProcessUtility_hook;

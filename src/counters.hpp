@@ -193,6 +193,8 @@ void InitCache();
 
 /* The capture trigger's work (capture.cpp), and the hooks that collect a statement's deltas across its events. */
 void Capture(TriggerData *td);
+/* The sink trigger: take the row for counting; the trigger returns NULL, so it is not stored. */
+void SinkRow(TriggerData *td);
 void InitCapture();
 /* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
 void CountRelationRows(Relation rel, Oid source, int sign);
@@ -362,8 +364,20 @@ char *GrantSelectStatement(Oid rel, Oid grantee);
 char *DropStatement(const char *kind, Oid rel, bool if_exists = false);
 char *RenameViewColumnStatement(Oid view, const char *from, const char *to);
 
-/* The capture triggers, in the order attach() creates them. */
-enum { BEGIN_TRIGGER, INSERT_TRIGGER, UPDATE_TRIGGER, DELETE_TRIGGER, TRUNCATE_TRIGGER, CAPTURE_TRIGGERS };
+/*
+ * The capture triggers, in the order attach() creates them; a sink (counters.set_sink) has SINK_TRIGGER and
+ * SINK_GUARD_TRIGGER instead of INSERT_TRIGGER, UPDATE_TRIGGER and DELETE_TRIGGER.
+ */
+enum {
+	BEGIN_TRIGGER,
+	INSERT_TRIGGER,
+	UPDATE_TRIGGER,
+	DELETE_TRIGGER,
+	TRUNCATE_TRIGGER,
+	SINK_TRIGGER,
+	SINK_GUARD_TRIGGER,
+	CAPTURE_TRIGGERS
+};
 const char *CaptureTriggerName(int trigger);
 char *CreateTriggerStatement(int trigger, Oid rel, bool is_source);
 char *DropTriggerStatement(int trigger, Oid rel);
@@ -377,6 +391,15 @@ void AlterCounter(const char *name, const char *mode, int max_slots);
 void DropCounter(const char *name);
 void Attach(Oid source);
 void Detach(Oid source);
+/*
+ * Sinks (declare.cpp): a table whose inserted rows are counted and not stored. Whether `rel` is one (it has the sink
+ * trigger); make it one or a plain source again; refuse (0A000) recounting the counter `e` from its sink.
+ */
+bool IsSink(Oid rel);
+void SetSink(Oid source, bool sink);
+/* 0A000 if sink `rel` has what a sink cannot keep: a foreign key, a generated column. */
+void RequireSinkShape(Relation rel);
+void RefuseSinkRecount(const CatalogEntry *e, const char *what);
 void CopySelectGrants(Oid from, Oid to);
 /* The counters whose source is `source`. */
 List *ReadCatalogOfSource(Oid source);

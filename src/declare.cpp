@@ -420,11 +420,12 @@ CopySelectGrants(Oid from, Oid to)
  * The capture triggers on a source and (a partitioned table) every partition, since statement triggers of a parent
  * do not fire for statements that name a partition: INSERT, UPDATE and DELETE with transition tables, counters_begin
  * before the statement, and TRUNCATE (after it on the source, emptying the counters; before it on a leaf partition,
- * subtracting its rows). Idempotent.
+ * subtracting its rows). A sink has the sink trigger and its guard instead of INSERT, UPDATE and DELETE. Idempotent.
  */
 void
 Attach(Oid source)
 {
+	bool sink = IsSink(source);
 	List *rels = find_all_inheritors(source, NoLock, nullptr);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
@@ -432,10 +433,16 @@ Attach(Oid source)
 	foreach (lc, rels) {
 		Oid rel = lfirst_oid(lc);
 		for (int t = 0; t < CAPTURE_TRIGGERS; t++) {
+			bool sink_trigger = t == SINK_TRIGGER || t == SINK_GUARD_TRIGGER;
+			bool row_trigger = t == INSERT_TRIGGER || t == UPDATE_TRIGGER || t == DELETE_TRIGGER;
 			if (t == TRUNCATE_TRIGGER && get_rel_relkind(rel) != RELKIND_RELATION)
 				continue; /* a partitioned table has no rows of its own: its leaves' triggers fire */
-			if (!OidIsValid(TriggerFunction(rel, CaptureTriggerName(t))))
+			bool wanted = sink ? !row_trigger : !sink_trigger;
+			bool present = TriggerFunction(rel, CaptureTriggerName(t)) == CaptureFunction();
+			if (wanted && !OidIsValid(TriggerFunction(rel, CaptureTriggerName(t))))
 				Execute(CreateTriggerStatement(t, rel, rel == source), SPI_OK_UTILITY);
+			else if (!wanted && present)
+				Execute(DropTriggerStatement(t, rel), SPI_OK_UTILITY);
 		}
 	}
 	SPI_finish();
@@ -444,6 +451,10 @@ Attach(Oid source)
 void
 Detach(Oid source)
 {
+	if (IsSink(source))
+		ereport(NOTICE,
+		        (errmsg("table %s is no longer a sink: rows inserted into it are stored", QualifiedName(source)),
+		         errdetail("No counter is declared on it any more.")));
 	List *rels = find_all_inheritors(source, NoLock, nullptr);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
@@ -453,6 +464,101 @@ Detach(Oid source)
 			if (TriggerFunction(lfirst_oid(lc), CaptureTriggerName(t)) == CaptureFunction())
 				Execute(DropTriggerStatement(t, lfirst_oid(lc)), SPI_OK_UTILITY);
 	SPI_finish();
+}
+
+bool
+IsSink(Oid rel)
+{
+	return TriggerFunction(rel, CaptureTriggerName(SINK_TRIGGER)) == CaptureFunction();
+}
+
+/* What a sink cannot keep: checks that need stored rows, columns computed after BEFORE triggers. */
+void
+RequireSinkShape(Relation rel)
+{
+	const char *name = QualifiedName(RelationGetRelid(rel));
+	if (RelationGetFKeyList(rel) != NIL)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("table %s cannot be a sink: it has a foreign key", name),
+		                errdetail("A foreign key is checked on stored rows; the rows of a sink are never stored, so "
+		                          "it would not be checked."),
+		                errhint("Drop the constraint (Django: ForeignKey(..., db_constraint=False)).")));
+	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < desc->natts; i++) {
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		if (!att->attisdropped && att->attgenerated != '\0')
+			ereport(
+			    ERROR,
+			    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			     errmsg("table %s cannot be a sink: column \"%s\" is a generated column", name, NameStr(att->attname)),
+			     errdetail("Generated columns are computed after the BEFORE triggers, where a sink counts rows."),
+			     errhint("Count the expression in the counter's definition instead.")));
+	}
+}
+
+/*
+ * counters.set_sink(source, sink): the rows inserted into a sink are counted by its counters and never stored
+ * (SINK_TRIGGER counts each row and returns NULL); UPDATE and DELETE are refused (SINK_GUARD_TRIGGER). Only an
+ * empty table with counters, no partition, no foreign key and no generated column becomes one.
+ */
+void
+SetSink(Oid source, bool sink)
+{
+	const char *name = QualifiedName(source);
+	if (!HasOwnerPrivileges(source))
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("must be owner of table %s", name)));
+	RequireReadCommitted("counters.set_sink()");
+	/* Writers wait: the table is checked empty and its triggers switched in one step. */
+	LockRelationOid(source, ShareRowExclusiveLock);
+	if (IsSink(source) == sink)
+		return;
+	if (!sink) {
+		/* (Attach keeps the triggers of a sink: the sink trigger goes first) */
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		Execute(DropTriggerStatement(SINK_TRIGGER, source), SPI_OK_UTILITY);
+		SPI_finish();
+		Attach(source);
+		return;
+	}
+	if (ReadCatalogOfSource(source) == NIL)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("table %s cannot be a sink: no counter is declared on it", name),
+		                errhint("Declare its counters first: a sink's rows are counted, then dropped.")));
+	if (get_rel_relkind(source) != RELKIND_RELATION || has_subclass(source) || get_rel_relispartition(source) ||
+	    has_superclass(source))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("table %s cannot be a sink: it is partitioned, a partition, or inherits", name),
+		                errdetail("A sink stores no rows; it has none to partition.")));
+	if (citus::IsCitusRelation(source))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("table %s cannot be a sink: it is a Citus table", name)));
+	Relation rel = table_open(source, NoLock);
+	RequireSinkShape(rel);
+	table_close(rel, NoLock);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	if (QueryLatest(psprintf("SELECT 1 FROM ONLY %s LIMIT 1", name), 0, nullptr, nullptr, nullptr) != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading %s failed", name);
+	bool empty = SPI_processed == 0;
+	if (empty)
+		Execute(CreateTriggerStatement(SINK_TRIGGER, source, true), SPI_OK_UTILITY);
+	SPI_finish();
+	if (!empty)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("table %s cannot be a sink: it has rows", name),
+		                errdetail("A sink stores no rows; its counters count the rows inserted from now on."),
+		                errhint("Move the rows elsewhere first (DELETE counts them out of the counters).")));
+	Attach(source);
+}
+
+void
+RefuseSinkRecount(const CatalogEntry *e, const char *what)
+{
+	ereport(ERROR,
+	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+	         errmsg("counter \"%s\" cannot be %s: its source %s is a sink", e->name, what, QualifiedName(e->source)),
+	         errdetail("The rows a sink counted were never stored: there is nothing to recount them from.")));
 }
 
 Oid

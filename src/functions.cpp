@@ -68,13 +68,19 @@ _PG_init(void)
 	counters::InitCapture();
 }
 
-/* counters.capture(): the generic statement-level trigger. */
+/* counters.capture(): the generic statement-level trigger, and the row trigger of sinks. */
 COUNTERS_FUNCTION(counters_capture)
 {
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("counters.capture() must be called as a trigger")));
 	TriggerData *td = (TriggerData *)fcinfo->context;
+	if (TRIGGER_FIRED_FOR_ROW(td->tg_event) && TRIGGER_FIRED_BEFORE(td->tg_event) &&
+	    TRIGGER_FIRED_BY_INSERT(td->tg_event) &&
+	    strcmp(td->tg_trigger->tgname, counters::CaptureTriggerName(counters::SINK_TRIGGER)) == 0) {
+		counters::SinkRow(td);
+		return PointerGetDatum(nullptr); /* (the row is not stored) */
+	}
 	if (!TRIGGER_FIRED_FOR_STATEMENT(td->tg_event))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("counters.capture() must be fired FOR EACH STATEMENT"),
@@ -115,6 +121,15 @@ COUNTERS_FUNCTION(counters_attach)
 COUNTERS_FUNCTION(counters_detach)
 {
 	counters::Detach(PG_GETARG_OID(0));
+	PG_RETURN_VOID();
+}
+
+/* counters.set_sink(source, sink) */
+COUNTERS_FUNCTION(counters_set_sink)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counters.set_sink() takes no NULL argument")));
+	counters::SetSink(PG_GETARG_OID(0), PG_GETARG_BOOL(1));
 	PG_RETURN_VOID();
 }
 

@@ -452,6 +452,14 @@ Verify(const char *name, FunctionCallInfo fcinfo)
 		if (!Allowed(e, name != nullptr, true))
 			continue;
 		CHECK_FOR_INTERRUPTS();
+		if (IsSink(e->source)) {
+			/* (a NOTICE, not an error: verifying every counter goes on with the others) */
+			ereport(NOTICE, (errmsg("counter \"%s\" is not verified: its source %s is a sink", e->name,
+			                        QualifiedName(e->source)),
+			                 errdetail("The rows a sink counted were never stored: there is nothing to recount them "
+			                           "from.")));
+			continue;
+		}
 		RequireAllRowsVisible(e);
 		CounterShape *s = BuildShape(e);
 		if (SPI_connect() != SPI_OK_CONNECT)
@@ -545,10 +553,17 @@ TryInSubtransaction(void (*body)(void *), void *arg)
 namespace {
 
 int64
-RebuildOne(const CatalogEntry *e, const char *condition)
+RebuildOne(const CatalogEntry *e, const char *condition, bool named)
 {
 	/* Writers of the source wait until the rebuild commits; readers go on. */
 	LockSource(e->source, ShareLock);
+	if (IsSink(e->source)) {
+		if (named)
+			RefuseSinkRecount(e, "rebuilt");
+		ereport(NOTICE,
+		        (errmsg("counter \"%s\" is not rebuilt: its source %s is a sink", e->name, QualifiedName(e->source))));
+		return 0;
+	}
 	RequireAllRowsVisible(e);
 	if (e->mode != Mode::Exact)
 		(void)CompactOne(e);
@@ -589,7 +604,7 @@ Rebuild(const char *name, const char *condition)
 		if (!Allowed(e, name != nullptr, false))
 			continue;
 		CHECK_FOR_INTERRUPTS();
-		total += RebuildOne(e, condition);
+		total += RebuildOne(e, condition, name != nullptr);
 	}
 	return total;
 }

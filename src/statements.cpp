@@ -595,8 +595,13 @@ RenameViewColumnStatement(Oid view, const char *from, const char *to)
 const char *
 CaptureTriggerName(int trigger)
 {
-	static const char *const names[CAPTURE_TRIGGERS] = {"counters_begin", "counters_insert", "counters_update",
-	                                                    "counters_delete", "counters_truncate"};
+	/*
+	 * (The sink trigger returns NULL: the BEFORE INSERT row triggers named after it do not fire. "zz_" puts it after
+	 * any other trigger whose name starts with a letter before z, a digit, an upper case letter or "_".)
+	 */
+	static const char *const names[CAPTURE_TRIGGERS] = {"counters_begin",     "counters_insert",   "counters_update",
+	                                                    "counters_delete",    "counters_truncate", "zz_counters_sink",
+	                                                    "counters_sink_guard"};
 	return names[trigger];
 }
 
@@ -619,6 +624,11 @@ CreateTriggerStatement(int trigger, Oid rel, bool is_source)
 	case DELETE_TRIGGER:
 		return psprintf("CREATE TRIGGER %s AFTER DELETE ON %s REFERENCING OLD TABLE AS counters_old %s", name, on,
 		                call);
+	case SINK_TRIGGER:
+		return psprintf("CREATE TRIGGER %s BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION counters.capture()", name,
+		                on);
+	case SINK_GUARD_TRIGGER:
+		return psprintf("CREATE TRIGGER %s BEFORE UPDATE OR DELETE ON %s %s", name, on, call);
 	default:
 		/* TRUNCATE: the whole source is emptied in one go; a leaf partition's rows are subtracted before. */
 		return psprintf("CREATE TRIGGER %s %s TRUNCATE ON %s %s", name, is_source ? "AFTER" : "BEFORE", on, call);

@@ -40,3 +40,15 @@ CREATE FUNCTION counters.set_touch(name text, column_name text) RETURNS void
 COMMENT ON FUNCTION counters.set_touch(text, text) IS
 	'a timestamp column of a counter-cache target set to the transaction start time when the counter changes the row; NULL removes it';
 -- ---- end of counter-cache touch ----
+
+-- ---- sinks ----
+-- A sink: rows inserted into `source` are counted by its counters and never stored (a BEFORE INSERT row trigger,
+-- zz_counters_sink, counts each row after checking its NOT NULL and CHECK constraints, and returns NULL); UPDATE and
+-- DELETE are refused; TRUNCATE zeroes its counters. Only an empty table with counters becomes one; false makes it a
+-- table that stores its rows again.
+CREATE FUNCTION counters.set_sink(source regclass, sink boolean DEFAULT true) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_sink'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_sink(regclass, boolean) IS
+	'make a table a sink: inserted rows are counted by its counters and not stored (false: store them again)';
+-- ---- end of sinks ----
