@@ -96,6 +96,24 @@ INSERT INTO shadow (post_id) VALUES (9);
 COMMIT;
 SELECT * FROM check_all();
 
+-- Rows wait for their statement's end in their subtransaction: a failed exception block takes them with it.
+DO $$
+BEGIN
+	BEGIN
+		INSERT INTO views (post_id) VALUES (4), (4);
+		RAISE EXCEPTION 'rolled back';
+	EXCEPTION WHEN raise_exception THEN NULL;
+	END;
+	INSERT INTO views (post_id) VALUES (4);
+	INSERT INTO shadow (post_id) VALUES (4);
+END $$;
+SELECT * FROM check_all();
+-- With counters_sink_end disabled, a commit fails rather than lose the rows waiting for it.
+ALTER TABLE views DISABLE TRIGGER counters_sink_end;
+INSERT INTO views (post_id) VALUES (4);
+ALTER TABLE views ENABLE TRIGGER counters_sink_end;
+SELECT * FROM check_all();
+
 -- MERGE inserting into a sink counts its rows; an UPDATE or DELETE action is refused like UPDATE and DELETE.
 MERGE INTO views v USING (SELECT 3 AS post_id) s ON false WHEN NOT MATCHED THEN INSERT (post_id) VALUES (s.post_id);
 INSERT INTO shadow (post_id) VALUES (3);

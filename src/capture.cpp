@@ -57,11 +57,6 @@ struct Run {
 	Datum *row_numerics;
 	bool *row_present;
 	int counting; /* the counter whose definition is being evaluated on a row, or -1 */
-	/* a sink: the rows its trigger took (counted when the statement's deltas are applied), and their constraints */
-	Tuplestorestate *sink_rows;
-	TupleDesc sink_desc;
-	EState *sink_estate;
-	ResultRelInfo *sink_rri;
 };
 
 /* NaN and infinities cannot be subtracted back out of a sum (Infinity - Infinity is NaN): refuse them. */
@@ -336,33 +331,9 @@ ApplyDeltas(Run *run)
 	pfree(list);
 }
 
-/*
- * Count the rows a sink's trigger took during the statement. Their deltas join the statement's others; the settings
- * are pinned once for all of them, not once per row.
- */
-void
-CountSinkRows(Run *run)
-{
-	if (run->sink_rows == nullptr)
-		return;
-	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
-	RowReader rd;
-	rd.slot = MakeSingleTupleTableSlot(run->sink_desc, &TTSOpsMinimalTuple);
-	rd.root_slot = rd.slot;
-	rd.map = nullptr;
-	CountTuplestores(run, &rd, nullptr, run->sink_rows);
-	DropReader(&rd);
-	tuplestore_end(run->sink_rows);
-	run->sink_rows = nullptr;
-	FreeExecutorState(run->sink_estate);
-	run->sink_estate = nullptr;
-	UnpinSettings(level);
-}
-
 void
 FinishRun(Run *run)
 {
-	CountSinkRows(run);
 	ApplyDeltas(run);
 	FreeExprContext(run->econtext, true);
 	MemoryContextDelete(run->cxt);
@@ -384,7 +355,6 @@ struct Frame {
 };
 
 Frame *current_frame = nullptr;
-ExecutorRun_hook_type prev_executor_run = nullptr;
 ExecutorFinish_hook_type prev_executor_finish = nullptr;
 ProcessUtility_hook_type prev_process_utility = nullptr;
 
@@ -441,8 +411,6 @@ ApplyFrame(Frame *frame)
 		for (int i = 0; i < run->ncounters; i++)
 			list[n++] = &run->runs[i];
 	}
-	foreach (lc, frame->runs)
-		CountSinkRows((Run *)lfirst(lc));
 	if (n > 1)
 		qsort(list, n, sizeof(CounterRun *), CompareCounterNames);
 	ApplyCounters(list, n);
@@ -471,14 +439,6 @@ ApplyFrame(Frame *frame)
 		ApplyFrame(&frame);                                                                                            \
 	} while (0)
 
-/* The rows a sink's trigger takes while the executor runs are applied when the run ends. */
-void
-CountersExecutorRun(COMPAT_EXECUTOR_RUN_PARAMS)
-{
-	WITH_FRAME(if (prev_executor_run) prev_executor_run(COMPAT_EXECUTOR_RUN_ARGS);
-	           else standard_ExecutorRun(COMPAT_EXECUTOR_RUN_ARGS));
-}
-
 void
 CountersExecutorFinish(QueryDesc *query)
 {
@@ -498,6 +458,102 @@ CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_o
 		prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+}
+
+/*
+ * Sinks. Their rows are taken by the sink trigger (BEFORE INSERT, for each row), which returns NULL so that they are
+ * not stored, and counted by counters_sink_end (AFTER INSERT, for each statement), which fires in the statement's
+ * frame: a sink's rows are applied with the statement's other deltas. In between they wait here, per sink and
+ * subtransaction: a subtransaction that aborts takes its rows with it; the transaction's end clears the rest, and a
+ * commit with rows left uncounted (counters_sink_end disabled) fails rather than lose them.
+ */
+struct SinkRows {
+	Oid relid;
+	SubTransactionId subxid;
+	Tuplestorestate *rows;
+	TupleDesc desc;
+	EState *estate; /* the constraints each row is checked against */
+	ResultRelInfo *rri;
+};
+
+MemoryContext sink_cxt = nullptr; /* under TopTransactionContext, created when a first row waits */
+List *sink_rows = NIL;            /* SinkRows *, in sink_cxt */
+
+void
+ForgetSinkRows(void *)
+{
+	sink_cxt = nullptr;
+	sink_rows = NIL;
+}
+
+void
+EndSinkRows(SinkRows *w)
+{
+	tuplestore_end(w->rows);
+	FreeExecutorState(w->estate);
+	sink_rows = list_delete_ptr(sink_rows, w);
+}
+
+SinkRows *
+WaitingRows(Relation rel)
+{
+	SubTransactionId subxid = GetCurrentSubTransactionId();
+	ListCell *lc;
+	foreach (lc, sink_rows) {
+		SinkRows *w = (SinkRows *)lfirst(lc);
+		if (w->relid == RelationGetRelid(rel) && w->subxid == subxid)
+			return w;
+	}
+	if (sink_cxt == nullptr) {
+		sink_cxt = AllocSetContextCreate(TopTransactionContext, "counters sink rows", ALLOCSET_DEFAULT_SIZES);
+		MemoryContextCallback *cb =
+		    (MemoryContextCallback *)MemoryContextAlloc(sink_cxt, sizeof(MemoryContextCallback));
+		cb->func = ForgetSinkRows;
+		cb->arg = nullptr;
+		MemoryContextRegisterResetCallback(sink_cxt, cb);
+	}
+	RequireSinkShape(rel); /* (once per statement: DDL may have added what a sink cannot keep) */
+	MemoryContext old = MemoryContextSwitchTo(sink_cxt);
+	SinkRows *w = (SinkRows *)palloc0(sizeof(SinkRows));
+	w->relid = RelationGetRelid(rel);
+	w->subxid = subxid;
+	w->desc = CreateTupleDescCopy(RelationGetDescr(rel));
+	w->rows = tuplestore_begin_heap(false, false, work_mem);
+	w->estate = CreateExecutorState();
+	w->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(w->rri, rel, 0, nullptr, 0);
+	sink_rows = lappend(sink_rows, w);
+	MemoryContextSwitchTo(old);
+	return w;
+}
+
+void
+SinkSubXactCallback(SubXactEvent event, SubTransactionId subxid, SubTransactionId parent, void *)
+{
+	ListCell *lc;
+	if (event == SUBXACT_EVENT_ABORT_SUB) {
+		List *ended = NIL;
+		foreach (lc, sink_rows)
+			if (((SinkRows *)lfirst(lc))->subxid == subxid)
+				ended = lappend(ended, lfirst(lc));
+		foreach (lc, ended)
+			EndSinkRows((SinkRows *)lfirst(lc));
+		list_free(ended);
+	} else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		foreach (lc, sink_rows)
+			if (((SinkRows *)lfirst(lc))->subxid == subxid)
+				((SinkRows *)lfirst(lc))->subxid = parent;
+}
+
+void
+SinkXactCallback(XactEvent event, void *)
+{
+	if ((event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE) && sink_rows != NIL)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("rows inserted into sink %s were not counted",
+		                       QualifiedName(((SinkRows *)linitial(sink_rows))->relid)),
+		                errdetail("Its trigger counters_sink_end did not fire (disabled?)."),
+		                errhint("Enable the triggers of the sink, or re-create them with counters.attach().")));
 }
 
 /* A relation that carries the capture triggers must feed a counter: otherwise they count nothing, silently. */
@@ -593,38 +649,50 @@ CountRelationRows(Relation rel, Oid source, int sign)
 }
 
 /*
- * The sink trigger (BEFORE INSERT, for each row) of a sink: the row is checked as an insert would check it (NOT NULL,
- * CHECK constraints), kept for counting when the statement's deltas are applied, and not stored (the caller returns
- * NULL). Outside a statement frame (the library loaded by this very row) it is counted and applied at once.
+ * The sink trigger: the row is checked as an insert would check it (NOT NULL, CHECK constraints) and waits for
+ * counters_sink_end; the caller returns NULL, so it is not stored.
  */
 void
 SinkRow(TriggerData *td)
 {
 	Relation rel = td->tg_relation;
-	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
-	if (sc->ncounters == 0)
-		citus::RefuseCapture(rel);
-	RequireCounters(rel, sc);
-	Run *run = current_frame != nullptr ? FrameRun(current_frame, sc) : StartRun(sc, CurrentMemoryContext);
-	if (run->sink_rows == nullptr) {
-		RequireSinkShape(rel); /* (once per statement: DDL may have added what a sink cannot keep) */
-		MemoryContext old = MemoryContextSwitchTo(run->cxt);
-		run->sink_desc = CreateTupleDescCopy(RelationGetDescr(rel));
-		run->sink_rows = tuplestore_begin_heap(false, false, work_mem);
-		run->sink_estate = CreateExecutorState();
-		run->sink_rri = makeNode(ResultRelInfo);
-		InitResultRelInfo(run->sink_rri, rel, 0, nullptr, 0);
-		MemoryContextSwitchTo(old);
-	}
+	SinkRows *w = WaitingRows(rel);
 	TupleTableSlot *slot = td->tg_trigslot;
 	if (RelationGetDescr(rel)->constr != nullptr) {
-		ExecConstraints(run->sink_rri, slot, run->sink_estate);
-		ResetPerTupleExprContext(run->sink_estate);
+		ExecConstraints(w->rri, slot, w->estate);
+		ResetPerTupleExprContext(w->estate);
 	}
-	tuplestore_puttupleslot(run->sink_rows, slot);
+	tuplestore_puttupleslot(w->rows, slot);
+}
+
+namespace {
+
+/* counters_sink_end: count the rows the statement inserted into sink `rel` (and any still waiting in this
+ * subtransaction) */
+void
+CountSinkRows(Relation rel, SourceCounters *sc)
+{
+	SubTransactionId subxid = GetCurrentSubTransactionId();
+	SinkRows *w = nullptr;
+	ListCell *lc;
+	foreach (lc, sink_rows)
+		if (((SinkRows *)lfirst(lc))->relid == RelationGetRelid(rel) && ((SinkRows *)lfirst(lc))->subxid == subxid)
+			w = (SinkRows *)lfirst(lc);
+	if (w == nullptr)
+		return; /* (no row) */
+	Run *run = current_frame != nullptr ? FrameRun(current_frame, sc) : StartRun(sc, CurrentMemoryContext);
+	RowReader rd;
+	rd.slot = MakeSingleTupleTableSlot(w->desc, &TTSOpsMinimalTuple);
+	rd.root_slot = rd.slot;
+	rd.map = nullptr;
+	CountTuplestores(run, &rd, nullptr, w->rows);
+	DropReader(&rd);
+	EndSinkRows(w);
 	if (current_frame == nullptr)
 		FinishRun(run);
 }
+
+} // namespace
 
 void
 Capture(TriggerData *td)
@@ -660,7 +728,9 @@ Capture(TriggerData *td)
 			CountRelationRows(rel, sc->source, -1); /* a partition: take its rows away before they vanish */
 		else
 			ZeroCounters(sc); /* the whole source is empty */
-	} else {
+	} else if (strcmp(td->tg_trigger->tgname, CaptureTriggerName(SINK_END_TRIGGER)) == 0)
+		CountSinkRows(rel, sc);
+	else {
 		Tuplestorestate *old_rows = nullptr;
 		Tuplestorestate *new_rows = nullptr;
 		if (TRIGGER_FIRED_BY_INSERT(ev))
@@ -688,13 +758,13 @@ Capture(TriggerData *td)
 void
 InitCapture()
 {
-	prev_executor_run = ExecutorRun_hook;
-	ExecutorRun_hook = CountersExecutorRun;
 	prev_executor_finish = ExecutorFinish_hook;
 	ExecutorFinish_hook = CountersExecutorFinish;
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = CountersProcessUtility;
 	InitDecisions();
+	RegisterXactCallback(SinkXactCallback, nullptr);
+	RegisterSubXactCallback(SinkSubXactCallback, nullptr);
 }
 
 } // namespace counters

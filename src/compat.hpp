@@ -211,12 +211,3 @@ ExpandVirtualColumns(Query *query, Index varno, Oid source)
 
 } // namespace compat
 } // namespace counters
-
-/* An ExecutorRun hook's parameters and the call passing them on: PostgreSQL 18 dropped execute_once. */
-#if PG_VERSION_NUM >= 180000
-#define COMPAT_EXECUTOR_RUN_PARAMS QueryDesc *query, ScanDirection direction, uint64 count
-#define COMPAT_EXECUTOR_RUN_ARGS query, direction, count
-#else
-#define COMPAT_EXECUTOR_RUN_PARAMS QueryDesc *query, ScanDirection direction, uint64 count, bool execute_once
-#define COMPAT_EXECUTOR_RUN_ARGS query, direction, count, execute_once
-#endif

@@ -193,7 +193,7 @@ void InitCache();
 
 /* The capture trigger's work (capture.cpp), and the hooks that collect a statement's deltas across its events. */
 void Capture(TriggerData *td);
-/* The sink trigger: take the row for counting; the trigger returns NULL, so it is not stored. */
+/* The sink trigger: take the row for counting at the statement's end; the trigger returns NULL: it is not stored. */
 void SinkRow(TriggerData *td);
 void InitCapture();
 /* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
@@ -365,8 +365,8 @@ char *DropStatement(const char *kind, Oid rel, bool if_exists = false);
 char *RenameViewColumnStatement(Oid view, const char *from, const char *to);
 
 /*
- * The capture triggers, in the order attach() creates them; a sink (counters.set_sink) has SINK_TRIGGER and
- * SINK_GUARD_TRIGGER instead of INSERT_TRIGGER, UPDATE_TRIGGER and DELETE_TRIGGER.
+ * The capture triggers, in the order attach() creates them; a sink (counters.set_sink) has SINK_TRIGGER,
+ * SINK_GUARD_TRIGGER and SINK_END_TRIGGER instead of INSERT_TRIGGER, UPDATE_TRIGGER and DELETE_TRIGGER.
  */
 enum {
 	BEGIN_TRIGGER,
@@ -376,6 +376,7 @@ enum {
 	TRUNCATE_TRIGGER,
 	SINK_TRIGGER,
 	SINK_GUARD_TRIGGER,
+	SINK_END_TRIGGER,
 	CAPTURE_TRIGGERS
 };
 const char *CaptureTriggerName(int trigger);

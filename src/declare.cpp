@@ -433,7 +433,7 @@ Attach(Oid source)
 	foreach (lc, rels) {
 		Oid rel = lfirst_oid(lc);
 		for (int t = 0; t < CAPTURE_TRIGGERS; t++) {
-			bool sink_trigger = t == SINK_TRIGGER || t == SINK_GUARD_TRIGGER;
+			bool sink_trigger = t == SINK_TRIGGER || t == SINK_GUARD_TRIGGER || t == SINK_END_TRIGGER;
 			bool row_trigger = t == INSERT_TRIGGER || t == UPDATE_TRIGGER || t == DELETE_TRIGGER;
 			if (t == TRUNCATE_TRIGGER && get_rel_relkind(rel) != RELKIND_RELATION)
 				continue; /* a partitioned table has no rows of its own: its leaves' triggers fire */

@@ -599,9 +599,10 @@ CaptureTriggerName(int trigger)
 	 * (The sink trigger returns NULL: the BEFORE INSERT row triggers named after it do not fire. "zz_" puts it after
 	 * any other trigger whose name starts with a letter before z, a digit, an upper case letter or "_".)
 	 */
-	static const char *const names[CAPTURE_TRIGGERS] = {"counters_begin",     "counters_insert",   "counters_update",
-	                                                    "counters_delete",    "counters_truncate", "zz_counters_sink",
-	                                                    "counters_sink_guard"};
+	static const char *const names[] = {"counters_begin",      "counters_insert",   "counters_update",
+	                                    "counters_delete",     "counters_truncate", "zz_counters_sink",
+	                                    "counters_sink_guard", "counters_sink_end"};
+	static_assert(lengthof(names) == CAPTURE_TRIGGERS, "a name for every capture trigger");
 	return names[trigger];
 }
 
@@ -629,6 +630,8 @@ CreateTriggerStatement(int trigger, Oid rel, bool is_source)
 		                on);
 	case SINK_GUARD_TRIGGER:
 		return psprintf("CREATE TRIGGER %s BEFORE UPDATE OR DELETE ON %s %s", name, on, call);
+	case SINK_END_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER INSERT ON %s %s", name, on, call);
 	default:
 		/* TRUNCATE: the whole source is emptied in one go; a leaf partition's rows are subtracted before. */
 		return psprintf("CREATE TRIGGER %s %s TRUNCATE ON %s %s", name, is_source ? "AFTER" : "BEFORE", on, call);

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Sinks (counters.set_sink): what counting an event costs when the event is not stored, against storing it in a
+# plain table without counters, measured side by side in one run (the machine is shared: compare ratios, not tps).
+# 8 clients insert single rows (one of 1,000 posts, or all into one hot post), and one statement inserts 1,000,000
+# rows. After each pgbench run the counter's total must equal the transactions pgbench reports (the drift column).
+# Not part of the tests.
+#
+#   bash test/bench/sink.sh                 # SECONDS_PER_RUN=10 RUNS=3 CLIENTS=8 BULK=1000000
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PGVER=${PGVER:-15}
+if [ -z "${PGHOST:-}" ]; then
+	exec 9>/tmp/counters-suite.lock
+	flock 9
+	bash test/setup.sh
+	export PATH=/usr/lib/postgresql/$PGVER/bin:$PATH
+	make -s && make -s install >/dev/null
+	exec pg_virtualenv -t -v "$PGVER" -o shared_buffers=1GB -o max_wal_size=8GB -o checkpoint_timeout=1h \
+		-o max_connections=50 bash "$0"
+fi
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
+RUNS=${RUNS:-3}
+CLIENTS=${CLIENTS:-8}
+BULK=${BULK:-1000000}
+db=counters_sink_bench
+dropdb --if-exists "$db" >/dev/null 2>&1
+createdb "$db"
+psql -X -q -d "$db" -c "CREATE EXTENSION counters"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+echo 'INSERT INTO views (post_id) VALUES (1);' >"$work/hot.pgbench"
+# (pgbench picks the post: PostgreSQL 15 has no random(min, max) in SQL)
+printf '\\set p random(1, 1000)\nINSERT INTO views (post_id) VALUES (:p);\n' >"$work/spread.pgbench"
+
+# setup variant: the table, its counter and whether it is a sink
+setup() {
+	psql -X -q -d "$db" >/dev/null <<SQL
+DROP TABLE IF EXISTS views CASCADE;
+SELECT counters.drop_counter(name) FROM counters.counters;
+CREATE TABLE views (id bigserial PRIMARY KEY, post_id int NOT NULL, at timestamptz NOT NULL DEFAULT now());
+$(case "$1" in
+	none) ;;
+	stored_exact) echo "SELECT counters.create_counter('post_views', 'SELECT post_id, count(*) AS n FROM views GROUP BY post_id');" ;;
+	sink_exact) echo "SELECT counters.create_counter('post_views', 'SELECT post_id, count(*) AS n FROM views GROUP BY post_id');
+SELECT counters.set_sink('views');" ;;
+	sink_log) echo "SELECT counters.create_counter('post_views', 'SELECT post_id, count(*) AS n FROM views GROUP BY post_id', mode => 'log');
+SELECT counters.set_sink('views');" ;;
+	sink_sharded) echo "SELECT counters.create_counter('post_views', 'SELECT post_id, count(*) AS n FROM views GROUP BY post_id', mode => 'sharded');
+SELECT counters.set_sink('views');" ;;
+esac)
+CHECKPOINT;
+SQL
+}
+total() { # the events the variant counted (or stored, without a counter)
+	if [ "$1" = none ]; then
+		psql -X -q -At -d "$db" -c "SELECT count(*) FROM views"
+	else
+		psql -X -q -At -d "$db" -c "SELECT coalesce(sum(n), 0) FROM post_views"
+	fi
+}
+median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+
+variants="none stored_exact sink_exact sink_log sink_sharded"
+declare -A tps
+printf '| workload | %s |\n' "$(sed 's/ / | /g' <<<"$variants")"
+printf '|---|%s\n' "$(for v in $variants; do printf -- '---|'; done)"
+for w in spread hot; do
+	line="| $CLIENTS clients, single-row INSERT ($w) |"
+	for v in $variants; do
+		results=()
+		for ((r = 0; r < RUNS; r++)); do
+			setup "$v"
+			out=$(pgbench -n -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER_RUN" -f "$work/$w.pgbench" "$db" 2>/dev/null)
+			t=$(awk '/^tps = / {printf "%d", $3}' <<<"$out")
+			done_=$(awk '/number of transactions actually processed/ {split($NF, a, "/"); print a[1]}' <<<"$out")
+			got=$(total "$v")
+			[ "$got" = "$done_" ] || echo "DRIFT: $w $v counted $got of $done_ transactions" >&2
+			results+=("$t")
+		done
+		tps[$w,$v]=$(printf '%s\n' "${results[@]}" | median)
+		line+=" ${tps[$w,$v]} tps ($(awk -v a="${tps[$w,$v]}" -v b="${tps[$w,none]}" 'BEGIN {printf "%.2f", a / b}')) |"
+	done
+	echo "$line"
+done
+line="| INSERT ... SELECT $BULK rows (ms) |"
+declare -A ms
+for v in $variants; do
+	results=()
+	for ((r = 0; r < RUNS; r++)); do
+		setup "$v"
+		t=$(psql -X -q -d "$db" -c '\timing on' -c "INSERT INTO views (post_id) SELECT 1 + g % 1000 FROM generate_series(1, $BULK) g" |
+			awk '/^Time:/ {printf "%d", $2}')
+		got=$(total "$v")
+		[ "$got" = "$BULK" ] || echo "DRIFT: bulk $v counted $got of $BULK rows" >&2
+		results+=("$t")
+	done
+	ms[$v]=$(printf '%s\n' "${results[@]}" | median)
+	line+=" ${ms[$v]} ms ($(awk -v a="${ms[$v]}" -v b="${ms[none]}" 'BEGIN {printf "%.2f", a / b}')) |"
+done
+echo "$line"
+echo
+echo "Ratios in parentheses: to storing the rows without counters (none); above 1 is faster for tps, slower for ms."
