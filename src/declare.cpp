@@ -420,7 +420,8 @@ CopySelectGrants(Oid from, Oid to)
  * The capture triggers on a source and (a partitioned table) every partition, since statement triggers of a parent
  * do not fire for statements that name a partition: INSERT, UPDATE and DELETE with transition tables, counters_begin
  * before the statement, and TRUNCATE (after it on the source, emptying the counters; before it on a leaf partition,
- * subtracting its rows). A sink has the sink trigger and its guard instead of INSERT, UPDATE and DELETE. Idempotent.
+ * subtracting its rows). A sink has the sink triggers instead of counters_begin, INSERT, UPDATE and DELETE.
+ * Idempotent.
  */
 void
 Attach(Oid source)
@@ -437,7 +438,8 @@ Attach(Oid source)
 			bool row_trigger = t == INSERT_TRIGGER || t == UPDATE_TRIGGER || t == DELETE_TRIGGER;
 			if (t == TRUNCATE_TRIGGER && get_rel_relkind(rel) != RELKIND_RELATION)
 				continue; /* a partitioned table has no rows of its own: its leaves' triggers fire */
-			bool wanted = sink ? !row_trigger : !sink_trigger;
+			/* (a sink's row trigger loads the library before the statement's AFTER triggers: no counters_begin) */
+			bool wanted = sink ? !row_trigger && t != BEGIN_TRIGGER : !sink_trigger;
 			bool present = TriggerFunction(rel, CaptureTriggerName(t)) == CaptureFunction();
 			if (wanted && !OidIsValid(TriggerFunction(rel, CaptureTriggerName(t))))
 				Execute(CreateTriggerStatement(t, rel, rel == source), SPI_OK_UTILITY);

@@ -632,6 +632,37 @@ SELECT recount_check('post_likes') AS line \gset
 \echo '     counters.compact(), and recount_check() passed; a failed transaction inserted no like)'
 SQL
 
+echo
+echo "=== 17b. Page views counted, never stored: a sink (counters.set_sink). 8 pgbench clients view 100 posts for 5 s"
+echo "         Each INSERT is counted by the sink's counters and the row is dropped: page_views stays empty."
+sql <<'SQL'
+CREATE TABLE page_views (id bigserial PRIMARY KEY, post_id int NOT NULL, viewed_at timestamp NOT NULL DEFAULT localtimestamp);
+SELECT counters.create_counter('post_page_views',
+    'SELECT post_id, count(*) AS views FROM page_views GROUP BY post_id') \gset
+SELECT counters.set_sink('page_views') \gset
+SQL
+printf '\\set p random(1, 100)\nINSERT INTO page_views (post_id) VALUES (:p);\n' >"$tmp/view.sql"
+pgbench -n -c 8 -j 8 -T 5 -f "$tmp/view.sql" >"$tmp/view.out" 2>&1 || {
+	cat "$tmp/view.out"
+	echo "pgbench failed" >&2
+	exit 1
+}
+views_done=$(awk '/number of transactions actually processed/ {split($NF, a, "/"); print a[1]}' "$tmp/view.out")
+echo "    pgbench: $views_done INSERTs, $(awk '/^tps/ {printf "%.0f", $3}' "$tmp/view.out") per second"
+sql -v views_done="$views_done" <<'SQL'
+SELECT (SELECT sum(views) FROM post_page_views) AS counted, (SELECT count(*) FROM page_views) AS rows_stored,
+       (SELECT count(*) FROM post_page_views) AS posts;
+SELECT expect((SELECT sum(views) FROM post_page_views) = :views_done AND NOT EXISTS (SELECT FROM page_views),
+              'the counter holds every INSERT pgbench made; no row was stored') AS line \gset
+\echo :line
+\echo '--- UPDATE and DELETE have nothing to change in a sink, and say so:'
+\set ON_ERROR_STOP 0
+DELETE FROM page_views WHERE post_id = 1;
+\set ON_ERROR_STOP 1
+\echo '--- (dropped at the end of this step: a sink has no rows to recount, so verify() and rebuild() skip it)'
+SELECT counters.drop_counter('post_page_views') \gset
+SQL
+
 sql <<'SQL'
 \echo
 \echo '=== 18. Trending hashtags: uses per (region, tag, hour), top 3 per region over the last 24 hours'
