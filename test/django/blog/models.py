@@ -33,3 +33,22 @@ class BlogPosts(models.Model):
     class Meta:
         managed = False
         db_table = "blog_posts"
+
+
+class PageView(models.Model):
+    """A sink (migration 0003): rows are counted into post_page_views and never stored. Insert them with
+    bulk_create(..., ignore_conflicts=True), which does not expect the rows back (docs/sinks.md)."""
+
+    id = models.BigAutoField(primary_key=True)
+    post = models.ForeignKey(Post, db_constraint=False, on_delete=models.DO_NOTHING)
+
+
+class PostPageViews(models.Model):
+    """The counter table of the sink: read-only for the application."""
+
+    post = models.OneToOneField(Post, primary_key=True, on_delete=models.DO_NOTHING, db_column="post_id")
+    views = models.BigIntegerField()
+
+    class Meta:
+        managed = False
+        db_table = "post_page_views"
