@@ -437,7 +437,8 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 	RequireMaintainer(e);
 	/* (last_rebuild: written by the rebuild() of an installation not yet updated by ALTER EXTENSION UPDATE) */
 	if (strcmp(key, "bounds") != 0 && strcmp(key, "thresholds") != 0 && strcmp(key, "max_slots") != 0 &&
-	    strcmp(key, "retention") != 0 && strcmp(key, "touch") != 0 && strcmp(key, "last_rebuild") != 0)
+	    strcmp(key, "retention") != 0 && strcmp(key, "touch") != 0 && strcmp(key, "last_rebuild") != 0 &&
+	    strcmp(key, "building") != 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": unknown option %s", name, quote_literal_cstr(key))));
 	Oid argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};

@@ -341,6 +341,7 @@ char *KeyColumnList(const CounterShape *s);
 /* Fold pending rows into the totals: (rows moved, zero rows' ctids), and with_rows, each folded key's row after. */
 char *CompactStatement(const CounterShape *s, bool with_rows);
 char *DeleteRowsStatement(Oid rel);
+char *DeleteAllStatement(Oid rel);
 char *RetentionStatement(const CounterShape *s, Oid rel, const char **names);
 
 /* Statements for declaring and switching counters (statements.cpp). */
@@ -388,6 +389,8 @@ Oid CaptureFunction();
 
 /* Declaring, switching and dropping counters, attaching their triggers (declare.cpp). */
 Oid CreateCounter(const char *name, const char *definition, const char *target, const char *mode);
+/* CALL counters.create_counter_concurrently: three transactions (SPI connected non-atomic by the caller). */
+void CreateCounterConcurrently(const char *name, const char *definition, const char *mode);
 void AlterCounter(const char *name, const char *mode, int max_slots);
 void DropCounter(const char *name);
 void Attach(Oid source);
@@ -429,6 +432,15 @@ char *TopStatement(const CounterShape *s, int col, const char *limit, const char
 int64 Compact(const char *name);
 int64 ApplyRetention(const char *name);
 int64 Rebuild(const char *name, const char *condition);
+/*
+ * The concurrent operations (CALL, SPI connected non-atomic): a step's name shown in pg_stat_activity and as a
+ * NOTICE (NULL: done); committing a step; making a log-mode counter equal to its definition without blocking writers
+ * (one transaction); CALL counters.rebuild_concurrently (three).
+ */
+void ConcurrentStep(const char *name, const char *step);
+void CommitStep();
+void RefreshConcurrently(const char *name, const char *step);
+void RebuildConcurrently(const char *name);
 void Verify(const char *name, FunctionCallInfo fcinfo);
 void RequireReadCommitted(const char *what);
 /*

@@ -172,7 +172,7 @@ RelationIn(const char *schema, const char *name)
  * triggers. Returns the relation to read (the table; the view in log and sharded mode, after AlterCounter).
  */
 void
-Declare(const char *name, const char *definition, const char *target)
+Declare(const char *name, const char *definition, const char *target, bool fill)
 {
 	if (definition == nullptr)
 		ereport(ERROR,
@@ -226,7 +226,7 @@ Declare(const char *name, const char *definition, const char *target)
 			Execute(ReplicaIdentityFullStatement(tgt), SPI_OK_UTILITY);
 		Register(name, view, tgt, owns);
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
-		ret = SPI_execute(FillStatement(def, tgt, view), false, 0);
+		ret = fill ? SPI_execute(FillStatement(def, tgt, view), false, 0) : SPI_OK_INSERT;
 		UnpinSettings(level);
 		if (ret != SPI_OK_INSERT)
 			elog(ERROR, "counters: filling counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
@@ -257,12 +257,9 @@ DeclareErrorContext(void *arg)
 	errcontext("declaring counter \"%s\"", (const char *)arg);
 }
 
-} // namespace
-
-Oid
-CreateCounter(const char *name, const char *definition, const char *target, const char *mode)
+void
+CheckCounterName(const char *name)
 {
-	RequireReadCommitted("counters.create_counter()");
 	if (name == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_NAME), errmsg("invalid counter name NULL"),
 		                errdetail("A counter name has 1 to %d bytes.", COUNTER_NAME_MAX_BYTES)));
@@ -272,6 +269,26 @@ CreateCounter(const char *name, const char *definition, const char *target, cons
 		                errdetail("A counter name has 1 to %d bytes (this one has %zu): its tables and views are "
 		                          "named after it.",
 		                          COUNTER_NAME_MAX_BYTES, strlen(name))));
+}
+
+/* A target in pg_temp (named so, or the caller's temporary table) would vanish with the session. */
+void
+RefuseTemporaryTarget(const char *name)
+{
+	CatalogEntry *e = LookupCounter(name);
+	if (get_rel_persistence(e->target) == RELPERSISTENCE_TEMP)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": target \"%s\" is a temporary table", name, get_rel_name(e->target)),
+		                errdetail("A counter is declared for every session; a temporary table belongs to one.")));
+}
+
+} // namespace
+
+Oid
+CreateCounter(const char *name, const char *definition, const char *target, const char *mode)
+{
+	RequireReadCommitted("counters.create_counter()");
+	CheckCounterName(name);
 	/*
 	 * Every error of a declaration names the counter: the extension's own in their message, PostgreSQL's (an existing
 	 * relation name, a definition that fails on the data during the fill) in their context.
@@ -281,16 +298,42 @@ CreateCounter(const char *name, const char *definition, const char *target, cons
 	context.arg = (void *)name;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	Declare(name, definition, target);
+	Declare(name, definition, target, true);
 	AlterCounter(name, mode, -1);
-	CatalogEntry *e = LookupCounter(name);
-	/* A target in pg_temp (named so, or the caller's temporary table) would vanish with the session. */
-	if (get_rel_persistence(e->target) == RELPERSISTENCE_TEMP)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\": target \"%s\" is a temporary table", name, get_rel_name(e->target)),
-		                errdetail("A counter is declared for every session; a temporary table belongs to one.")));
+	RefuseTemporaryTarget(name);
 	error_context_stack = context.previous;
-	return e->target;
+	return LookupCounter(name)->target;
+}
+
+/*
+ * counters.create_counter_concurrently: declared in log mode without the fill (writers wait only for the triggers),
+ * committed; then filled as of one snapshot while writers log their deltas (RefreshConcurrently); then switched to
+ * `mode`. Each step is a transaction of its own.
+ */
+void
+CreateCounterConcurrently(const char *name, const char *definition, const char *mode)
+{
+	CheckCounterName(name);
+	if (mode == nullptr)
+		mode = "exact";
+	(void)ParseMode(name, mode);
+	ErrorContextCallback context;
+	context.callback = DeclareErrorContext;
+	context.arg = (void *)name;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	ConcurrentStep(name, "1 of 3: declaring in log mode (writers wait for the triggers)");
+	Declare(name, definition, nullptr, false);
+	AlterCounter(name, "log", -1);
+	RefuseTemporaryTarget(name);
+	SetOption(name, "building", DirectFunctionCall1(jsonb_in, CStringGetDatum("true")), false);
+	error_context_stack = context.previous;
+	CommitStep();
+	RefreshConcurrently(name, "2 of 3");
+	CommitStep();
+	ConcurrentStep(name, psprintf("3 of 3: switching to %s mode", mode));
+	AlterCounter(name, mode, -1);
+	ConcurrentStep(name, nullptr);
 }
 
 void

@@ -12,6 +12,7 @@ extern "C" {
 #include "commands/event_trigger.h"
 #include "commands/trigger.h"
 #include "funcapi.h"
+#include "nodes/parsenodes.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -94,6 +95,42 @@ COUNTERS_FUNCTION(counters_create_counter)
 {
 	PG_RETURN_OID(
 	    counters::CreateCounter(TextArg(fcinfo, 0), TextArg(fcinfo, 1), TextArg(fcinfo, 2), TextArg(fcinfo, 3)));
+}
+
+namespace {
+
+/* A procedure that commits between its steps: CALLed outside a transaction block, then SPI connected non-atomic. */
+void
+BeginSteps(FunctionCallInfo fcinfo, const char *what)
+{
+	if (fcinfo->context == nullptr || !IsA(fcinfo->context, CallContext) || ((CallContext *)fcinfo->context)->atomic)
+		ereport(ERROR,
+		        (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION), errmsg("%s cannot run inside a transaction block", what),
+		         errdetail("It commits after each of its steps, so that writers are not blocked meanwhile."),
+		         errhint("CALL it on its own, outside BEGIN ... COMMIT and not from a function.")));
+	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+}
+
+} // namespace
+
+/* CALL counters.create_counter_concurrently(name, definition, mode) */
+COUNTERS_FUNCTION(counters_create_counter_concurrently)
+{
+	BeginSteps(fcinfo, "counters.create_counter_concurrently()");
+	counters::CreateCounterConcurrently(TextArg(fcinfo, 0), RequiredTextArg(fcinfo, 1, "the definition"),
+	                                    TextArg(fcinfo, 2));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* CALL counters.rebuild_concurrently(name) */
+COUNTERS_FUNCTION(counters_rebuild_concurrently)
+{
+	BeginSteps(fcinfo, "counters.rebuild_concurrently()");
+	counters::RebuildConcurrently(RequiredTextArg(fcinfo, 0, "the counter name"));
+	SPI_finish();
+	PG_RETURN_VOID();
 }
 
 /* counters.alter_counter(name, mode, max_slots) */

@@ -18,11 +18,13 @@ extern "C" {
 #include "parser/parser.h"
 #include "storage/lmgr.h"
 #include "utils/array.h"
+#include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 #include "utils/rls.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -286,6 +288,12 @@ CompactOne(const CatalogEntry *e)
 {
 	if (!LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock))
 		return 0;
+	if (HasOption(e->name, "building"))
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("counter \"%s\" is being built concurrently: its totals are not complete yet", e->name),
+		                errhint("If create_counter_concurrently() or rebuild_concurrently() stopped, CALL "
+		                        "counters.rebuild_concurrently('%s') completes it.",
+		                        e->name)));
 	CounterShape *s = BuildShape(e);
 	CompiledCounter *thresholds = WithThresholds(e);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -607,6 +615,127 @@ Rebuild(const char *name, const char *condition)
 		total += RebuildOne(e, condition, name != nullptr);
 	}
 	return total;
+}
+
+void
+ConcurrentStep(const char *name, const char *step)
+{
+	if (step == nullptr) {
+		pgstat_report_activity(STATE_RUNNING, "counters: finishing");
+		return;
+	}
+	/* (pg_stat_activity.query shows the step while it runs) */
+	pgstat_report_activity(STATE_RUNNING, psprintf("counters: counter \"%s\": step %s", name, step));
+	ereport(NOTICE, (errmsg("counter \"%s\": step %s", name, step)));
+}
+
+void
+CommitStep()
+{
+	SPI_commit();
+	SPI_start_transaction();
+}
+
+/*
+ * A log-mode counter made equal to its definition without blocking writers: as of one snapshot S, the totals become
+ * the definition's rows and the logged deltas S sees are deleted (they are in those rows); deltas logged by
+ * transactions S does not see stay pending. Compaction waits meanwhile; writers only append to the log.
+ */
+void
+RefreshConcurrently(const char *name, const char *step)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	if (e->mode != Mode::Log)
+		elog(ERROR, "counters: counter \"%s\" is not in log mode", name);
+	ConcurrentStep(name,
+	               psprintf("%s: counting the source as of one snapshot; writers log their deltas meanwhile", step));
+	/*
+	 * Compaction waits (it takes the log in this mode). No lock on the totals: writers preparing the counter's
+	 * statements lock them in ROW EXCLUSIVE mode. A retention running meanwhile may leave expired buckets in the
+	 * totals, for its next round.
+	 */
+	LockRelationOid(e->log, ShareUpdateExclusiveLock);
+	CounterShape *s = BuildShape(e);
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	const char *statements[3] = {DeleteAllStatement(e->totals), FillStatement(s->def, e->totals, e->query),
+	                             DeleteAllStatement(e->log)};
+	uint64 processed[3];
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
+	AsOwner owner;
+	BecomeOwner(&owner, CounterOwner(e));
+	for (int i = 0; i < 3; i++) {
+		SPIPlanPtr plan = SPI_prepare(statements[i], 0, nullptr);
+		if (plan == nullptr)
+			elog(ERROR, "counters: preparing \"%s\" failed: %s", statements[i], SPI_result_code_string(SPI_result));
+		int ret = SPI_execute_snapshot(plan, nullptr, nullptr, snapshot, InvalidSnapshot, false, false, 0);
+		if (ret != (i == 1 ? SPI_OK_INSERT : SPI_OK_DELETE))
+			elog(ERROR, "counters: refreshing counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
+		processed[i] = SPI_processed;
+	}
+	RestoreUser(&owner);
+	UnpinSettings(level);
+	SPI_finish();
+	UnregisterSnapshot(snapshot);
+	SetOption(name, "building", (Datum)0, true);
+	ereport(NOTICE, (errmsg("counter \"%s\": %llu keys counted; %llu logged deltas were already in them, the others "
+	                        "stay pending",
+	                        name, (unsigned long long)processed[1], (unsigned long long)processed[2])));
+	const char *columns[1] = {"rebuilt_at"};
+	Oid types[1] = {TIMESTAMPTZOID};
+	Datum values[1] = {Now()};
+	NoteMaintenance(e->name, 1, columns, types, values, nullptr);
+}
+
+void
+RebuildConcurrently(const char *name)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	RequireReadCommitted("counters.rebuild_concurrently()");
+	if (IsSink(e->source))
+		RefuseSinkRecount(e, "rebuilt");
+	if (!e->owns_target)
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("counter \"%s\" cannot be rebuilt concurrently: it is kept in columns of %s", name,
+		                QualifiedName(e->target)),
+		         errdetail("A concurrent rebuild logs the deltas of writers meanwhile (log mode); a counter kept in "
+		                   "an existing table is exact only."),
+		         errhint("Use counters.rebuild('%s'): it locks writers out while it runs.", name)));
+	Mode mode = e->mode;
+	int max_slots = -1;
+	if (mode == Mode::Sharded) {
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		Oid argtypes[1] = {TEXTOID};
+		Datum args[1] = {CStringGetTextDatum(name)};
+		if (QueryLatest("SELECT (options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4 FROM counters.counter "
+		                "WHERE name OPERATOR(pg_catalog.=) $1",
+		                1, argtypes, args, nullptr) == SPI_OK_SELECT &&
+		    SPI_processed == 1) {
+			bool isnull;
+			Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+			if (!isnull)
+				max_slots = DatumGetInt32(d);
+		}
+		SPI_finish();
+	}
+	if (mode != Mode::Log) {
+		ConcurrentStep(name, "1 of 3: switching to log mode (writers wait for the switch)");
+		AlterCounter(name, "log", -1);
+	}
+	SetOption(name, "building", DirectFunctionCall1(jsonb_in, CStringGetDatum("true")), false);
+	CommitStep();
+	RefreshConcurrently(name, "2 of 3");
+	CommitStep();
+	if (mode != Mode::Log) {
+		ConcurrentStep(name, psprintf("3 of 3: switching back to %s mode", ModeName(mode)));
+		AlterCounter(name, ModeName(mode), mode == Mode::Sharded ? max_slots : -1);
+	}
+	ConcurrentStep(name, nullptr);
 }
 
 void

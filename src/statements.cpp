@@ -340,6 +340,12 @@ CompactStatement(const CounterShape *s, bool with_rows)
 }
 
 char *
+DeleteAllStatement(Oid rel)
+{
+	return psprintf("DELETE FROM %s", QualifiedName(rel));
+}
+
+char *
 DeleteRowsStatement(Oid rel)
 {
 	return psprintf("DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)", QualifiedName(rel));

@@ -52,3 +52,26 @@ CREATE FUNCTION counters.set_sink(source regclass, sink boolean DEFAULT true) RE
 COMMENT ON FUNCTION counters.set_sink(regclass, boolean) IS
 	'make a table a sink: inserted rows are counted by its counters and not stored (false: store them again)';
 -- ---- end of sinks ----
+
+-- ---- concurrent declaring and rebuilding ----
+-- The same without blocking writers, in the spirit of CREATE INDEX CONCURRENTLY: CALL it outside a transaction block.
+-- Three transactions: (1) the counter is declared in log mode without its fill (writers wait only for the triggers);
+-- (2) the totals are filled from the definition as of one snapshot, and the logged deltas that snapshot sees are
+-- deleted (they are in the fill), while writers go on logging theirs; (3) the counter switches to `mode`. NOTICEs
+-- and pg_stat_activity.query name each step. If it stops after step 1, CALL counters.rebuild_concurrently(name)
+-- completes it (until then compaction refuses the counter) or counters.drop_counter(name) removes it.
+CREATE PROCEDURE counters.create_counter_concurrently(name text, definition text, mode text DEFAULT 'exact')
+	AS 'MODULE_PATHNAME', 'counters_create_counter_concurrently'
+	LANGUAGE C;
+COMMENT ON PROCEDURE counters.create_counter_concurrently(text, text, text) IS
+	'declare a counter without blocking writers of its source (three transactions; CALL outside a transaction block)';
+
+-- rebuild() without blocking writers: CALL outside a transaction block. Three transactions: switch to log mode (a
+-- short lock), refill the totals as of one snapshot keeping the deltas logged after it pending, switch back. Not for
+-- counters kept in columns of an existing table, nor for counters with bounds (they need exact mode).
+CREATE PROCEDURE counters.rebuild_concurrently(name text)
+	AS 'MODULE_PATHNAME', 'counters_rebuild_concurrently'
+	LANGUAGE C;
+COMMENT ON PROCEDURE counters.rebuild_concurrently(text) IS
+	'make a counter equal to its definition without blocking writers (three transactions; CALL outside a transaction block)';
+-- ---- end of concurrent declaring and rebuilding ----
