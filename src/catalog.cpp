@@ -507,4 +507,73 @@ LockSource(Oid source, LOCKMODE mode)
 	(void)find_all_inheritors(source, mode, nullptr); /* (the partitions: it locks all but the one given) */
 }
 
+/*
+ * The options of counter `name` (NULL if none), read with the latest snapshot: kept across a change of definition.
+ */
+Datum
+ReadOptions(const char *name, bool *isnull)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(name)};
+	if (QueryLatest("SELECT options FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes, args,
+	                nullptr) != SPI_OK_SELECT ||
+	    SPI_processed != 1)
+		elog(ERROR, "counters: reading the options of counter \"%s\" failed", name);
+	Datum options = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
+	if (!*isnull)
+		options = SPI_datumTransfer(options, false, -1);
+	SPI_finish();
+	return options;
+}
+
+void
+RestoreOptions(const char *name, Datum options, const CounterDef *def)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	Datum *values = (Datum *)palloc(sizeof(Datum) * Max(def->nvalues, 1));
+	for (int v = 0; v < def->nvalues; v++)
+		values[v] = CStringGetTextDatum(def->values[v].column_name);
+	Datum *keys = (Datum *)palloc(sizeof(Datum) * Max(def->nkeys, 1));
+	for (int k = 0; k < def->nkeys; k++)
+		keys[k] = CStringGetTextDatum(def->keys[k].column_name);
+	Oid argtypes[4] = {TEXTOID, JSONBOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum args[4] = {CStringGetTextDatum(name), options,
+	                 PointerGetDatum(construct_array(values, def->nvalues, TEXTOID, -1, false, TYPALIGN_INT)),
+	                 PointerGetDatum(construct_array(keys, def->nkeys, TEXTOID, -1, false, TYPALIGN_INT))};
+	/*
+	 * Bounds and thresholds of value columns the new definition still has, a retention of a key column it still has,
+	 * touch and max_slots; what the counter's own state was (building, last_rebuild) goes.
+	 */
+	ExecuteAsCatalogOwner(
+	    "UPDATE counters.counter SET options = (SELECT COALESCE(pg_catalog.jsonb_object_agg(x.key, x.value), "
+	    "'{}'::pg_catalog.jsonb) FROM (SELECT o.key, CASE WHEN o.key OPERATOR(pg_catalog.=) ANY (ARRAY['bounds', "
+	    "'thresholds']) THEN (SELECT pg_catalog.jsonb_object_agg(c.key, c.value) FROM pg_catalog.jsonb_each(o.value) c "
+	    "WHERE c.key OPERATOR(pg_catalog.=) ANY ($3)) ELSE o.value END AS value FROM pg_catalog.jsonb_each($2) o "
+	    "WHERE o.key OPERATOR(pg_catalog.=) ANY (ARRAY['bounds', 'thresholds', 'touch', 'max_slots']) "
+	    "OR (o.key OPERATOR(pg_catalog.=) 'retention' "
+	    "AND o.value OPERATOR(pg_catalog.->>) 'column' OPERATOR(pg_catalog.=) ANY ($4))) x "
+	    "WHERE x.value IS NOT NULL) WHERE name OPERATOR(pg_catalog.=) $1",
+	    4, argtypes, args, nullptr, SPI_OK_UPDATE, true);
+	/* What did not survive is said. */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	if (SPI_execute_with_args(
+	        "SELECT o.key || ' of column ' || pg_catalog.quote_ident(c.key) FROM pg_catalog.jsonb_each($2) o, "
+	        "pg_catalog.jsonb_each(o.value) c WHERE o.key OPERATOR(pg_catalog.=) ANY (ARRAY['bounds', 'thresholds']) "
+	        "AND NOT c.key OPERATOR(pg_catalog.=) ANY ($3) UNION ALL SELECT 'the retention of key ' || "
+	        "pg_catalog.quote_ident(o.value OPERATOR(pg_catalog.->>) 'column') FROM pg_catalog.jsonb_each($2) o "
+	        "WHERE o.key OPERATOR(pg_catalog.=) 'retention' AND NOT (o.value OPERATOR(pg_catalog.->>) 'column') "
+	        "OPERATOR(pg_catalog.=) ANY ($4)",
+	        4, argtypes, args, nullptr, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the options of counter \"%s\" failed", name);
+	for (uint64 i = 0; i < SPI_processed; i++)
+		ereport(NOTICE, (errmsg("counter \"%s\": dropped its %s: the new definition has no such column", name,
+		                        SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1))));
+	SPI_finish();
+	CacheInvalidateRelcacheByRelid(e->source);
+}
+
 } // namespace counters

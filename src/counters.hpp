@@ -280,6 +280,9 @@ void Unregister(const CatalogEntry *e);
 CatalogEntry *Forget(const char *name);
 void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
 void SetOption(const char *name, const char *key, Datum value, bool isnull);
+/* A counter's options (jsonb), and writing them back to its new definition `def` (what still applies). */
+Datum ReadOptions(const char *name, bool *isnull);
+void RestoreOptions(const char *name, Datum options, const CounterDef *def);
 /*
  * The rows the compiled cache is built from, as SPI_tuptable (SPI connected, latest snapshot): the counters of
  * `source` in name order (cache.cpp reads the columns by position), and the thresholds of counter `name`.
@@ -392,6 +395,13 @@ Oid CreateCounter(const char *name, const char *definition, const char *target, 
 /* CALL counters.create_counter_concurrently: three transactions (SPI connected non-atomic by the caller). */
 void CreateCounterConcurrently(const char *name, const char *definition, const char *mode);
 void AlterCounter(const char *name, const char *mode, int max_slots);
+/*
+ * alter_counter(name, definition => ...): the counter dropped and declared again in one transaction (writers of the
+ * source wait), in `mode` (NULL: its mode), with its options and SELECT grants.
+ */
+void AlterDefinition(const char *name, const char *definition, const char *mode);
+/* CALL counters.alter_counter_concurrently (SPI connected non-atomic). */
+void AlterCounterConcurrently(const char *name, const char *definition);
 void DropCounter(const char *name);
 void Attach(Oid source);
 void Detach(Oid source);
@@ -405,6 +415,8 @@ void SetSink(Oid source, bool sink);
 void RequireSinkShape(Relation rel);
 void RefuseSinkRecount(const CatalogEntry *e, const char *what);
 void CopySelectGrants(Oid from, Oid to);
+/* The roles other than its owner that hold SELECT on `rel`. */
+List *SelectGrantees(Oid rel);
 /* The counters whose source is `source`. */
 List *ReadCatalogOfSource(Oid source);
 

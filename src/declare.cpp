@@ -18,6 +18,7 @@ extern "C" {
 #include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "parser/parse_func.h"
@@ -26,6 +27,7 @@ extern "C" {
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #include "utils/rel.h"
@@ -258,6 +260,15 @@ DeclareErrorContext(void *arg)
 }
 
 void
+StoppedContext(void *arg)
+{
+	const char *name = (const char *)arg;
+	errcontext("create_counter_concurrently() of counter \"%s\" stopped after its declaration: CALL "
+	           "counters.rebuild_concurrently('%s') completes it, SELECT counters.drop_counter('%s') removes it",
+	           name, name, name);
+}
+
+void
 CheckCounterName(const char *name)
 {
 	if (name == nullptr)
@@ -329,10 +340,14 @@ CreateCounterConcurrently(const char *name, const char *definition, const char *
 	SetOption(name, "building", DirectFunctionCall1(jsonb_in, CStringGetDatum("true")), false);
 	error_context_stack = context.previous;
 	CommitStep();
+	/* From here on the counter exists: an error says what is left and how to finish it. */
+	context.callback = StoppedContext;
+	error_context_stack = &context;
 	RefreshConcurrently(name, "2 of 3");
 	CommitStep();
 	ConcurrentStep(name, psprintf("3 of 3: switching to %s mode", mode));
 	AlterCounter(name, mode, -1);
+	error_context_stack = context.previous;
 	ConcurrentStep(name, nullptr);
 }
 
@@ -341,7 +356,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 {
 	CatalogEntry *c = LookupCounter(name);
 	RequireMaintainer(c);
-	Mode mode = ParseMode(name, mode_text);
+	Mode mode = mode_text != nullptr ? ParseMode(name, mode_text) : c->mode; /* (NULL: max_slots alone) */
 	if (max_slots != -1 && (mode != Mode::Sharded || max_slots < 1 || max_slots > 1024))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": max_slots applies to sharded mode, from 1 to 1024", name)));
@@ -416,6 +431,157 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	RestoreUser(&as);
 }
 
+namespace {
+
+List *
+RelationIndexes(Oid rel)
+{
+	Relation r = table_open(rel, AccessShareLock);
+	List *indexes = RelationGetIndexList(r);
+	table_close(r, AccessShareLock);
+	return indexes;
+}
+
+/*
+ * Rename `rel` to `name` (SPI connected), and its indexes named after it ("<old>_..." becomes "<name>_...") or after
+ * the counter ("<from>_..." becomes "<to>_...": the totals of a switched counter keep its table's index names).
+ */
+void
+RenameWithIndexes(Oid rel, const char *name, const char *from, const char *to)
+{
+	const char *old = get_rel_name(rel);
+	List *indexes = get_rel_relkind(rel) == RELKIND_RELATION ? RelationIndexes(rel) : NIL;
+	Execute(RenameStatement(rel, name), SPI_OK_UTILITY);
+	size_t len = strlen(old);
+	ListCell *lc;
+	foreach (lc, indexes) {
+		const char *index = get_rel_name(lfirst_oid(lc));
+		if (strncmp(index, old, len) == 0 && index[len] == '_')
+			Execute(RenameStatement(lfirst_oid(lc), DerivedName(name, index + len)), SPI_OK_UTILITY);
+		else if (strncmp(index, from, strlen(from)) == 0 && index[strlen(from)] == '_')
+			Execute(RenameStatement(lfirst_oid(lc), DerivedName(to, index + strlen(from))), SPI_OK_UTILITY);
+	}
+}
+
+/* Counter `from` takes the name `to` (free): its catalog row and the relations named after it. */
+void
+RenameCounter(const char *from, const char *to)
+{
+	CatalogEntry *e = LookupCounter(from);
+	RequireMaintainer(e);
+	AsOwner as;
+	BecomeOwner(&as, CounterOwner(e));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	RenameWithIndexes(e->query, psprintf("%s_definition", to), from, to);
+	RenameWithIndexes(e->target, to, from, to);
+	if (e->mode != Mode::Exact) {
+		RenameWithIndexes(e->totals, DerivedName(to, "_totals"), from, to);
+		RenameWithIndexes(e->log, DerivedName(to, e->mode == Mode::Log ? "_log" : "_slots"), from, to);
+	}
+	SPI_finish();
+	RestoreUser(&as);
+	Oid argtypes[2] = {TEXTOID, TEXTOID};
+	Datum args[2] = {CStringGetTextDatum(from), CStringGetTextDatum(to)};
+	ExecuteAsCatalogOwner("UPDATE counters.counter SET name = $2 WHERE name OPERATOR(pg_catalog.=) $1", 2, argtypes,
+	                      args, nullptr, SPI_OK_UPDATE, true);
+	CacheInvalidateRelcacheByRelid(e->source);
+}
+
+/* What a counter keeps across a new definition: its options and the SELECT grants of its table. */
+struct Kept {
+	bool no_options;
+	Datum options;
+	List *grantees;
+};
+
+void
+Keep(const CatalogEntry *c, Kept *k)
+{
+	k->options = ReadOptions(c->name, &k->no_options);
+	k->grantees = c->owns_target ? SelectGrantees(c->target) : NIL;
+}
+
+void
+GiveBack(const char *name, const Kept *k)
+{
+	CatalogEntry *e = LookupCounter(name);
+	if (!k->no_options)
+		RestoreOptions(name, k->options, BuildShape(e)->def);
+	if (k->grantees == NIL)
+		return;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	ListCell *lc;
+	foreach (lc, k->grantees)
+		Execute(GrantSelectStatement(e->target, lfirst_oid(lc)), SPI_OK_UTILITY);
+	SPI_finish();
+}
+
+} // namespace
+
+void
+AlterDefinition(const char *name, const char *definition, const char *mode)
+{
+	RequireReadCommitted("counters.alter_counter()");
+	CatalogEntry *c = LookupCounter(name);
+	RequireMaintainer(c);
+	if (IsSink(c->source))
+		RefuseSinkRecount(c, "redefined");
+	if (definition == nullptr)
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter \"%s\": the definition is null", name)));
+	LockSource(c->source, ShareRowExclusiveLock);
+	Kept kept;
+	Keep(c, &kept);
+	DropCounter(name);
+	CreateCounter(name, definition, c->owns_target ? nullptr : QualifiedName(c->target),
+	              mode != nullptr ? mode : ModeName(c->mode));
+	GiveBack(name, &kept);
+}
+
+/*
+ * CALL counters.alter_counter_concurrently(name, definition): the new definition is declared concurrently under a
+ * temporary name (create_counter_concurrently's three steps, in the counter's mode), then, writers waiting for this
+ * last step only, the counter is dropped and the new one takes its name, options and grants.
+ */
+void
+AlterCounterConcurrently(const char *name, const char *definition)
+{
+	RequireReadCommitted("counters.alter_counter_concurrently()");
+	CatalogEntry *c = LookupCounter(name);
+	RequireMaintainer(c);
+	if (IsSink(c->source))
+		RefuseSinkRecount(c, "redefined");
+	if (!c->owns_target)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\" cannot be redefined concurrently: it is kept in columns of %s", name,
+		                       QualifiedName(c->target)),
+		                errhint("Use counters.alter_counter('%s', definition => ...): it locks writers out while it "
+		                        "runs.",
+		                        name)));
+	/* (the name's first bytes: the temporary name is a counter name too, at most COUNTER_NAME_MAX_BYTES) */
+	const char *prefix = "counters_redefining_";
+	char *tmp = psprintf("%s%.*s", prefix,
+	                     pg_mbcliplen(name, (int)strlen(name), COUNTER_NAME_MAX_BYTES - (int)strlen(prefix)), name);
+	if (CounterExists(tmp))
+		ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
+		                errmsg("counter \"%s\": an earlier redefinition stopped and left counter \"%s\"", name, tmp),
+		                errhint("Drop it with counters.drop_counter('%s'), then try again.", tmp)));
+	const char *mode = ModeName(c->mode);
+	CreateCounterConcurrently(tmp, definition, mode);
+	CommitStep();
+	ConcurrentStep(name, "4: replacing the counter with the new definition (writers wait)");
+	c = LookupCounter(name);
+	LockSource(c->source, ShareRowExclusiveLock);
+	Kept kept;
+	Keep(c, &kept);
+	DropCounter(name);
+	RenameCounter(tmp, name);
+	GiveBack(name, &kept);
+	ConcurrentStep(name, nullptr);
+}
+
 void
 DropCounter(const char *name)
 {
@@ -436,12 +602,12 @@ DropCounter(const char *name)
 	SPI_finish();
 }
 
-void
-CopySelectGrants(Oid from, Oid to)
+List *
+SelectGrantees(Oid rel)
 {
-	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(from));
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(rel));
 	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", from);
+		elog(ERROR, "cache lookup failed for relation %u", rel);
 	bool isnull;
 	Datum acl_datum = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relacl, &isnull);
 	Oid owner = ((Form_pg_class)GETSTRUCT(tup))->relowner;
@@ -454,6 +620,13 @@ CopySelectGrants(Oid from, Oid to)
 				grantees = list_append_unique_oid(grantees, items[i].ai_grantee);
 	}
 	ReleaseSysCache(tup);
+	return grantees;
+}
+
+void
+CopySelectGrants(Oid from, Oid to)
+{
+	List *grantees = SelectGrantees(from);
 	ListCell *lc;
 	foreach (lc, grantees)
 		Execute(GrantSelectStatement(to, lfirst_oid(lc)), SPI_OK_UTILITY);

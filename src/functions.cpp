@@ -124,6 +124,16 @@ COUNTERS_FUNCTION(counters_create_counter_concurrently)
 	PG_RETURN_VOID();
 }
 
+/* CALL counters.alter_counter_concurrently(name, definition) */
+COUNTERS_FUNCTION(counters_alter_counter_concurrently)
+{
+	BeginSteps(fcinfo, "counters.alter_counter_concurrently()");
+	counters::AlterCounterConcurrently(RequiredTextArg(fcinfo, 0, "the counter name"),
+	                                   RequiredTextArg(fcinfo, 1, "the definition"));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
 /* CALL counters.rebuild_concurrently(name) */
 COUNTERS_FUNCTION(counters_rebuild_concurrently)
 {
@@ -133,11 +143,24 @@ COUNTERS_FUNCTION(counters_rebuild_concurrently)
 	PG_RETURN_VOID();
 }
 
-/* counters.alter_counter(name, mode, max_slots) */
+/* counters.alter_counter(name, mode, max_slots, definition) */
 COUNTERS_FUNCTION(counters_alter_counter)
 {
-	counters::AlterCounter(RequiredTextArg(fcinfo, 0, "the counter name"), TextArg(fcinfo, 1),
-	                       PG_ARGISNULL(2) ? -1 : PG_GETARG_INT32(2));
+	const char *name = RequiredTextArg(fcinfo, 0, "the counter name");
+	const char *mode = TextArg(fcinfo, 1);
+	int max_slots = PG_ARGISNULL(2) ? -1 : PG_GETARG_INT32(2);
+	/* (0.4's alter_counter(name, mode, max_slots) has no definition argument) */
+	const char *definition = PG_NARGS() > 3 ? TextArg(fcinfo, 3) : nullptr;
+	if (definition == nullptr && mode == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+		                errmsg("counter \"%s\": alter_counter() needs a mode or a definition", name)));
+	if (definition != nullptr) {
+		counters::AlterDefinition(name, definition, mode);
+		if (max_slots == -1)
+			PG_RETURN_VOID();
+		mode = nullptr;
+	}
+	counters::AlterCounter(name, mode, max_slots);
 	PG_RETURN_VOID();
 }
 

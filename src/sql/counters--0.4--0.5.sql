@@ -75,3 +75,29 @@ CREATE PROCEDURE counters.rebuild_concurrently(name text)
 COMMENT ON PROCEDURE counters.rebuild_concurrently(text) IS
 	'make a counter equal to its definition without blocking writers (three transactions; CALL outside a transaction block)';
 -- ---- end of concurrent declaring and rebuilding ----
+
+-- ---- alter_counter(definition => ...) ----
+-- A new last argument (and mode may be NULL): the function is replaced; its privileges are the default ones, as in a
+-- fresh installation.
+DROP FUNCTION counters.alter_counter(text, text, integer);
+-- definition => a new definition: the counter is dropped and declared again in one transaction (writers of the source
+-- wait, as for create_counter), in `mode` (NULL: its mode), keeping its options that still apply (bounds and
+-- thresholds of value columns it still has, a retention of a key it still has, touch, max_slots) and the SELECT
+-- grants of its table. CALL counters.alter_counter_concurrently(name, definition) does it without blocking writers.
+CREATE FUNCTION counters.alter_counter(name text, mode text DEFAULT NULL, max_slots integer DEFAULT NULL,
+                                       definition text DEFAULT NULL) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_alter_counter'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.alter_counter(text, text, integer, text) IS
+	'switch a counter between exact, sharded and log mode (values exact throughout), change max_slots, or change its definition';
+
+-- alter_counter(name, definition => ...) without blocking writers: CALL outside a transaction block. The new definition
+-- is declared concurrently under a temporary name (create_counter_concurrently's steps, in the counter's mode); then
+-- writers wait while the counter is dropped and the new one takes its name, options and grants. Not for counters kept
+-- in columns of an existing table.
+CREATE PROCEDURE counters.alter_counter_concurrently(name text, definition text)
+	AS 'MODULE_PATHNAME', 'counters_alter_counter_concurrently'
+	LANGUAGE C;
+COMMENT ON PROCEDURE counters.alter_counter_concurrently(text, text) IS
+	'change a counter''s definition without blocking writers (CALL outside a transaction block)';
+-- ---- end of alter_counter(definition => ...) ----

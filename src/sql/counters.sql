@@ -176,6 +176,16 @@ CREATE PROCEDURE counters.create_counter_concurrently(name text, definition text
 COMMENT ON PROCEDURE counters.create_counter_concurrently(text, text, text) IS
 	'declare a counter without blocking writers of its source (three transactions; CALL outside a transaction block)';
 
+-- alter_counter(name, definition => ...) without blocking writers: CALL outside a transaction block. The new definition
+-- is declared concurrently under a temporary name (create_counter_concurrently's steps, in the counter's mode); then
+-- writers wait while the counter is dropped and the new one takes its name, options and grants. Not for counters kept
+-- in columns of an existing table.
+CREATE PROCEDURE counters.alter_counter_concurrently(name text, definition text)
+	AS 'MODULE_PATHNAME', 'counters_alter_counter_concurrently'
+	LANGUAGE C;
+COMMENT ON PROCEDURE counters.alter_counter_concurrently(text, text) IS
+	'change a counter''s definition without blocking writers (CALL outside a transaction block)';
+
 -- Switch a counter between modes; values stay exact throughout (the source is locked against writes meanwhile).
 --   exact -> log:     the counter table becomes <name>_totals, deltas go to a new <name>_log, and <name> becomes a
 --                     view adding both, so readers keep reading the same name.
@@ -183,11 +193,16 @@ COMMENT ON PROCEDURE counters.create_counter_concurrently(text, text, text) IS
 --   back to exact:    everything is folded, the view and log/slots are dropped, <name>_totals gets the name back.
 --   log <-> sharded:  through exact.
 -- max_slots (sharded mode, default 16) bounds the slot rows per key; giving it alone changes it.
-CREATE FUNCTION counters.alter_counter(name text, mode text, max_slots integer DEFAULT NULL) RETURNS void
+-- definition => a new definition: the counter is dropped and declared again in one transaction (writers of the source
+-- wait, as for create_counter), in `mode` (NULL: its mode), keeping its options that still apply (bounds and
+-- thresholds of value columns it still has, a retention of a key it still has, touch, max_slots) and the SELECT
+-- grants of its table. CALL counters.alter_counter_concurrently(name, definition) does it without blocking writers.
+CREATE FUNCTION counters.alter_counter(name text, mode text DEFAULT NULL, max_slots integer DEFAULT NULL,
+                                       definition text DEFAULT NULL) RETURNS void
 	AS 'MODULE_PATHNAME', 'counters_alter_counter'
 	LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION counters.alter_counter(text, text, integer) IS
-	'switch a counter between exact, sharded and log mode (values exact throughout), or change max_slots';
+COMMENT ON FUNCTION counters.alter_counter(text, text, integer, text) IS
+	'switch a counter between exact, sharded and log mode (values exact throughout), change max_slots, or change its definition';
 
 CREATE FUNCTION counters.drop_counter(name text) RETURNS void
 	AS 'MODULE_PATHNAME', 'counters_drop_counter'
