@@ -12,7 +12,8 @@
 # its 21st paid participant (bounds, 23514 caught; 8 pgbench clients rushing the last seats), a hot "like" counter
 # under 8 pgbench clients in each mode (exact, sharded, log) next to a no-counter baseline, trending hashtags per
 # region over the last 24 hours (hourly buckets, an index-backed top 3 per region compared with the raw events, a
-# threshold announcing a trend), and thumbnails ranked by CTR since their last regeneration and in total. Takes
+# threshold announcing a trend), page views counted into a sink without being stored, a counter declared and then
+# changed concurrently while pgbench keeps writing, and thumbnails ranked by CTR since their last regeneration and in total. Takes
 # about a minute. Exits non-zero if any counter differs from its recount. Safe to re-run; works as root.
 set -euo pipefail
 PGVER=${PGVER:-15}
@@ -661,6 +662,30 @@ DELETE FROM page_views WHERE post_id = 1;
 \set ON_ERROR_STOP 1
 \echo '--- (dropped at the end of this step: a sink has no rows to recount, so verify() and rebuild() skip it)'
 SELECT counters.drop_counter('post_page_views') \gset
+SQL
+
+echo
+echo "=== 17c. Online: a counter declared, then changed, over 300,000 clicks while 4 pgbench clients keep clicking"
+echo "         (CALL create_counter_concurrently / alter_counter_concurrently: writers wait only for short steps)"
+sql <<'SQL'
+CREATE TABLE clicks (id bigserial PRIMARY KEY, ad_id int NOT NULL, paid boolean NOT NULL);
+INSERT INTO clicks (ad_id, paid) SELECT g % 500, g % 4 = 0 FROM generate_series(1, 300000) g;
+SQL
+printf '\\set a random(0, 499)\nINSERT INTO clicks (ad_id, paid) VALUES (:a, :a %% 4 = 0);\n' >"$tmp/click.sql"
+pgbench -n -c 4 -j 4 -T 6 -f "$tmp/click.sql" >"$tmp/click.out" 2>&1 &
+clicking=$!
+sql <<'SQL'
+CALL counters.create_counter_concurrently('ad_clicks', 'SELECT ad_id, count(*) AS clicks FROM clicks GROUP BY ad_id');
+\echo '--- a FILTER and a new column, without blocking the clicks:'
+CALL counters.alter_counter_concurrently('ad_clicks',
+    'SELECT ad_id, count(*) AS clicks, count(*) FILTER (WHERE paid) AS paid_clicks FROM clicks GROUP BY ad_id');
+SQL
+wait "$clicking" || { cat "$tmp/click.out"; echo "pgbench failed" >&2; exit 1; }
+echo "    pgbench meanwhile: $(awk '/number of transactions actually processed/ {print $NF}' "$tmp/click.out") clicks, $(awk '/^tps/ {printf "%.0f", $3}' "$tmp/click.out") per second"
+sql <<'SQL'
+SELECT * FROM ad_clicks ORDER BY ad_id LIMIT 3;
+SELECT recount_check('ad_clicks') AS line \gset
+\echo :line
 SQL
 
 sql <<'SQL'
