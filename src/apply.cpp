@@ -124,7 +124,7 @@ ApplyUpsert(CompiledCounter *c, Datum *params, char *nulls, int free_slot)
 	HeapTuple row = written->vals[0];
 	DecideRow(c, row, written->tupdesc, 3, params, nulls);
 	bool isnull;
-	if (DatumGetBool(SPI_getbinval(row, written->tupdesc, 2, &isnull))) {
+	if (!c->keep_zero && DatumGetBool(SPI_getbinval(row, written->tupdesc, 2, &isnull))) {
 		Datum ctid = SPI_getbinval(row, written->tupdesc, 1, &isnull);
 		ret = SPI_execute_plan(c->plans[PLAN_DELETE], &ctid, nullptr, false, 0);
 		Require(ret == SPI_OK_DELETE, "deleting a zero row of", c, ret);
@@ -192,7 +192,7 @@ DeleteZeroRows(CompiledCounter *c, Datum *scratch)
 	uint32 nzero = 0;
 	for (uint64 i = 0; i < nrows; i++) {
 		bool isnull;
-		if (DatumGetBool(SPI_getbinval(written->vals[i], written->tupdesc, 2, &isnull)))
+		if (!c->keep_zero && DatumGetBool(SPI_getbinval(written->vals[i], written->tupdesc, 2, &isnull)))
 			scratch[nzero++] = SPI_getbinval(written->vals[i], written->tupdesc, 1, &isnull);
 	}
 	if (nzero > 0) {

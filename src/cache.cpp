@@ -409,6 +409,7 @@ BuildEntry(SourceCounters *entry)
 			}
 			Datum touch = SPI_getbinval(tup, tupdesc, 15, &isnull);
 			c->touch_column = isnull || c->mode != ApplyMode::Target ? nullptr : TextDatumGetCString(touch);
+			c->keep_zero = DatumGetBool(SPI_getbinval(tup, tupdesc, 16, &isnull));
 			Relation trel = table_open(c->write_rel, AccessShareLock);
 			c->has_check = RelationGetDescr(trel)->constr != nullptr && RelationGetDescr(trel)->constr->num_check > 0;
 			c->has_rls = trel->rd_rel->relrowsecurity;

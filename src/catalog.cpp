@@ -403,6 +403,10 @@ SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\" has bounds, which only exact mode can check at write time", name),
 		                errhint("Remove them first with counters.set_bounds(name, column_name).")));
+	if (mode != Mode::Exact && HasOption(name, "keep_zero"))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\" keeps rows whose values are all zero, which only exact mode does", name),
+		                errhint("Remove it first with counters.set_keep_zero(name, false).")));
 	/*
 	 * Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending deltas
 	 * under its name. A user's view over the table would follow the rename and silently miss pending deltas.
@@ -438,7 +442,7 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 	/* (last_rebuild: written by the rebuild() of an installation not yet updated by ALTER EXTENSION UPDATE) */
 	if (strcmp(key, "bounds") != 0 && strcmp(key, "thresholds") != 0 && strcmp(key, "max_slots") != 0 &&
 	    strcmp(key, "retention") != 0 && strcmp(key, "touch") != 0 && strcmp(key, "last_rebuild") != 0 &&
-	    strcmp(key, "building") != 0)
+	    strcmp(key, "building") != 0 && strcmp(key, "keep_zero") != 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": unknown option %s", name, quote_literal_cstr(key))));
 	Oid argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
@@ -470,7 +474,8 @@ QueryCountersOf(Oid source)
 	                  "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16), "
 	                  "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
 	                  "(c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) "
-	                  "'keep')::pg_catalog.interval, c.options OPERATOR(pg_catalog.->>) 'touch' "
+	                  "'keep')::pg_catalog.interval, c.options OPERATOR(pg_catalog.->>) 'touch', "
+	                  "c.options OPERATOR(pg_catalog.?) 'keep_zero' "
 	                  "FROM counters.counter c, LATERAL ("
 	                  "SELECT pg_catalog.array_agg(e.key) AS columns, "
 	                  "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
@@ -552,7 +557,7 @@ RestoreOptions(const char *name, Datum options, const CounterDef *def)
 	    "'{}'::pg_catalog.jsonb) FROM (SELECT o.key, CASE WHEN o.key OPERATOR(pg_catalog.=) ANY (ARRAY['bounds', "
 	    "'thresholds']) THEN (SELECT pg_catalog.jsonb_object_agg(c.key, c.value) FROM pg_catalog.jsonb_each(o.value) c "
 	    "WHERE c.key OPERATOR(pg_catalog.=) ANY ($3)) ELSE o.value END AS value FROM pg_catalog.jsonb_each($2) o "
-	    "WHERE o.key OPERATOR(pg_catalog.=) ANY (ARRAY['bounds', 'thresholds', 'touch', 'max_slots']) "
+	    "WHERE o.key OPERATOR(pg_catalog.=) ANY (ARRAY['bounds', 'thresholds', 'touch', 'max_slots', 'keep_zero']) "
 	    "OR (o.key OPERATOR(pg_catalog.=) 'retention' "
 	    "AND o.value OPERATOR(pg_catalog.->>) 'column' OPERATOR(pg_catalog.=) ANY ($4))) x "
 	    "WHERE x.value IS NOT NULL) WHERE name OPERATOR(pg_catalog.=) $1",

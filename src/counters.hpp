@@ -150,6 +150,7 @@ struct CompiledCounter {
 	SPIPlanPtr plans[NUM_PLANS];
 	const char *touch_column; /* counter-cache counters: a timestamp column of the target set when values change */
 	bool has_check;           /* write_rel has CHECK constraints */
+	bool keep_zero;           /* counters.set_keep_zero: rows whose values are all zero stay */
 	bool has_rls;             /* ... has row-level security enabled */
 };
 
@@ -331,6 +332,7 @@ struct CounterShape {
 	const char **table_names;
 	const char **log_names; /* log or slots (log, sharded mode) */
 	int retention_column;   /* -1: no retention */
+	bool keep_zero;         /* counters.set_keep_zero */
 	const char *retention_keep;
 	Oid retention_type;
 };
@@ -427,6 +429,7 @@ void SetThresholds(const char *name, const char *column, ArrayType *thresholds, 
                    bool every_null);
 void SetRetention(const char *name, const char *column, Datum keep, bool keep_null);
 void SetTouch(const char *name, const char *column);
+void SetKeepZero(const char *name, bool keep);
 void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
 /* top() in the row type `rowtype` of the relation a counter is read from: whole rows of that type. */
 void TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);

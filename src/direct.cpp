@@ -489,6 +489,7 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 			all_zero &= DatumGetInt32(DirectFunctionCall2(numeric_cmp, sum, d->zero)) == 0;
 		}
 	}
+	all_zero &= !d->c->keep_zero; /* (counters.set_keep_zero: the row stays, with zeros) */
 	CommandId cid = GetCurrentCommandId(true);
 	Snapshot snapshot = GetActiveSnapshot();
 	TM_FailureData tmfd;

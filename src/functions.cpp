@@ -224,6 +224,15 @@ COUNTERS_FUNCTION(counters_set_retention)
 }
 
 /* counters.set_touch(name, column_name) */
+/* counters.set_keep_zero(name, keep) */
+COUNTERS_FUNCTION(counters_set_keep_zero)
+{
+	if (PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counters.set_keep_zero(): keep is NULL")));
+	counters::SetKeepZero(RequiredTextArg(fcinfo, 0, "the counter name"), PG_GETARG_BOOL(1));
+	PG_RETURN_VOID();
+}
+
 COUNTERS_FUNCTION(counters_set_touch)
 {
 	counters::SetTouch(RequiredTextArg(fcinfo, 0, "the counter name"),

@@ -91,6 +91,7 @@ BuildShape(const CatalogEntry *e)
 {
 	CounterShape *s = (CounterShape *)palloc0(sizeof(CounterShape));
 	s->e = e;
+	s->keep_zero = HasOption(e->name, "keep_zero");
 	s->def = AnalyzeView(e->name, e->query, CounterOwner(e));
 	CounterDef *def = s->def;
 	int n = def->ncolumns;
@@ -305,7 +306,7 @@ CompactOne(const CatalogEntry *e)
 	List *crossings = thresholds != nullptr ? FoldedCrossings(thresholds, s) : NIL;
 	bool isnull;
 	Datum zero_rows = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	if (!isnull &&
+	if (!isnull && !s->keep_zero &&
 	    ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(zero_rows)), ARR_DIMS(DatumGetArrayTypeP(zero_rows))) > 0) {
 		Oid tids = TIDARRAYOID;
 		ret = RunAsOwner(e, DeleteRowsStatement(s->table), 1, &tids, &zero_rows, false);

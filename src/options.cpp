@@ -281,6 +281,35 @@ SetTouch(const char *name, const char *column)
 	SetOption(name, "touch", JsonbOf(json.data), false);
 }
 
+/*
+ * counters.set_keep_zero: rows of an exact counter whose values all come back to zero stay (with zeros) instead of
+ * being deleted, for readers that take a missing row for a missing object (ORMs).
+ */
+void
+SetKeepZero(const char *name, bool keep)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	if (!keep) {
+		SetOption(name, "keep_zero", (Datum)0, true);
+		return;
+	}
+	if (!e->owns_target)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\" is kept in columns of %s: its rows are never deleted", name,
+		                       QualifiedName(e->target)),
+		                errdetail("keep_zero applies to counter tables, whose rows come and go with their keys.")));
+	if (e->mode != Mode::Exact)
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("counter \"%s\" is in %s mode: only exact mode keeps rows whose values are all zero", name,
+		                ModeName(e->mode)),
+		         errdetail("In log and sharded mode readers see totals plus pending deltas, and keys whose sum is "
+		                   "zero are left out."),
+		         errhint("Switch it to exact mode first: SELECT counters.alter_counter('%s', 'exact');", name)));
+	SetOption(name, "keep_zero", JsonbOf("true"), false);
+}
+
 void
 SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 {

@@ -163,6 +163,8 @@ RebuildStatement(const CounterShape *s, const char *condition)
 	initStringInfo(&insert_vals);
 	initStringInfo(&conflict);
 	initStringInfo(&sets);
+	StringInfoData stored_nonzero;
+	initStringInfo(&stored_nonzero);
 	bool fk = true, fs = true, fc = true, fi = true, fset = true;
 	for (int i = 0; i < s->ncolumns; i++) {
 		int n = i + 1;
@@ -189,6 +191,7 @@ RebuildStatement(const CounterShape *s, const char *condition)
 			                 ", COALESCE(pg_catalog.sum(u.s%d), 0) AS s%d, COALESCE(pg_catalog.sum(u.e%d), 0) AS e%d",
 			                 n, n, n, n);
 			appendStringInfo(&differs, "%sx.s%d IS DISTINCT FROM x.e%d", differs.len ? " OR " : "", n, n);
+			appendStringInfo(&stored_nonzero, "%sx.s%d OPERATOR(pg_catalog.<>) 0", stored_nonzero.len ? " OR " : "", n);
 			appendStringInfo(&nonzero, "%sd.e%d OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "", n);
 			Sep(&sets, &fset);
 			appendStringInfo(&sets, "%s = d.e%d", col, n);
@@ -209,7 +212,11 @@ RebuildStatement(const CounterShape *s, const char *condition)
 	                      "WHERE %s",
 	                      keys.data, sums.data, table_side.data, QualifiedName(s->table), view_side.data,
 	                      QualifiedName(s->e->query), LiveCondition(s, rk > 0 ? psprintf("u.k%d", rk) : nullptr), keep,
-	                      keys.data, differs.data);
+	                      keys.data,
+	                      /* (a stored row of zeros differs too, unless the counter keeps them: it should not exist) */
+	                      s->e->owns_target && !s->keep_zero
+	                          ? psprintf("%s OR (x.row_id IS NOT NULL AND NOT (%s))", differs.data, stored_nonzero.data)
+	                          : differs.data);
 	const char *table = QualifiedName(s->table);
 	if (!s->e->owns_target)
 		/* Columns of an existing table: rows are updated, none created or deleted. */
@@ -230,7 +237,8 @@ RebuildStatement(const CounterShape *s, const char *condition)
 	for (int i = 0; i < s->ncolumns; i++)
 		if (s->is_key[i])
 			appendStringInfo(&order, "%sd.k%d", order.len ? ", " : "", i + 1);
-	/* Rows that should not exist (all zeros) go; the others are upserted in key order. */
+	/* Rows that should not exist (all zeros) go (with keep_zero: they are set to zeros); the others are upserted in key
+	 * order. */
 	return psprintf(
 	    "WITH d AS MATERIALIZED (%s), "
 	    "     deleted AS (DELETE FROM %s t WHERE t.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
@@ -241,7 +249,8 @@ RebuildStatement(const CounterShape *s, const char *condition)
 	    "SELECT (SELECT pg_catalog.count(*) FROM d), (SELECT pg_catalog.count(*) FROM deleted), "
 	    "       pg_catalog.count(*) FILTER (WHERE u.inserted), pg_catalog.count(*) FILTER (WHERE NOT u.inserted) "
 	    "  FROM upserted u",
-	    diff, table, nonzero.data, table, insert_cols.data, insert_vals.data, nonzero.data, order.data, conflict.data,
+	    diff, table, s->keep_zero ? "true" : nonzero.data, table, insert_cols.data, insert_vals.data,
+	    s->keep_zero ? psprintf("(%s) OR d.row_id IS NOT NULL", nonzero.data) : nonzero.data, order.data, conflict.data,
 	    excluded.data);
 }
 

@@ -101,3 +101,14 @@ CREATE PROCEDURE counters.alter_counter_concurrently(name text, definition text)
 COMMENT ON PROCEDURE counters.alter_counter_concurrently(text, text) IS
 	'change a counter''s definition without blocking writers (CALL outside a transaction block)';
 -- ---- end of alter_counter(definition => ...) ----
+
+-- ---- keep_zero ----
+-- Rows of an exact counter whose values all come back to zero stay, with zeros, instead of being deleted (an absent
+-- row means zeros): for ORMs that read a missing row as a missing object. Keys never counted still have no row.
+-- false removes it (zero rows then go when next written, or at rebuild).
+CREATE FUNCTION counters.set_keep_zero(name text, keep boolean DEFAULT true) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_keep_zero'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_keep_zero(text, boolean) IS
+	'keep rows of an exact counter whose values all come back to zero (false: delete them again)';
+-- ---- end of keep_zero ----

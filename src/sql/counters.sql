@@ -372,6 +372,15 @@ CREATE FUNCTION counters.set_touch(name text, column_name text) RETURNS void
 COMMENT ON FUNCTION counters.set_touch(text, text) IS
 	'a timestamp column of a counter-cache target set to the transaction start time when the counter changes the row; NULL removes it';
 
+-- Rows of an exact counter whose values all come back to zero stay, with zeros, instead of being deleted (an absent
+-- row means zeros): for ORMs that read a missing row as a missing object. Keys never counted still have no row.
+-- false removes it (zero rows then go when next written, or at rebuild).
+CREATE FUNCTION counters.set_keep_zero(name text, keep boolean DEFAULT true) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_keep_zero'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_keep_zero(text, boolean) IS
+	'keep rows of an exact counter whose values all come back to zero (false: delete them again)';
+
 -- Delete the expired buckets of one or all counters with a retention (from the totals and the log or slots too), as
 -- each counter's owner; returns the number of rows deleted. counters.compact() calls it.
 CREATE FUNCTION counters.apply_retention(name text DEFAULT NULL) RETURNS bigint
