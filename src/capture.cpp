@@ -657,6 +657,23 @@ SinkRow(TriggerData *td)
 {
 	Relation rel = td->tg_relation;
 	SinkRows *w = WaitingRows(rel);
+	if (unlikely(w->rri->ri_RelationDesc != rel)) {
+		/*
+		 * Rows of an earlier statement still wait (its counters_sink_end did not fire; the commit will fail): this
+		 * statement's relation is checked with its own constraints, and must have the same columns.
+		 */
+		if (!equalTupleDescs(w->desc, RelationGetDescr(rel)))
+			ereport(ERROR,
+			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			         errmsg("rows inserted into sink %s by an earlier statement were not counted",
+			                QualifiedName(RelationGetRelid(rel))),
+			         errdetail("Its trigger counters_sink_end did not fire (disabled?), and the table changed since."),
+			         errhint("Enable the triggers of the sink, or re-create them with counters.attach().")));
+		MemoryContext old = MemoryContextSwitchTo(sink_cxt);
+		w->rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(w->rri, rel, 0, nullptr, 0);
+		MemoryContextSwitchTo(old);
+	}
 	TupleTableSlot *slot = td->tg_trigslot;
 	if (RelationGetDescr(rel)->constr != nullptr) {
 		ExecConstraints(w->rri, slot, w->estate);

@@ -565,9 +565,13 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	char *tmp = psprintf("%s%.*s", prefix,
 	                     pg_mbcliplen(name, (int)strlen(name), COUNTER_NAME_MAX_BYTES - (int)strlen(prefix)), name);
 	if (CounterExists(tmp))
-		ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
-		                errmsg("counter \"%s\": an earlier redefinition stopped and left counter \"%s\"", name, tmp),
-		                errhint("Drop it with counters.drop_counter('%s'), then try again.", tmp)));
+		ereport(ERROR,
+		        (errcode(ERRCODE_DUPLICATE_OBJECT),
+		         errmsg("counter \"%s\": counter \"%s\", the name a redefinition is declared under, exists", name, tmp),
+		         errdetail("An earlier alter_counter_concurrently() of \"%s\" stopped and left it, unless it is a "
+		                   "counter of its own.",
+		                   name),
+		         errhint("Drop it with counters.drop_counter('%s') if it was left behind, then try again.", tmp)));
 	const char *mode = ModeName(c->mode);
 	CreateCounterConcurrently(tmp, definition, mode);
 	CommitStep();
