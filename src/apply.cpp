@@ -288,9 +288,12 @@ ApplyErrorContext(void *arg)
 	errcontext("applying deltas to counter \"%s\"", name);
 }
 
-/* Apply one counter's deltas; true if rows were written directly (not yet visible to later commands). */
+/*
+ * Apply one counter's deltas; true if rows were written directly (not yet visible to later commands). *prefixes: for
+ * a counter with window thresholds, the prefixes written, to check once every counter is applied.
+ */
 bool
-ApplyCounter(CounterRun *r, Datum *params, char *nulls)
+ApplyCounter(CounterRun *r, Datum *params, char *nulls, Datum **prefixes)
 {
 	CompiledCounter *c = r->c;
 	if (DeltaCount(r) == 0)
@@ -301,6 +304,8 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls)
 	if (n == 0)
 		return false;
 	SortDeltas(r, sorted, n);
+	if (c->window_bucket >= 0)
+		*prefixes = WindowPrefixes(c, sorted, n);
 
 	/* Errors raised while applying (an overflow of a stored value, a constraint) name the counter. */
 	ErrorContextCallback context;
@@ -358,7 +363,7 @@ ApplyCounters(CounterRun **list, int n)
 		maxparams = Max(maxparams, c->def->nkeys + c->def->nvalues + 1);
 		any |= DeltaCount(list[i]) > 0;
 		/* (threshold events render keys as text: in the same format in every session) */
-		if (c->has_thresholds)
+		if (c->has_thresholds || c->window_bucket >= 0)
 			pin |= PIN_OUTPUT;
 		/* Policies that would hide counter rows from their owner make the write fail, not drop deltas. */
 		if (c->has_rls)
@@ -377,11 +382,15 @@ ApplyCounters(CounterRun **list, int n)
 	PG_TRY();
 	{
 		bool written = false;
+		Datum **prefixes = (Datum **)palloc0(sizeof(Datum *) * n);
 		for (int i = 0; i < n; i++)
-			written |= ApplyCounter(list[i], params, nulls);
-		/* Later commands (a threshold callback, the next statement) see the new versions. */
+			written |= ApplyCounter(list[i], params, nulls, &prefixes[i]);
+		/* Later commands (a threshold callback, the next statement, the window sums) see the new versions. */
 		if (written)
 			CommandCounterIncrement();
+		for (int i = 0; i < n; i++)
+			if (prefixes[i] != nullptr)
+				CheckWrittenWindows(list[i]->c, prefixes[i]);
 	}
 	PG_FINALLY();
 	{

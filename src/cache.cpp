@@ -410,6 +410,14 @@ BuildEntry(SourceCounters *entry)
 			Datum touch = SPI_getbinval(tup, tupdesc, 15, &isnull);
 			c->touch_column = isnull || c->mode != ApplyMode::Target ? nullptr : TextDatumGetCString(touch);
 			c->keep_zero = DatumGetBool(SPI_getbinval(tup, tupdesc, 16, &isnull));
+			c->window_bucket = -1;
+			Datum window_bucket = SPI_getbinval(tup, tupdesc, 17, &isnull);
+			if (!isnull && c->mode == ApplyMode::Exact) {
+				char *bucket = TextDatumGetCString(window_bucket);
+				for (int k = 0; k < c->def->nkeys; k++)
+					if (strcmp(c->def->keys[k].column_name, bucket) == 0)
+						c->window_bucket = k;
+			}
 			Relation trel = table_open(c->write_rel, AccessShareLock);
 			c->has_check = RelationGetDescr(trel)->constr != nullptr && RelationGetDescr(trel)->constr->num_check > 0;
 			c->has_rls = trel->rd_rel->relrowsecurity;

@@ -442,7 +442,7 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 	/* (last_rebuild: written by the rebuild() of an installation not yet updated by ALTER EXTENSION UPDATE) */
 	if (strcmp(key, "bounds") != 0 && strcmp(key, "thresholds") != 0 && strcmp(key, "max_slots") != 0 &&
 	    strcmp(key, "retention") != 0 && strcmp(key, "touch") != 0 && strcmp(key, "last_rebuild") != 0 &&
-	    strcmp(key, "building") != 0 && strcmp(key, "keep_zero") != 0)
+	    strcmp(key, "building") != 0 && strcmp(key, "keep_zero") != 0 && strcmp(key, "window") != 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": unknown option %s", name, quote_literal_cstr(key))));
 	Oid argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
@@ -475,7 +475,8 @@ QueryCountersOf(Oid source)
 	                  "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
 	                  "(c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) "
 	                  "'keep')::pg_catalog.interval, c.options OPERATOR(pg_catalog.->>) 'touch', "
-	                  "c.options OPERATOR(pg_catalog.?) 'keep_zero' "
+	                  "c.options OPERATOR(pg_catalog.?) 'keep_zero', "
+	                  "c.options OPERATOR(pg_catalog.->) 'window' OPERATOR(pg_catalog.->>) 'bucket' "
 	                  "FROM counters.counter c, LATERAL ("
 	                  "SELECT pg_catalog.array_agg(e.key) AS columns, "
 	                  "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
@@ -566,16 +567,20 @@ RestoreOptions(const char *name, Datum options, const CounterDef *def)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	if (SPI_execute_with_args(
-	        "SELECT o.key || ' of column ' || pg_catalog.quote_ident(c.key) FROM pg_catalog.jsonb_each($2) o, "
+	        "SELECT o.key || ' of column ' || pg_catalog.quote_ident(c.key) || ': the new definition has no such "
+	        "column' FROM pg_catalog.jsonb_each($2) o, "
 	        "pg_catalog.jsonb_each(o.value) c WHERE o.key OPERATOR(pg_catalog.=) ANY (ARRAY['bounds', 'thresholds']) "
 	        "AND NOT c.key OPERATOR(pg_catalog.=) ANY ($3) UNION ALL SELECT 'the retention of key ' || "
-	        "pg_catalog.quote_ident(o.value OPERATOR(pg_catalog.->>) 'column') FROM pg_catalog.jsonb_each($2) o "
+	        "pg_catalog.quote_ident(o.value OPERATOR(pg_catalog.->>) 'column') || ': the new definition has no such "
+	        "key' FROM pg_catalog.jsonb_each($2) o "
 	        "WHERE o.key OPERATOR(pg_catalog.=) 'retention' AND NOT (o.value OPERATOR(pg_catalog.->>) 'column') "
-	        "OPERATOR(pg_catalog.=) ANY ($4)",
+	        "OPERATOR(pg_catalog.=) ANY ($4) UNION ALL SELECT 'window thresholds: set them again with "
+	        "counters.set_window_thresholds()' FROM pg_catalog.jsonb_each($2) o "
+	        "WHERE o.key OPERATOR(pg_catalog.=) 'window'",
 	        4, argtypes, args, nullptr, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading the options of counter \"%s\" failed", name);
 	for (uint64 i = 0; i < SPI_processed; i++)
-		ereport(NOTICE, (errmsg("counter \"%s\": dropped its %s: the new definition has no such column", name,
+		ereport(NOTICE, (errmsg("counter \"%s\": dropped its %s", name,
 		                        SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1))));
 	SPI_finish();
 	CacheInvalidateRelcacheByRelid(e->source);

@@ -151,6 +151,7 @@ struct CompiledCounter {
 	const char *touch_column; /* counter-cache counters: a timestamp column of the target set when values change */
 	bool has_check;           /* write_rel has CHECK constraints */
 	bool keep_zero;           /* counters.set_keep_zero: rows whose values are all zero stay */
+	int window_bucket;        /* counters.set_window_thresholds: the window's bucket key (-1: no window) */
 	bool has_rls;             /* ... has row-level security enabled */
 };
 
@@ -442,6 +443,22 @@ char *KeyFilterCheckStatement(const CounterShape *s, const char *filter);
  * read from) that relation's non-dropped columns in order, the values of the counter's columns in their types.
  */
 char *TopStatement(const CounterShape *s, int col, const char *limit, const char *filter, TupleDesc rowtype = nullptr);
+
+/*
+ * Thresholds on a sliding-window sum (windows.cpp): setting them, checking every counter's windows (or one's), and,
+ * for a statement's write, the prefixes (keys but the bucket, one array per key column) of its deltas `entries`
+ * (NULL: a key type has no array type) and checking those once the deltas are applied (SPI connected).
+ */
+void SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds, const char *bucket,
+                         const char *width, Oid callback);
+int64 CheckWindows(const char *name);
+struct DeltaEntry;
+Datum *WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n);
+void CheckWrittenWindows(const CompiledCounter *c, Datum *prefixes);
+/* The window sums of counter `c`'s value columns `columns` per prefix (written: of the prefixes in arrays $1...). */
+char *WindowSumsStatement(const CompiledCounter *c, int bucket, const char *const *columns, int ncolumns, bool written);
+/* Record which thresholds each prefix's window sum reached; the crossings, to announce. */
+char *WindowStateStatement();
 
 /* The maintenance functions (maintenance.cpp). */
 int64 Compact(const char *name);

@@ -224,6 +224,23 @@ COUNTERS_FUNCTION(counters_set_retention)
 }
 
 /* counters.set_touch(name, column_name) */
+/* counters.set_window_thresholds(name, column_name, thresholds, bucket_column, width, callback) */
+COUNTERS_FUNCTION(counters_set_window_thresholds)
+{
+	counters::SetWindowThresholds(
+	    RequiredTextArg(fcinfo, 0, "the counter name"), RequiredTextArg(fcinfo, 1, "column_name"),
+	    PG_ARGISNULL(2) ? nullptr : PG_GETARG_ARRAYTYPE_P(2), TextArg(fcinfo, 3),
+	    PG_ARGISNULL(4) ? nullptr : DatumGetCString(DirectFunctionCall1(interval_out, PG_GETARG_DATUM(4))),
+	    PG_ARGISNULL(5) ? InvalidOid : PG_GETARG_OID(5));
+	PG_RETURN_VOID();
+}
+
+/* counters.check_windows(name) */
+COUNTERS_FUNCTION(counters_check_windows)
+{
+	PG_RETURN_INT64(counters::CheckWindows(TextArg(fcinfo, 0)));
+}
+
 /* counters.set_keep_zero(name, keep) */
 COUNTERS_FUNCTION(counters_set_keep_zero)
 {

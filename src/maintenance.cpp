@@ -434,12 +434,29 @@ HasRetention(const CatalogEntry *e)
 
 } // namespace
 
+namespace {
+
+void
+CheckWindowsOf(void *name)
+{
+	(void)CheckWindows((const char *)name);
+}
+
+} // namespace
+
 int64
 Compact(const char *name)
 {
 	int64 folded = MaintainAll(name, IsPending, CompactOne, "compaction", true);
 	/* the maintenance entry point: expired buckets go too (not counted in the result) */
 	(void)ApplyRetention(name);
+	/*
+	 * ... and window sums whose buckets aged out are checked. A failure there (a callback's) is a WARNING: it must not
+	 * stop compaction, and the next round checks again.
+	 */
+	ErrorData *error = TryInSubtransaction(CheckWindowsOf, (void *)name);
+	if (error != nullptr)
+		ereport(WARNING, (errcode(error->sqlerrcode), errmsg("checking window thresholds failed: %s", error->message)));
 	return folded;
 }
 

@@ -1032,4 +1032,92 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 	return st;
 }
 
+/* ---- window thresholds ---- */
+
+char *
+WindowSumsStatement(const CompiledCounter *c, int bucket, const char *const *columns, int ncolumns, bool written)
+{
+	const CounterDef *def = c->def;
+	const char *table = QualifiedName(c->write_rel);
+	/* the prefix: the key columns but the bucket, of the counter's rows (t) or of the prefixes written (w) */
+	StringInfoData t_object, w_object, t_prefix, w_prefix, names, match, params, sums;
+	initStringInfo(&names);
+	initStringInfo(&match);
+	initStringInfo(&t_object);
+	initStringInfo(&w_object);
+	initStringInfo(&t_prefix);
+	initStringInfo(&w_prefix);
+	initStringInfo(&params);
+	initStringInfo(&sums);
+	int p = 0;
+	for (int k = 0; k < def->nkeys; k++) {
+		if (k == bucket)
+			continue;
+		const char *col = Quoted(c->key_columns[k]);
+		const char *sep = p++ ? ", " : "";
+		appendStringInfo(&t_object, "%s%s, t.%s", sep, quote_literal_cstr(c->key_columns[k]), col);
+		appendStringInfo(&w_object, "%s%s, w.%s", sep, quote_literal_cstr(c->key_columns[k]), col);
+		appendStringInfo(&t_prefix, "%st.%s", sep, col);
+		appendStringInfo(&w_prefix, "%sw.%s", sep, col);
+		appendStringInfo(&params, "%spg_catalog.unnest($%d)", sep, p);
+		appendStringInfo(&names, "%s%s", sep, col);
+		/* (= where the key cannot be NULL, so that the join can use the key's index) */
+		appendStringInfo(&match, " AND t.%s %s w.%s", col,
+		                 def->keys[k].not_null ? "OPERATOR(pg_catalog.=)" : "IS NOT DISTINCT FROM", col);
+	}
+	for (int i = 0; i < ncolumns; i++)
+		appendStringInfo(&sums, ", COALESCE(pg_catalog.sum(t.%s), 0)::pg_catalog.numeric", Quoted(columns[i]));
+	/* The window: buckets later than now() - width, compared in the bucket's type. */
+	char *window =
+	    psprintf("t.%s OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) "
+	             "$%d::pg_catalog.interval)::%s",
+	             Quoted(c->key_columns[bucket]), written ? p + 1 : 1, format_type_be_qualified(def->keys[bucket].type));
+	if (p == 0) /* (no key but the bucket: one window) */
+		return psprintf("SELECT '{}'::pg_catalog.jsonb%s FROM %s t WHERE %s", sums.data, table, window);
+	if (!written)
+		return psprintf("SELECT pg_catalog.jsonb_build_object(%s)%s FROM %s t WHERE %s GROUP BY %s", t_object.data,
+		                sums.data, table, window, t_prefix.data);
+	/* The prefixes written, each once, with the rows of its window (a NULL key matches a NULL key). */
+	return psprintf("SELECT pg_catalog.jsonb_build_object(%s)%s "
+	                "  FROM (SELECT DISTINCT * FROM ROWS FROM (%s) AS w(%s)) w "
+	                "  LEFT JOIN %s t ON %s%s "
+	                " GROUP BY %s",
+	                w_object.data, sums.data, params.data, names.data, table, window, match.data, w_prefix.data);
+}
+
+char *
+WindowStateStatement()
+{
+	/*
+	 * $1 counter, $2 column, $3 prefixes (jsonb[]) and $4 their window sums, $5 thresholds, $6 whether every prefix
+	 * is in $3 (a prefix with a crossing recorded but absent has a sum of 0), $7 the width. Returns up, the NOTIFY
+	 * payload, prefix, new, threshold.
+	 */
+	return pstrdup(
+	    "WITH t AS (SELECT p.prefix, p.s, th.th FROM ROWS FROM (pg_catalog.unnest($3::pg_catalog.jsonb[]), "
+	    "             pg_catalog.unnest($4::pg_catalog.numeric[])) AS p(prefix, s), "
+	    "             pg_catalog.unnest($5::pg_catalog.numeric[]) AS th(th)), "
+	    "     ups AS (INSERT INTO counters.window_crossings AS x (counter, column_name, prefix, threshold) "
+	    "             SELECT $1, $2, t.prefix, t.th FROM t WHERE t.s OPERATOR(pg_catalog.>=) t.th "
+	    "             ON CONFLICT DO NOTHING RETURNING x.prefix, x.threshold), "
+	    "     downs AS (DELETE FROM counters.window_crossings x "
+	    "                WHERE x.counter OPERATOR(pg_catalog.=) $1 AND x.column_name OPERATOR(pg_catalog.=) $2 "
+	    "                  AND (EXISTS (SELECT FROM t WHERE t.prefix OPERATOR(pg_catalog.=) x.prefix "
+	    "                                AND t.th OPERATOR(pg_catalog.=) x.threshold AND t.s OPERATOR(pg_catalog.<) "
+	    "t.th) "
+	    "                       OR ($6 AND NOT EXISTS (SELECT FROM t WHERE t.prefix OPERATOR(pg_catalog.=) x.prefix))) "
+	    "               RETURNING x.prefix, x.threshold), "
+	    "     c AS (SELECT true AS up, u.prefix, u.threshold, "
+	    "                  (SELECT t.s FROM t WHERE t.prefix OPERATOR(pg_catalog.=) u.prefix LIMIT 1) AS s FROM ups u "
+	    "           UNION ALL "
+	    "           SELECT false, d.prefix, d.threshold, "
+	    "                  COALESCE((SELECT t.s FROM t WHERE t.prefix OPERATOR(pg_catalog.=) d.prefix LIMIT 1), 0) "
+	    "             FROM downs d) "
+	    "SELECT c.up, pg_catalog.jsonb_build_object('counter', $1, 'key', c.prefix, 'column', $2, 'window', $7, "
+	    "       'new', c.s, 'threshold', c.threshold, 'direction', CASE WHEN c.up THEN 'up' ELSE 'down' "
+	    "END)::pg_catalog.text, "
+	    "       c.prefix, c.s, c.threshold "
+	    "  FROM c ORDER BY c.prefix, c.threshold");
+}
+
 } // namespace counters

@@ -112,3 +112,43 @@ CREATE FUNCTION counters.set_keep_zero(name text, keep boolean DEFAULT true) RET
 COMMENT ON FUNCTION counters.set_keep_zero(text, boolean) IS
 	'keep rows of an exact counter whose values all come back to zero (false: delete them again)';
 -- ---- end of keep_zero ----
+
+-- ---- window thresholds ----
+-- Which thresholds of its window (counters.set_window_thresholds) each prefix's window sum is at or above, as
+-- announced: a crossing is announced when this changes. Written by writers and counters.check_windows() as the
+-- extension's owner; dumped, so that a restored database does not announce again what was announced.
+CREATE TABLE counters.window_crossings (
+	counter     text NOT NULL REFERENCES counters.counter (name) ON UPDATE CASCADE ON DELETE CASCADE,
+	column_name text NOT NULL,
+	prefix      jsonb NOT NULL,
+	threshold   numeric NOT NULL,
+	crossed_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (counter, column_name, prefix, threshold)
+);
+SELECT pg_catalog.pg_extension_config_dump('counters.window_crossings', '');
+GRANT SELECT ON counters.window_crossings TO PUBLIC;
+COMMENT ON TABLE counters.window_crossings IS
+	'the window thresholds each prefix of a counter is at or above, as announced';
+
+-- Thresholds on a sliding-window sum: for each prefix (the key columns but `bucket_column`, a date/timestamp/timestamptz
+-- key), the sum of `column_name` over the rows whose bucket is later than now() - `width`. Crossings up and down are
+-- announced once, like thresholds' (NOTIFY "counters.<name>" at commit, with "window" in the payload, and the callback
+-- with old NULL): by the statement that writes a prefix, and by counters.check_windows() (compact() calls it) for
+-- buckets ageing out. One window per counter; exact counters with a table of their own. NULL or '{}' removes the
+-- column's thresholds.
+CREATE FUNCTION counters.set_window_thresholds(name text, column_name text, thresholds numeric[],
+                                               bucket_column text DEFAULT NULL, width interval DEFAULT NULL,
+                                               callback regprocedure DEFAULT NULL) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_window_thresholds'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_window_thresholds(text, text, numeric[], text, interval, regprocedure) IS
+	'thresholds on the sum of a value column over a sliding window of time buckets, per prefix of the other keys';
+
+-- Check the window sums of one or all counters the caller maintains (buckets ageing out, writes missed); returns the
+-- crossings announced. compact() calls it.
+CREATE FUNCTION counters.check_windows(name text DEFAULT NULL) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'counters_check_windows'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.check_windows(text) IS
+	'announce window threshold crossings that no write announced (buckets ageing out); returns how many';
+-- ---- end of window thresholds ----

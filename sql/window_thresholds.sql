@@ -1,0 +1,121 @@
+--
+-- window_thresholds: counters.set_window_thresholds(name, column, thresholds, bucket_column, width, callback) -- "a
+-- hashtag trends when it reaches 10,000 uses in a region within 24 hours" (seed 3), here 5 and 10 uses. After each
+-- step, which (prefix, threshold) pairs are recorded as reached (counters.window_crossings) is compared with a recount
+-- over the raw events: count(*) per (region, tag) of the uses whose hour bucket is later than now() - the width. The
+-- callback records each announcement, in order.
+--
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+CREATE SCHEMA window_test;
+SET search_path = window_test, regress;
+
+CREATE TABLE uses (id serial PRIMARY KEY, region text NOT NULL, tag text NOT NULL, used_at timestamp NOT NULL);
+SELECT counters.create_counter('tag_hourly', $$
+	SELECT region, tag, date_trunc('hour', used_at) AS hour, count(*) AS uses FROM uses
+	 GROUP BY region, tag, date_trunc('hour', used_at)$$);
+CREATE TABLE announced (n serial, key jsonb, old numeric, new numeric, threshold numeric, direction text);
+CREATE FUNCTION on_trend(counter text, key jsonb, column_name text, old numeric, new numeric, threshold numeric,
+                         direction text) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO window_test.announced (key, old, new, threshold, direction) VALUES (key, old, new, threshold, direction)$$;
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{5, 10}', 'hour', '24 hours',
+                                      'on_trend(text,jsonb,text,numeric,numeric,numeric,text)');
+SELECT options -> 'window' ->> 'width' AS width, options -> 'window' ->> 'bucket' AS bucket FROM counters.counter;
+-- What should be recorded: every (prefix, threshold) whose window sum, recounted from the uses, reaches it.
+CREATE TABLE widths (width interval);
+INSERT INTO widths VALUES ('24 hours');
+CREATE VIEW reached_expected AS
+SELECT jsonb_build_object('region', u.region, 'tag', u.tag) AS prefix, th AS threshold
+  FROM uses u, widths w, unnest('{5, 10}'::numeric[]) th
+ WHERE date_trunc('hour', u.used_at) > (now() - w.width)::timestamp
+ GROUP BY u.region, u.tag, th HAVING count(*) >= th;
+CREATE VIEW check_windows AS
+SELECT 'recorded only' AS side, r::text FROM (SELECT prefix, threshold FROM counters.window_crossings EXCEPT TABLE reached_expected) r
+UNION ALL
+SELECT 'recount only', e::text FROM (TABLE reached_expected EXCEPT SELECT prefix, threshold FROM counters.window_crossings) e;
+CREATE FUNCTION announced() RETURNS TABLE (key jsonb, new numeric, threshold numeric, direction text)
+LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN QUERY SELECT a.key, a.new, a.threshold, a.direction FROM window_test.announced a ORDER BY a.n;
+	DELETE FROM window_test.announced;
+END $$;
+
+-- Uses inside the window cross 5, then 10; uses older than the window do not count.
+INSERT INTO uses (region, tag, used_at) SELECT 'eu', 'pg', localtimestamp - interval '1 hour' FROM generate_series(1, 4);
+INSERT INTO uses (region, tag, used_at) SELECT 'eu', 'pg', localtimestamp - interval '30 hours' FROM generate_series(1, 20);
+SELECT * FROM announced();
+INSERT INTO uses (region, tag, used_at) VALUES ('eu', 'pg', localtimestamp);
+SELECT * FROM announced();
+SELECT * FROM check_windows;
+-- Further uses above a threshold announce nothing new; several prefixes in one statement.
+INSERT INTO uses (region, tag, used_at) VALUES ('eu', 'pg', localtimestamp);
+INSERT INTO uses (region, tag, used_at)
+SELECT 'us', t, localtimestamp - (g % 3) * interval '1 hour' FROM generate_series(1, 12) g, (VALUES ('a'), ('b')) v(t);
+SELECT * FROM announced();
+SELECT * FROM check_windows;
+-- Down: a DELETE, and an UPDATE moving uses out of the window.
+DELETE FROM uses WHERE id IN (SELECT id FROM uses WHERE region = 'us' AND tag = 'a' ORDER BY id LIMIT 7);
+SELECT * FROM announced();
+UPDATE uses SET used_at = used_at - interval '2 days' WHERE region = 'eu' AND used_at > localtimestamp - interval '2 hours';
+SELECT * FROM announced();
+SELECT * FROM check_windows;
+-- A rolled-back crossing leaves nothing recorded, and its callback's row goes with it.
+BEGIN;
+INSERT INTO uses (region, tag, used_at) SELECT 'eu', 'pg', localtimestamp FROM generate_series(1, 10);
+SELECT count(*) AS recorded_inside FROM counters.window_crossings WHERE prefix ->> 'region' = 'eu';
+ROLLBACK;
+SELECT * FROM announced();
+SELECT * FROM check_windows;
+
+-- Buckets ageing out: no write happens. Here the window shrinks to 1 hour instead of time passing; the next
+-- check_windows() (compact() calls it) announces what left the window.
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{5, 10}', 'hour', '1 hour',
+                                      'on_trend(text,jsonb,text,numeric,numeric,numeric,text)');
+UPDATE widths SET width = '1 hour';
+SELECT count(*) AS differences_before_the_check FROM check_windows;
+SELECT counters.compact() AS folded;
+-- (the sums depend on when in the hour this runs; the crossings do not)
+SELECT key, threshold, direction FROM announced();
+SELECT * FROM check_windows;
+SELECT counters.check_windows() AS announced_again;
+
+-- A counter whose only key is the bucket has one window.
+CREATE TABLE shows (id serial PRIMARY KEY, shown_at timestamp NOT NULL);
+SELECT counters.create_counter('shows_daily', $$
+	SELECT date_trunc('day', shown_at) AS day, count(*) AS shows FROM shows GROUP BY date_trunc('day', shown_at)$$);
+SELECT counters.set_window_thresholds('shows_daily', 'shows', '{3}', 'day', '7 days');
+INSERT INTO shows (shown_at) SELECT localtimestamp - g * interval '1 day' FROM generate_series(0, 2) g;
+SELECT prefix, threshold FROM counters.window_crossings WHERE counter = 'shows_daily';
+
+-- Refusals.
+SELECT counters.set_window_thresholds('tag_hourly', 'nope', '{5}', 'hour', '1 day');
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{5}', 'region', '1 day');
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{5}', 'nope', '1 day');
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{5}', 'hour', '-1 day');
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{0}', 'hour', '1 day');
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{5, NULL}', 'hour', '1 day');
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{5}');
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{5}', 'hour', '1 day', 'now()');
+SELECT counters.create_counter('tag_hourly_log', $$
+	SELECT region, date_trunc('hour', used_at) AS hour, count(*) AS uses FROM uses GROUP BY region, date_trunc('hour', used_at)$$,
+	mode => 'log');
+SELECT counters.set_window_thresholds('tag_hourly_log', 'uses', '{5}', 'hour', '1 day');
+SET ROLE NONE;
+CREATE ROLE window_other;
+GRANT USAGE ON SCHEMA window_test TO window_other;
+SET ROLE window_other;
+SELECT counters.set_window_thresholds('window_test.tag_hourly', 'uses', '{}');
+SELECT counters.check_windows('tag_hourly');
+SET ROLE counters_app;
+
+-- Removing the thresholds removes what was recorded; dropping the counter too.
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{}');
+SELECT options FROM counters.counter WHERE name = 'tag_hourly';
+SELECT count(*) AS recorded FROM counters.window_crossings WHERE counter = 'tag_hourly';
+SELECT counters.drop_counter('shows_daily');
+SELECT count(*) AS recorded FROM counters.window_crossings;
+
+SET ROLE NONE;
+DROP SCHEMA window_test CASCADE;
+DROP ROLE window_other;
+SET ROLE counters_app;

@@ -1,0 +1,420 @@
+/*
+ * windows.cpp: thresholds on a sliding-window sum ("a hashtag trends when it reaches 10,000 uses in a region within
+ * 24 hours").
+ *
+ * An exact counter keyed by a time bucket (and other keys: the prefix) has at most one window: its bucket key column
+ * and a width. A value column's window sum for a prefix is the sum of its rows whose bucket is later than
+ * now() - width. Which thresholds each prefix's window sum is at or above, as announced, is kept in
+ * counters.window_crossings; a crossing is announced when that changes, once:
+ *   - a statement that writes the counter checks the prefixes it wrote, once its deltas are applied (what it wrote and
+ *     what others committed count; a concurrent writer of another bucket of the same prefix can be missed, and is
+ *     found by the next check_windows());
+ *   - counters.check_windows() checks every prefix: buckets ageing out of the window (no write happens then) and
+ *     anything missed. compact() calls it, so the compaction worker or a scheduler does it.
+ * Crossings are announced as thresholds' are: NOTIFY "counters.<name>" (delivered at commit) with the window in the
+ * payload, then the callback, with old NULL (a window sum checked now has no "before" to compare with).
+ */
+#include "capture.hpp"
+#include "compat.hpp"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+}
+
+namespace counters {
+
+namespace {
+
+/* A counter's window, from its catalog row as the latest snapshot sees it (NULL: none). */
+struct Window {
+	char *bucket; /* key column */
+	char *width;  /* interval, as text */
+	int ncolumns;
+	char **columns;
+	Datum *thresholds; /* numeric[] */
+	Oid *callbacks;
+};
+
+Window *
+ReadWindow(const char *name)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(name)};
+	if (QueryLatest("SELECT o.w OPERATOR(pg_catalog.->>) 'bucket', o.w OPERATOR(pg_catalog.->>) 'width', c.key, "
+	                "ARRAY(SELECT x::pg_catalog.numeric FROM "
+	                "pg_catalog.jsonb_array_elements_text(c.value OPERATOR(pg_catalog.->) 'values') x), "
+	                "pg_catalog.to_regprocedure(c.value OPERATOR(pg_catalog.->>) 'callback')::pg_catalog.oid "
+	                "FROM counters.counter k, LATERAL (SELECT k.options OPERATOR(pg_catalog.->) 'window') o(w), "
+	                "pg_catalog.jsonb_each(o.w OPERATOR(pg_catalog.->) 'columns') c "
+	                "WHERE k.name OPERATOR(pg_catalog.=) $1 ORDER BY c.key COLLATE \"C\"",
+	                1, argtypes, args, nullptr) != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the window of counter \"%s\" failed", name);
+	Window *w = nullptr;
+	if (SPI_processed > 0) {
+		SPITupleTable *tt = SPI_tuptable;
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+		w = (Window *)palloc0(sizeof(Window));
+		w->bucket = SPI_getvalue(tt->vals[0], tt->tupdesc, 1);
+		w->width = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
+		w->ncolumns = (int)SPI_processed;
+		w->columns = (char **)palloc(sizeof(char *) * w->ncolumns);
+		w->thresholds = (Datum *)palloc(sizeof(Datum) * w->ncolumns);
+		w->callbacks = (Oid *)palloc(sizeof(Oid) * w->ncolumns);
+		for (int i = 0; i < w->ncolumns; i++) {
+			bool isnull;
+			w->columns[i] = SPI_getvalue(tt->vals[i], tt->tupdesc, 3);
+			w->thresholds[i] = datumCopy(SPI_getbinval(tt->vals[i], tt->tupdesc, 4, &isnull), false, -1);
+			Datum cb = SPI_getbinval(tt->vals[i], tt->tupdesc, 5, &isnull);
+			w->callbacks[i] = isnull ? InvalidOid : DatumGetObjectId(cb);
+		}
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
+	return w;
+}
+
+Oid
+CatalogOwner()
+{
+	return RelationOwner(
+	    RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false));
+}
+
+/* Call the window callback `callback` of counter `c` with the crossing's fields (as CallCallback does thresholds'). */
+void
+CallWindowCallback(const CompiledCounter *c, Oid callback, const Datum *fields, const bool *nulls)
+{
+	if (!OidIsValid(callback))
+		return;
+	if (!IsThresholdCallback(callback))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
+		                errmsg("counter \"%s\": its window callback %s does not take a threshold's arguments",
+		                       c->def->name, format_procedure(callback))));
+	if (compat::FunctionAclCheck(callback, c->owner, ACL_EXECUTE) != ACLCHECK_OK)
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("counter \"%s\": its owner %s may not execute the window callback %s", c->def->name,
+		                       GetUserNameFromId(c->owner, false), format_procedure(callback))));
+	FmgrInfo flinfo;
+	fmgr_info(callback, &flinfo);
+	int nargs = flinfo.fn_nargs;
+	/* (old is NULL: a STRICT callback is not called, as SQL would not call it) */
+	for (int a = 0; flinfo.fn_strict && a < nargs; a++)
+		if (a >= 7 || nulls[a])
+			return;
+	LOCAL_FCINFO(fcinfo, 9);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, nargs, InvalidOid, nullptr, nullptr);
+	for (int a = 0; a < nargs; a++) {
+		/* (the 9-argument form: every NULL, crossed 1) */
+		bool null = a < 7 ? nulls[a] : a == 7;
+		fcinfo->args[a].value = null ? (Datum)0 : a < 7 ? fields[a] : NumericGetDatum(int64_to_numeric(1));
+		fcinfo->args[a].isnull = null;
+	}
+	AsOwner owner;
+	BecomeOwner(&owner, c->owner);
+	(void)FunctionCallInvoke(fcinfo);
+	RestoreUser(&owner);
+}
+
+/*
+ * Check the window sums of counter `c` (SPI connected, settings pinned): with `prefixes` (one array per prefix key
+ * column) the prefixes a statement wrote, else every prefix. Returns the crossings announced.
+ */
+int64
+Check(const CompiledCounter *c, const Window *w, Datum *prefixes)
+{
+	int bucket = -1;
+	for (int k = 0; k < c->def->nkeys; k++)
+		if (strcmp(c->key_columns[k], w->bucket) == 0)
+			bucket = k;
+	if (bucket < 0)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+		                errmsg("counter \"%s\": its window's bucket column \"%s\" is gone", c->def->name, w->bucket),
+		                errhint("Set its window thresholds again with counters.set_window_thresholds().")));
+	/* The window sums, as the counter's owner. */
+	int np = c->def->nkeys - 1;
+	Oid *argtypes = (Oid *)palloc(sizeof(Oid) * (np + 1));
+	Datum *args = (Datum *)palloc(sizeof(Datum) * (np + 1));
+	int nargs = 0;
+	if (prefixes != nullptr)
+		for (int k = 0, p = 0; k < c->def->nkeys; k++)
+			if (k != bucket) {
+				argtypes[nargs] = get_array_type(c->def->keys[k].type);
+				args[nargs++] = prefixes[p++];
+			}
+	argtypes[nargs] = TEXTOID;
+	args[nargs++] = CStringGetTextDatum(w->width);
+	AsOwner owner;
+	BecomeOwner(&owner, c->owner);
+	/* (the latest snapshot, and this command's writes: what others committed to the prefix's other buckets counts) */
+	int ret =
+	    QueryLatest(WindowSumsStatement(c, bucket, (const char *const *)w->columns, w->ncolumns, prefixes != nullptr),
+	                nargs, argtypes, args, nullptr, false);
+	RestoreUser(&owner);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: window sums of counter \"%s\" failed: %s", c->def->name, SPI_result_code_string(ret));
+	uint64 nrows = SPI_processed;
+	SPITupleTable *sums = SPI_tuptable;
+	Datum *keys = (Datum *)palloc(sizeof(Datum) * Max(nrows, 1));
+	Datum *values = (Datum *)palloc(sizeof(Datum) * Max(nrows, 1));
+	int64 announced = 0;
+	Oid catalog_owner = CatalogOwner();
+	for (int i = 0; i < w->ncolumns; i++) {
+		bool isnull;
+		for (uint64 r = 0; r < nrows; r++) {
+			keys[r] = SPI_getbinval(sums->vals[r], sums->tupdesc, 1, &isnull);
+			values[r] = SPI_getbinval(sums->vals[r], sums->tupdesc, 2 + i, &isnull);
+		}
+		/* What changed, as the catalog's owner (counters.window_crossings belongs to the extension). */
+		Oid state_types[7] = {TEXTOID, TEXTOID, JSONBARRAYOID, NUMERICARRAYOID, NUMERICARRAYOID, BOOLOID, TEXTOID};
+		Datum state_args[7] = {
+		    CStringGetTextDatum(c->def->name),
+		    CStringGetTextDatum(w->columns[i]),
+		    PointerGetDatum(construct_array(keys, (int)nrows, JSONBOID, -1, false, TYPALIGN_INT)),
+		    PointerGetDatum(construct_array(values, (int)nrows, NUMERICOID, -1, false, TYPALIGN_INT)),
+		    w->thresholds[i],
+		    BoolGetDatum(prefixes == nullptr),
+		    CStringGetTextDatum(w->width)};
+		BecomeOwner(&owner, catalog_owner);
+		ret = SPI_execute_with_args(WindowStateStatement(), 7, state_types, state_args, nullptr, false, 0);
+		RestoreUser(&owner);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "counters: window state of counter \"%s\" failed: %s", c->def->name,
+			     SPI_result_code_string(ret));
+		/* up, payload, prefix, new, threshold */
+		for (uint64 r = 0; r < SPI_processed; r++) {
+			HeapTuple tup = SPI_tuptable->vals[r];
+			bool up = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+			Async_Notify(psprintf("counters.%s", c->def->name), SPI_getvalue(tup, SPI_tuptable->tupdesc, 2));
+			Datum fields[7] = {CStringGetTextDatum(c->def->name),
+			                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull),
+			                   CStringGetTextDatum(w->columns[i]),
+			                   (Datum)0,
+			                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 4, &isnull),
+			                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 5, &isnull),
+			                   CStringGetTextDatum(up ? "up" : "down")};
+			bool nulls[7] = {false, false, false, true, false, false, false};
+			CallWindowCallback(c, w->callbacks[i], fields, nulls);
+			announced++;
+		}
+	}
+	return announced;
+}
+
+/*
+ * Set (thresholds not (Datum)0) or remove column `column` of counter `name`'s window {bucket, width, columns: {column:
+ * {values, callback}}}, the window going with its last column; crossings recorded for thresholds no longer set go.
+ */
+void
+WriteWindowOption(const char *name, const char *bucket, const char *width, const char *column, Datum thresholds,
+                  Oid callback)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, NUMERICARRAYOID, TEXTOID};
+	Datum args[6] = {CStringGetTextDatum(name),
+	                 CStringGetTextDatum(bucket),
+	                 CStringGetTextDatum(width),
+	                 CStringGetTextDatum(column),
+	                 thresholds,
+	                 OidIsValid(callback) ? CStringGetTextDatum(format_procedure_qualified(callback)) : (Datum)0};
+	char nulls[6] = {' ', ' ', ' ', ' ', thresholds == (Datum)0 ? 'n' : ' ', OidIsValid(callback) ? ' ' : 'n'};
+	if (QueryLatest("SELECT CASE WHEN x.columns OPERATOR(pg_catalog.=) '{}'::pg_catalog.jsonb THEN NULL ELSE "
+	                "pg_catalog.jsonb_build_object('bucket', $2, 'width', $3, 'columns', x.columns) END "
+	                "FROM counters.counter k, LATERAL (SELECT (COALESCE(k.options OPERATOR(pg_catalog.->) 'window' "
+	                "OPERATOR(pg_catalog.->) 'columns', '{}'::pg_catalog.jsonb) OPERATOR(pg_catalog.-) $4) "
+	                "OPERATOR(pg_catalog.||) CASE WHEN $5 IS NULL THEN '{}'::pg_catalog.jsonb ELSE "
+	                "pg_catalog.jsonb_build_object($4, pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object("
+	                "'values', pg_catalog.to_jsonb($5), 'callback', $6))) END) x(columns) "
+	                "WHERE k.name OPERATOR(pg_catalog.=) $1",
+	                6, argtypes, args, nulls) != SPI_OK_SELECT ||
+	    SPI_processed != 1)
+		elog(ERROR, "counters: writing the window of counter \"%s\" failed", name);
+	bool isnull;
+	Datum window = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		window = SPI_datumTransfer(window, false, -1);
+	SPI_finish();
+	SetOption(name, "window", window, isnull);
+	Oid state_types[3] = {TEXTOID, TEXTOID, NUMERICARRAYOID};
+	Datum state_args[3] = {CStringGetTextDatum(name), CStringGetTextDatum(column), thresholds};
+	char state_nulls[3] = {' ', ' ', thresholds == (Datum)0 ? 'n' : ' '};
+	ExecuteAsCatalogOwner("DELETE FROM counters.window_crossings WHERE counter OPERATOR(pg_catalog.=) $1 "
+	                      "AND column_name OPERATOR(pg_catalog.=) $2 "
+	                      "AND ($3 IS NULL OR NOT threshold OPERATOR(pg_catalog.=) ANY ($3))",
+	                      3, state_types, state_args, state_nulls, SPI_OK_DELETE, false);
+}
+
+CompiledCounter *
+Compiled(const CatalogEntry *e)
+{
+	SourceCounters *sc = GetSourceCounters(e->source);
+	for (int i = 0; i < sc->ncounters; i++)
+		if (strcmp(sc->counters[i].def->name, e->name) == 0)
+			return &sc->counters[i];
+	elog(ERROR, "counters: counter \"%s\" is not compiled for its source", e->name);
+	pg_unreachable();
+}
+
+} // namespace
+
+Datum *
+WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n)
+{
+	const CounterDef *def = c->def;
+	Datum *arrays = (Datum *)palloc(sizeof(Datum) * Max(def->nkeys - 1, 1));
+	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
+	bool *nulls = (bool *)palloc(sizeof(bool) * n);
+	int dims[1] = {(int)n};
+	int lbs[1] = {1};
+	for (int k = 0, p = 0; k < def->nkeys; k++) {
+		if (k == c->window_bucket)
+			continue;
+		if (!OidIsValid(get_array_type(def->keys[k].type)))
+			return nullptr; /* (no array type: the next check_windows() checks it) */
+		for (uint32 i = 0; i < n; i++) {
+			elems[i] = entries[i]->key[k];
+			nulls[i] = entries[i]->KeyNulls(def->nkeys)[k];
+		}
+		arrays[p++] = PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, def->keys[k].type,
+		                                                 c->key_typlen[k], c->key_byval[k], c->key_typalign[k]));
+	}
+	return arrays;
+}
+
+void
+CheckWrittenWindows(const CompiledCounter *c, Datum *prefixes)
+{
+	Window *w = ReadWindow(c->def->name);
+	if (w != nullptr)
+		(void)Check(c, w, prefixes);
+}
+
+int64
+CheckWindows(const char *name)
+{
+	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
+	int64 announced = 0;
+	ListCell *lc;
+	foreach (lc, entries) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (!MayMaintain(e)) {
+			if (name != nullptr)
+				RequireMaintainer(e);
+			continue;
+		}
+		Window *w = ReadWindow(e->name);
+		if (w == nullptr)
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		CompiledCounter *c = Compiled(e);
+		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		announced += Check(c, w, nullptr);
+		SPI_finish();
+		UnpinSettings(level);
+	}
+	return announced;
+}
+
+/*
+ * counters.set_window_thresholds(name, column_name, thresholds, bucket_column, width, callback): the window is the
+ * counter's (one bucket column and width for all its columns); NULL or empty thresholds remove the column's.
+ */
+void
+SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds, const char *bucket, const char *width,
+                    Oid callback)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	if (e->mode != Mode::Exact || !e->owns_target)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": window thresholds need an exact counter with a table of its own", name),
+		                errdetail("The window sum is read from the counter's rows after each write.")));
+	CounterShape *s = BuildShape(e);
+	int value = -1;
+	for (int v = 0; v < s->def->nvalues; v++)
+		if (strcmp(s->def->values[v].column_name, column) == 0)
+			value = v;
+	if (value < 0)
+		ereport(ERROR,
+		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no value column \"%s\"", name, column)));
+	bool remove = thresholds == nullptr || ArrayGetNItems(ARR_NDIM(thresholds), ARR_DIMS(thresholds)) == 0;
+	Window *current = ReadWindow(name);
+	if (remove) {
+		if (current != nullptr)
+			WriteWindowOption(name, current->bucket, current->width, column, (Datum)0, InvalidOid);
+		return;
+	}
+	if (bucket == nullptr || width == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+		                errmsg("counter \"%s\": window thresholds need a bucket column and a width", name)));
+	int key = -1;
+	for (int k = 0; k < s->def->nkeys; k++)
+		if (strcmp(s->def->keys[k].column_name, bucket) == 0)
+			key = k;
+	if (key < 0)
+		ereport(ERROR,
+		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no key column \"%s\"", name, bucket)));
+	Oid type = s->def->keys[key].type;
+	if (type != DATEOID && type != TIMESTAMPOID && type != TIMESTAMPTZOID)
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+		                errmsg("counter \"%s\": key \"%s\" is a %s, not a time bucket (date, timestamp or timestamptz)",
+		                       name, bucket, format_type_be(type))));
+	/* (a window whose only column is this one is replaced) */
+	bool only_this = current != nullptr && current->ncolumns == 1 && strcmp(current->columns[0], column) == 0;
+	if (current != nullptr && !only_this &&
+	    (strcmp(current->bucket, bucket) != 0 ||
+	     !DatumGetBool(DirectFunctionCall2(interval_eq,
+	                                       DirectFunctionCall3(interval_in, CStringGetDatum(current->width), 0, -1),
+	                                       DirectFunctionCall3(interval_in, CStringGetDatum(width), 0, -1)))))
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		         errmsg("counter \"%s\" already has a window of %s over \"%s\"", name, current->width, current->bucket),
+		         errdetail("A counter has one window, for all its columns."),
+		         errhint("Remove its window thresholds first (thresholds => '{}' for each column).")));
+	Datum interval = DirectFunctionCall3(interval_in, CStringGetDatum(width), 0, -1);
+	Datum zero = DirectFunctionCall3(interval_in, CStringGetDatum("0"), 0, -1);
+	if (!DatumGetBool(DirectFunctionCall2(interval_gt, interval, zero)))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": the window's width must be positive, not %s", name, width)));
+	if (array_contains_nulls(thresholds))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+		                errmsg("counter \"%s\": window thresholds of \"%s\" must not contain NULL", name, column)));
+	Datum *elems;
+	int n;
+	deconstruct_array(thresholds, NUMERICOID, -1, false, TYPALIGN_INT, &elems, nullptr, &n);
+	Datum numeric_zero = NumericGetDatum(int64_to_numeric(0));
+	for (int i = 0; i < n; i++)
+		if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, elems[i], numeric_zero)) <= 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			                errmsg("counter \"%s\": window thresholds must be positive", name)));
+	if (OidIsValid(callback) && !IsThresholdCallback(callback))
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		         errmsg("counter \"%s\": %s cannot be a threshold callback", name, format_procedure(callback)),
+		         errhint("A callback takes (counter text, key jsonb, column_name text, old numeric, new numeric, "
+		                 "threshold numeric, direction text).")));
+	/* (stored in IntervalStyle postgres, as events show it, whatever the session's style) */
+	int level = PinSettings(PIN_OUTPUT);
+	char *width_text = DatumGetCString(DirectFunctionCall1(interval_out, interval));
+	UnpinSettings(level);
+	WriteWindowOption(name, bucket, width_text, column, PointerGetDatum(thresholds), callback);
+}
+
+} // namespace counters
