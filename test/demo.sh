@@ -817,6 +817,18 @@ CREATE FUNCTION on_trending(counter text, key jsonb, column_name text, old numer
     SELECT key ->> 'region', key ->> 'tag', (key ->> 'hour')::timestamp, new WHERE direction = 'up'
 $$;
 SELECT counters.set_thresholds('tag_hourly', 'uses', '{1000}', 'on_trending'::regproc) \gset
+\echo '--- ... and when it reaches 1,500 uses within 24 hours, in any hours (set_window_thresholds: the sum over the'
+\echo '    hour buckets later than now() - 24 hours, per region and tag; announced once up, once down)'
+CREATE TABLE trending_24h (region text, tag text, uses numeric);
+CREATE FUNCTION on_trending_24h(counter text, key jsonb, column_name text, old numeric, new numeric,
+                                threshold numeric, direction text) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO public.trending_24h SELECT key ->> 'region', key ->> 'tag', new WHERE direction = 'up'
+$$;
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{1500}', 'hour', '24 hours',
+                                      'on_trending_24h(text,jsonb,text,numeric,numeric,numeric,text)') \gset
+-- (tags already above it before the news: announced by the first check, here at once)
+SELECT counters.check_windows() AS already_trending \gset
+TRUNCATE trending_24h;
 LISTEN "counters.tag_hourly";
 \echo '--- news breaks: 4,000 uses of #eurovision in europe this hour, 2,000 of #typhoon in asia over 10 hours'
 INSERT INTO hashtag_uses (region, tag, used_at)
@@ -825,6 +837,7 @@ SELECT 'europe', '#eurovision', date_trunc('hour', :'now'::timestamp) + (:'now':
 INSERT INTO hashtag_uses (region, tag, used_at)
 SELECT 'asia', '#typhoon', :'now'::timestamp - (g % 600) * interval '1 minute' FROM generate_series(1, 2000) g;
 SELECT region, tag, hour, uses FROM trending ORDER BY region, tag;
+SELECT region, tag, uses AS uses_in_24_hours FROM trending_24h ORDER BY region, tag;
 SELECT c.region, c.rank, c.tag, c.uses, r.tag AS raw_tag, r.uses AS raw_uses
   FROM top_tags(3, :'now') c FULL JOIN top_tags_raw(3, :'now') r USING (region, rank)
  WHERE region IN ('asia', 'europe')
@@ -834,8 +847,14 @@ SELECT expect((SELECT count(*) FROM ((SELECT * FROM top_tags(3, :'now') EXCEPT S
                                      (SELECT * FROM top_tags_raw(3, :'now') EXCEPT SELECT * FROM top_tags(3, :'now'))) d) = 0
               AND (SELECT count(*) FROM trending) = 1
               AND (SELECT tag FROM trending) = '#eurovision'
-              AND (SELECT tag FROM top_tags(3, :'now') WHERE region = 'europe' AND rank = 1) = '#eurovision',
-              'the top 3 follow the new uses; one bucket crossed 1,000 and was announced once') AS line \gset
+              AND (SELECT tag FROM top_tags(3, :'now') WHERE region = 'europe' AND rank = 1) = '#eurovision'
+              AND (SELECT string_agg(tag, ' ' ORDER BY tag) FROM trending_24h) = '#eurovision #typhoon'
+              AND (SELECT bool_and(t.uses = (SELECT count(*) FROM hashtag_uses h
+                                              WHERE h.region = t.region AND h.tag = t.tag
+                                                AND date_trunc('hour', h.used_at) > (now() - interval '24 hours')::timestamp))
+                     FROM trending_24h t),
+              'the top 3 follow the new uses; one bucket crossed 1,000, two tags 1,500 in 24 hours (their window sums '
+              'equal the raw uses), each announced once') AS line \gset
 \echo :line
 UNLISTEN *;
 SELECT recount_check('tag_hourly') AS line \gset
