@@ -1,7 +1,7 @@
 --
 -- window_thresholds: counters.set_window_thresholds(name, column, thresholds, bucket_column, width, callback) -- "a
 -- hashtag trends when it reaches 10,000 uses in a region within 24 hours" (seed 3), here 5 and 10 uses. After each
--- step, which (prefix, threshold) pairs are recorded as reached (counters.window_crossings) is compared with a recount
+-- step, which (prefix, threshold) pairs are recorded as reached (counters.window_state, over counters.window_crossings) is compared with a recount
 -- over the raw events: count(*) per (region, tag) of the uses whose hour bucket is later than now() - the width. The
 -- callback records each announcement, in order.
 --
@@ -30,9 +30,9 @@ SELECT jsonb_build_object('region', u.region, 'tag', u.tag) AS prefix, th AS thr
  WHERE date_trunc('hour', u.used_at) > (now() - w.width)::timestamp
  GROUP BY u.region, u.tag, th HAVING count(*) >= th;
 CREATE VIEW check_windows AS
-SELECT 'recorded only' AS side, r::text FROM (SELECT prefix, threshold FROM counters.window_crossings EXCEPT TABLE reached_expected) r
+SELECT 'recorded only' AS side, r::text FROM (SELECT prefix, threshold FROM counters.window_state EXCEPT TABLE reached_expected) r
 UNION ALL
-SELECT 'recount only', e::text FROM (TABLE reached_expected EXCEPT SELECT prefix, threshold FROM counters.window_crossings) e;
+SELECT 'recount only', e::text FROM (TABLE reached_expected EXCEPT SELECT prefix, threshold FROM counters.window_state) e;
 CREATE FUNCTION announced() RETURNS TABLE (key jsonb, new numeric, threshold numeric, direction text)
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -62,7 +62,7 @@ SELECT * FROM check_windows;
 -- A rolled-back crossing leaves nothing recorded, and its callback's row goes with it.
 BEGIN;
 INSERT INTO uses (region, tag, used_at) SELECT 'eu', 'pg', localtimestamp FROM generate_series(1, 10);
-SELECT count(*) AS recorded_inside FROM counters.window_crossings WHERE prefix ->> 'region' = 'eu';
+SELECT count(*) AS recorded_inside FROM counters.window_state WHERE prefix ->> 'region' = 'eu';
 ROLLBACK;
 SELECT * FROM announced();
 SELECT * FROM check_windows;
@@ -85,7 +85,7 @@ SELECT counters.create_counter('shows_daily', $$
 	SELECT date_trunc('day', shown_at) AS day, count(*) AS shows FROM shows GROUP BY date_trunc('day', shown_at)$$);
 SELECT counters.set_window_thresholds('shows_daily', 'shows', '{3}', 'day', '7 days');
 INSERT INTO shows (shown_at) SELECT localtimestamp - g * interval '1 day' FROM generate_series(0, 2) g;
-SELECT prefix, threshold FROM counters.window_crossings WHERE counter = 'shows_daily';
+SELECT prefix, threshold FROM counters.window_state WHERE counter = 'shows_daily';
 
 -- Refusals.
 SELECT counters.set_window_thresholds('tag_hourly', 'nope', '{5}', 'hour', '1 day');
@@ -106,14 +106,18 @@ GRANT USAGE ON SCHEMA window_test TO window_other;
 SET ROLE window_other;
 SELECT counters.set_window_thresholds('window_test.tag_hourly', 'uses', '{}');
 SELECT counters.check_windows('tag_hourly');
+-- a role that may not read the counter sees none of its prefixes
+SELECT count(*) AS visible FROM counters.window_state;
+SELECT count(*) FROM counters.window_crossings;
 SET ROLE counters_app;
+SELECT count(*) AS visible FROM counters.window_state;
 
 -- Removing the thresholds removes what was recorded; dropping the counter too.
 SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{}');
 SELECT options FROM counters.counter WHERE name = 'tag_hourly';
-SELECT count(*) AS recorded FROM counters.window_crossings WHERE counter = 'tag_hourly';
+SELECT count(*) AS recorded FROM counters.window_state WHERE counter = 'tag_hourly';
 SELECT counters.drop_counter('shows_daily');
-SELECT count(*) AS recorded FROM counters.window_crossings;
+SELECT count(*) AS recorded FROM counters.window_state;
 
 SET ROLE NONE;
 DROP SCHEMA window_test CASCADE;

@@ -115,8 +115,8 @@ COMMENT ON FUNCTION counters.set_keep_zero(text, boolean) IS
 
 -- ---- window thresholds ----
 -- Which thresholds of its window (counters.set_window_thresholds) each prefix's window sum is at or above, as
--- announced: a crossing is announced when this changes. Written by writers and counters.check_windows() as the
--- extension's owner; dumped, so that a restored database does not announce again what was announced.
+-- announced: a crossing is announced when this changes. Written and read by writers and counters.check_windows() as
+-- the extension's owner; dumped, so that a restored database does not announce again what was announced.
 CREATE TABLE counters.window_crossings (
 	counter     text NOT NULL REFERENCES counters.counter (name) ON UPDATE CASCADE ON DELETE CASCADE,
 	column_name text NOT NULL,
@@ -126,9 +126,17 @@ CREATE TABLE counters.window_crossings (
 	PRIMARY KEY (counter, column_name, prefix, threshold)
 );
 SELECT pg_catalog.pg_extension_config_dump('counters.window_crossings', '');
-GRANT SELECT ON counters.window_crossings TO PUBLIC;
+-- (no grant: its prefixes are keys of counters, which not every role may read)
 COMMENT ON TABLE counters.window_crossings IS
-	'the window thresholds each prefix of a counter is at or above, as announced';
+	'the window thresholds each prefix of a counter is at or above, as announced (read it through counters.window_state)';
+-- What a role may see of it: the rows of the counters it may read (SELECT on the relation they are read from).
+CREATE VIEW counters.window_state WITH (security_barrier) AS
+SELECT w.counter, w.column_name, w.prefix, w.threshold, w.crossed_at
+  FROM counters.window_crossings w JOIN counters.counter c ON c.name OPERATOR(pg_catalog.=) w.counter
+ WHERE pg_catalog.has_table_privilege(c.target, 'SELECT');
+GRANT SELECT ON counters.window_state TO PUBLIC;
+COMMENT ON VIEW counters.window_state IS
+	'the window thresholds each prefix is at or above, for the counters the caller may read';
 
 -- Thresholds on a sliding-window sum: for each prefix (the key columns but `bucket_column`, a date/timestamp/timestamptz
 -- key), the sum of `column_name` over the rows whose bucket is later than now() - `width`. Crossings up and down are
