@@ -78,6 +78,12 @@ FreePlans(CompiledCounter *counters, int n)
 				SPI_freeplan(counters[i].plans[p]);
 			counters[i].plans[p] = nullptr;
 		}
+	for (int i = 0; i < n; i++)
+		for (int p = 0; p < 2; p++) {
+			if (counters[i].window_plans[p] != nullptr)
+				SPI_freeplan(counters[i].window_plans[p]);
+			counters[i].window_plans[p] = nullptr;
+		}
 }
 
 /*
@@ -428,6 +434,10 @@ BuildEntry(SourceCounters *entry)
 			           SPI_getbinval(tup, tupdesc, 9, &isnull));
 			if (DatumGetBool(SPI_getbinval(tup, tupdesc, 10, &isnull)))
 				ReadThresholds(c);
+			if (c->window_bucket >= 0) {
+				c->window = ReadWindow(name);
+				MemoryContextSwitchTo(cxt);
+			}
 			/* Statements are analysed with the owner's privileges, as they will run (e.g. USAGE on its schema). */
 			AsOwner as;
 			BecomeOwner(&as, c->owner);

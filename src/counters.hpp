@@ -98,6 +98,16 @@ enum Plan {
 	NUM_PLANS
 };
 
+/* A counter's window (counters.set_window_thresholds), as its catalog row has it. */
+struct WindowConfig {
+	char *bucket; /* key column */
+	char *width;  /* interval, as text */
+	int ncolumns;
+	char **columns;
+	Datum *thresholds; /* numeric[] */
+	Oid *callbacks;
+};
+
 /* The compiled, per-backend form of one counter. */
 struct CompiledCounter {
 	CounterDef *def;
@@ -148,11 +158,13 @@ struct CompiledCounter {
 	RegProcedure *key_eq_procs; /* its columns' equality functions (for index key_eq_index); NULL until needed */
 	Oid key_eq_index;
 	SPIPlanPtr plans[NUM_PLANS];
-	const char *touch_column; /* counter-cache counters: a timestamp column of the target set when values change */
-	bool has_check;           /* write_rel has CHECK constraints */
-	bool keep_zero;           /* counters.set_keep_zero: rows whose values are all zero stay */
-	int window_bucket;        /* counters.set_window_thresholds: the window's bucket key (-1: no window) */
-	bool has_rls;             /* ... has row-level security enabled */
+	const char *touch_column;   /* counter-cache counters: a timestamp column of the target set when values change */
+	bool has_check;             /* write_rel has CHECK constraints */
+	bool keep_zero;             /* counters.set_keep_zero: rows whose values are all zero stay */
+	int window_bucket;          /* counters.set_window_thresholds: the window's bucket key (-1: no window) */
+	WindowConfig *window;       /* ... and the window (NULL: none) */
+	SPIPlanPtr window_plans[2]; /* the window sums of the prefixes written, what changed (prepared when first used) */
+	bool has_rls;               /* ... has row-level security enabled */
 };
 
 /* A prepared statement's text and parameter types. */
@@ -454,9 +466,11 @@ void SetWindowThresholds(const char *name, const char *column, ArrayType *thresh
 int64 CheckWindows(const char *name);
 struct DeltaEntry;
 Datum *WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n);
-void CheckWrittenWindows(const CompiledCounter *c, Datum *prefixes);
+void CheckWrittenWindows(CompiledCounter *c, Datum *prefixes);
+/* A counter's window from its catalog row (in CurrentMemoryContext; NULL: none). */
+WindowConfig *ReadWindow(const char *name);
 /* The window sums of counter `c`'s value columns `columns` per prefix (written: of the prefixes in arrays $1...). */
-char *WindowSumsStatement(const CompiledCounter *c, int bucket, const char *const *columns, int ncolumns, bool written);
+char *WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w, bool written);
 /* Record which thresholds each prefix's window sum reached; the crossings, to announce. */
 char *WindowStateStatement();
 

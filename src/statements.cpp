@@ -1035,20 +1035,20 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 /* ---- window thresholds ---- */
 
 char *
-WindowSumsStatement(const CompiledCounter *c, int bucket, const char *const *columns, int ncolumns, bool written)
+WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w, bool written)
 {
 	const CounterDef *def = c->def;
 	const char *table = QualifiedName(c->write_rel);
 	/* the prefix: the key columns but the bucket, of the counter's rows (t) or of the prefixes written (w) */
-	StringInfoData t_object, w_object, t_prefix, w_prefix, names, match, params, sums;
-	initStringInfo(&names);
-	initStringInfo(&match);
+	StringInfoData t_object, w_object, t_prefix, names, match, params, sums, changed;
 	initStringInfo(&t_object);
 	initStringInfo(&w_object);
 	initStringInfo(&t_prefix);
-	initStringInfo(&w_prefix);
+	initStringInfo(&names);
+	initStringInfo(&match);
 	initStringInfo(&params);
 	initStringInfo(&sums);
+	initStringInfo(&changed);
 	int p = 0;
 	for (int k = 0; k < def->nkeys; k++) {
 		if (k == bucket)
@@ -1058,31 +1058,57 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const char *const *col
 		appendStringInfo(&t_object, "%s%s, t.%s", sep, quote_literal_cstr(c->key_columns[k]), col);
 		appendStringInfo(&w_object, "%s%s, w.%s", sep, quote_literal_cstr(c->key_columns[k]), col);
 		appendStringInfo(&t_prefix, "%st.%s", sep, col);
-		appendStringInfo(&w_prefix, "%sw.%s", sep, col);
 		appendStringInfo(&params, "%spg_catalog.unnest($%d)", sep, p);
 		appendStringInfo(&names, "%s%s", sep, col);
 		/* (= where the key cannot be NULL, so that the join can use the key's index) */
 		appendStringInfo(&match, " AND t.%s %s w.%s", col,
 		                 def->keys[k].not_null ? "OPERATOR(pg_catalog.=)" : "IS NOT DISTINCT FROM", col);
 	}
-	for (int i = 0; i < ncolumns; i++)
-		appendStringInfo(&sums, ", COALESCE(pg_catalog.sum(t.%s), 0)::pg_catalog.numeric", Quoted(columns[i]));
+	for (int i = 0; i < w->ncolumns; i++) {
+		appendStringInfo(&sums, ", COALESCE(pg_catalog.sum(t.%s), 0)::pg_catalog.numeric AS s%d", Quoted(w->columns[i]),
+		                 i);
+		/*
+		 * (written: $p+2 the counter, then per column its name and thresholds. A prefix is returned when a threshold's
+		 * state would change: reached and not recorded, or recorded and not reached.)
+		 */
+		appendStringInfo(&changed,
+		                 "%sEXISTS (SELECT FROM pg_catalog.unnest($%d::pg_catalog.numeric[]) th(th) "
+		                 "WHERE (x.s%d OPERATOR(pg_catalog.>=) th.th) IS DISTINCT FROM EXISTS (SELECT FROM "
+		                 "counters.window_state r WHERE r.counter OPERATOR(pg_catalog.=) $%d "
+		                 "AND r.column_name OPERATOR(pg_catalog.=) $%d AND r.prefix OPERATOR(pg_catalog.=) x.prefix "
+		                 "AND r.threshold OPERATOR(pg_catalog.=) th.th))",
+		                 i ? " OR " : "", p + 4 + 2 * i, i, p + 2, p + 3 + 2 * i);
+	}
 	/* The window: buckets later than now() - width, compared in the bucket's type. */
 	char *window =
 	    psprintf("t.%s OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) "
 	             "$%d::pg_catalog.interval)::%s",
 	             Quoted(c->key_columns[bucket]), written ? p + 1 : 1, format_type_be_qualified(def->keys[bucket].type));
+	char *sums_query;
 	if (p == 0) /* (no key but the bucket: one window) */
-		return psprintf("SELECT '{}'::pg_catalog.jsonb%s FROM %s t WHERE %s", sums.data, table, window);
+		sums_query = psprintf("SELECT '{}'::pg_catalog.jsonb AS prefix%s FROM %s t WHERE %s", sums.data, table, window);
+	else if (!written)
+		sums_query = psprintf("SELECT pg_catalog.jsonb_build_object(%s) AS prefix%s FROM %s t WHERE %s GROUP BY %s",
+		                      t_object.data, sums.data, table, window, t_prefix.data);
+	else {
+		/*
+		 * The prefixes written, each once, with the sums of its window (a NULL key matches a NULL key): one index range
+		 * scan per prefix, whatever the generic plan's estimates.
+		 */
+		StringInfoData columns;
+		initStringInfo(&columns);
+		for (int i = 0; i < w->ncolumns; i++)
+			appendStringInfo(&columns,
+			                 ", (SELECT COALESCE(pg_catalog.sum(t.%s), 0)::pg_catalog.numeric FROM %s t WHERE %s%s) "
+			                 "AS s%d",
+			                 Quoted(w->columns[i]), table, window, match.data, i);
+		sums_query = psprintf("SELECT pg_catalog.jsonb_build_object(%s) AS prefix%s "
+		                      "  FROM (SELECT DISTINCT * FROM ROWS FROM (%s) AS w(%s)) w",
+		                      w_object.data, columns.data, params.data, names.data);
+	}
 	if (!written)
-		return psprintf("SELECT pg_catalog.jsonb_build_object(%s)%s FROM %s t WHERE %s GROUP BY %s", t_object.data,
-		                sums.data, table, window, t_prefix.data);
-	/* The prefixes written, each once, with the rows of its window (a NULL key matches a NULL key). */
-	return psprintf("SELECT pg_catalog.jsonb_build_object(%s)%s "
-	                "  FROM (SELECT DISTINCT * FROM ROWS FROM (%s) AS w(%s)) w "
-	                "  LEFT JOIN %s t ON %s%s "
-	                " GROUP BY %s",
-	                w_object.data, sums.data, params.data, names.data, table, window, match.data, w_prefix.data);
+		return sums_query;
+	return psprintf("SELECT x.* FROM (%s) x WHERE %s", sums_query, changed.data);
 }
 
 char *

@@ -31,23 +31,16 @@ extern "C" {
 #include "utils/timestamp.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
+#include "utils/snapmgr.h"
 }
 
 namespace counters {
 
 namespace {
 
-/* A counter's window, from its catalog row as the latest snapshot sees it (NULL: none). */
-struct Window {
-	char *bucket; /* key column */
-	char *width;  /* interval, as text */
-	int ncolumns;
-	char **columns;
-	Datum *thresholds; /* numeric[] */
-	Oid *callbacks;
-};
+} // namespace
 
-Window *
+WindowConfig *
 ReadWindow(const char *name)
 {
 	MemoryContext caller = CurrentMemoryContext;
@@ -64,11 +57,11 @@ ReadWindow(const char *name)
 	                "WHERE k.name OPERATOR(pg_catalog.=) $1 ORDER BY c.key COLLATE \"C\"",
 	                1, argtypes, args, nullptr) != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading the window of counter \"%s\" failed", name);
-	Window *w = nullptr;
+	WindowConfig *w = nullptr;
 	if (SPI_processed > 0) {
 		SPITupleTable *tt = SPI_tuptable;
 		MemoryContext spi = MemoryContextSwitchTo(caller);
-		w = (Window *)palloc0(sizeof(Window));
+		w = (WindowConfig *)palloc0(sizeof(WindowConfig));
 		w->bucket = SPI_getvalue(tt->vals[0], tt->tupdesc, 1);
 		w->width = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
 		w->ncolumns = (int)SPI_processed;
@@ -87,6 +80,8 @@ ReadWindow(const char *name)
 	SPI_finish();
 	return w;
 }
+
+namespace {
 
 Oid
 CatalogOwner()
@@ -135,7 +130,7 @@ CallWindowCallback(const CompiledCounter *c, Oid callback, const Datum *fields, 
  * column) the prefixes a statement wrote, else every prefix. Returns the crossings announced.
  */
 int64
-Check(const CompiledCounter *c, const Window *w, Datum *prefixes)
+Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 {
 	int bucket = -1;
 	for (int k = 0; k < c->def->nkeys; k++)
@@ -145,28 +140,57 @@ Check(const CompiledCounter *c, const Window *w, Datum *prefixes)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("counter \"%s\": its window's bucket column \"%s\" is gone", c->def->name, w->bucket),
 		                errhint("Set its window thresholds again with counters.set_window_thresholds().")));
-	/* The window sums, as the counter's owner. */
+	/*
+	 * The window sums, as the counter's owner: of the prefixes written, only those where a threshold's state would
+	 * change (usually none, and then nothing more is done); else of every prefix.
+	 */
 	int np = c->def->nkeys - 1;
-	Oid *argtypes = (Oid *)palloc(sizeof(Oid) * (np + 1));
-	Datum *args = (Datum *)palloc(sizeof(Datum) * (np + 1));
-	int nargs = 0;
+	int nargs = prefixes != nullptr ? np + 2 + 2 * w->ncolumns : 1;
+	Oid *argtypes = (Oid *)palloc(sizeof(Oid) * nargs);
+	Datum *args = (Datum *)palloc(sizeof(Datum) * nargs);
+	int a = 0;
 	if (prefixes != nullptr)
 		for (int k = 0, p = 0; k < c->def->nkeys; k++)
 			if (k != bucket) {
-				argtypes[nargs] = get_array_type(c->def->keys[k].type);
-				args[nargs++] = prefixes[p++];
+				argtypes[a] = get_array_type(c->def->keys[k].type);
+				args[a++] = prefixes[p++];
 			}
-	argtypes[nargs] = TEXTOID;
-	args[nargs++] = CStringGetTextDatum(w->width);
+	argtypes[a] = TEXTOID;
+	args[a++] = CStringGetTextDatum(w->width);
+	if (prefixes != nullptr) {
+		argtypes[a] = TEXTOID;
+		args[a++] = CStringGetTextDatum(c->def->name);
+		for (int i = 0; i < w->ncolumns; i++) {
+			argtypes[a] = TEXTOID;
+			args[a++] = CStringGetTextDatum(w->columns[i]);
+			argtypes[a] = NUMERICARRAYOID;
+			args[a++] = w->thresholds[i];
+		}
+	}
 	AsOwner owner;
 	BecomeOwner(&owner, c->owner);
-	/* (the latest snapshot, and this command's writes: what others committed to the prefix's other buckets counts) */
-	int ret =
-	    QueryLatest(WindowSumsStatement(c, bucket, (const char *const *)w->columns, w->ncolumns, prefixes != nullptr),
-	                nargs, argtypes, args, nullptr, false);
+	int ret;
+	if (prefixes != nullptr) {
+		if (c->window_plans[0] == nullptr) {
+			/* (a generic plan: re-planned per statement, it would cost more than it runs) */
+			SPIPlanPtr plan =
+			    SPI_prepare_cursor(WindowSumsStatement(c, bucket, w, true), nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+			if (plan == nullptr || SPI_keepplan(plan) != 0)
+				elog(ERROR, "counters: preparing the window sums of counter \"%s\" failed", c->def->name);
+			c->window_plans[0] = plan;
+		}
+		/* (the latest snapshot, and this command's writes: what others committed to the prefix's other buckets) */
+		Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+		latest->curcid = GetCurrentCommandId(false);
+		ret = SPI_execute_snapshot(c->window_plans[0], args, nullptr, latest, InvalidSnapshot, true, false, 0);
+		UnregisterSnapshot(latest);
+	} else
+		ret = QueryLatest(WindowSumsStatement(c, bucket, w, false), nargs, argtypes, args, nullptr, false);
 	RestoreUser(&owner);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: window sums of counter \"%s\" failed: %s", c->def->name, SPI_result_code_string(ret));
+	if (prefixes != nullptr && SPI_processed == 0)
+		return 0;
 	uint64 nrows = SPI_processed;
 	SPITupleTable *sums = SPI_tuptable;
 	Datum *keys = (Datum *)palloc(sizeof(Datum) * Max(nrows, 1));
@@ -190,7 +214,13 @@ Check(const CompiledCounter *c, const Window *w, Datum *prefixes)
 		    BoolGetDatum(prefixes == nullptr),
 		    CStringGetTextDatum(w->width)};
 		BecomeOwner(&owner, catalog_owner);
-		ret = SPI_execute_with_args(WindowStateStatement(), 7, state_types, state_args, nullptr, false, 0);
+		if (c->window_plans[1] == nullptr) {
+			SPIPlanPtr plan = SPI_prepare_cursor(WindowStateStatement(), 7, state_types, CURSOR_OPT_GENERIC_PLAN);
+			if (plan == nullptr || SPI_keepplan(plan) != 0)
+				elog(ERROR, "counters: preparing the window state of counter \"%s\" failed", c->def->name);
+			c->window_plans[1] = plan;
+		}
+		ret = SPI_execute_plan(c->window_plans[1], state_args, nullptr, false, 0);
 		RestoreUser(&owner);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "counters: window state of counter \"%s\" failed: %s", c->def->name,
@@ -297,11 +327,10 @@ WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n)
 }
 
 void
-CheckWrittenWindows(const CompiledCounter *c, Datum *prefixes)
+CheckWrittenWindows(CompiledCounter *c, Datum *prefixes)
 {
-	Window *w = ReadWindow(c->def->name);
-	if (w != nullptr)
-		(void)Check(c, w, prefixes);
+	if (c->window != nullptr)
+		(void)Check(c, c->window, prefixes);
 }
 
 int64
@@ -317,11 +346,11 @@ CheckWindows(const char *name)
 				RequireMaintainer(e);
 			continue;
 		}
-		Window *w = ReadWindow(e->name);
+		CompiledCounter *c = Compiled(e);
+		WindowConfig *w = c->window;
 		if (w == nullptr)
 			continue;
 		CHECK_FOR_INTERRUPTS();
-		CompiledCounter *c = Compiled(e);
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "counters: SPI_connect failed");
@@ -355,7 +384,7 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 		ereport(ERROR,
 		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no value column \"%s\"", name, column)));
 	bool remove = thresholds == nullptr || ArrayGetNItems(ARR_NDIM(thresholds), ARR_DIMS(thresholds)) == 0;
-	Window *current = ReadWindow(name);
+	WindowConfig *current = ReadWindow(name);
 	if (remove) {
 		if (current != nullptr)
 			WriteWindowOption(name, current->bucket, current->width, column, (Datum)0, InvalidOid);
