@@ -124,11 +124,13 @@ UPDATE articles SET note = 'edited' WHERE id < 10;
 SELECT * FROM drift();
 
 --
--- 2. Dropping or retyping a column a counter reads is refused, with PostgreSQL's dependency error naming the
---    counter's definition view; nothing changes. A column no counter reads can be retyped, dropped and added.
---    With CASCADE a dropped column takes every counter that reads it, entirely (catalog row, definition view, the
---    table it created, and the triggers when it was the source's last counter), and only those. ALTER COLUMN ...
---    TYPE has no CASCADE: drop the counter, change the type, declare it again.
+-- 2. Dropping a column a counter reads is refused, with PostgreSQL's dependency error naming the counter's
+--    definition view; nothing changes. Retyping one declares each counter that reads it again, recounted in the new
+--    type, with its mode, options and grants (a NOTICE says so); if that cannot be done (a counter-cache key whose
+--    target column keeps the old type), the ALTER fails and nothing changes. A column no counter reads can be
+--    retyped, dropped and added. With CASCADE a dropped column takes every counter that reads it, entirely (catalog
+--    row, definition view, the table it created, and the triggers when it was the source's last counter), and only
+--    those.
 --
 ALTER TABLE articles DROP COLUMN score;                     -- a value and FILTER column of blog_stats
 \echo SQLSTATE :SQLSTATE
@@ -162,7 +164,7 @@ INSERT INTO articles (channel_id, user_id, label) VALUES (4, 1, 'x'), (1, 8, NUL
 UPDATE articles SET hidden = true WHERE id % 8 = 1;
 SELECT * FROM drift();
 
--- Retyping a column a counter reads: drop the counter, retype, declare it again.
+-- Retyping a column a counter reads by hand, as before 0.5: drop the counter, retype, declare it again.
 SELECT counters.drop_counter('user_posts');
 ALTER TABLE articles ALTER COLUMN user_id TYPE bigint;
 SELECT counters.create_counter('user_posts', 'SELECT user_id, count(*) AS posts FROM articles GROUP BY user_id');

@@ -117,6 +117,24 @@ INSERT INTO posts (blog_id, user_id, rating, published) SELECT 1, g % 11, 2, g %
 UPDATE posts SET published = NOT published WHERE id % 7 = 0;
 SELECT * FROM check_all();
 
+-- Retyping columns a counter reads (the routine int to bigint migration): the counter is declared again in the
+-- same statement, recounted, with its mode, max_slots, thresholds and grants.
+CREATE TABLE votes (id serial PRIMARY KEY, post_id int NOT NULL, value int NOT NULL);
+INSERT INTO votes (post_id, value) SELECT g % 9, g % 4 FROM generate_series(1, 500) g;
+SELECT counters.create_counter('post_votes', 'SELECT post_id, count(*) AS votes, sum(value) AS total FROM votes GROUP BY post_id');
+SELECT counters.set_thresholds('post_votes', 'votes', '{100}');
+SELECT counters.alter_counter('post_votes', 'sharded', 3);
+GRANT SELECT ON post_votes TO online_reader;
+ALTER TABLE votes ALTER COLUMN post_id TYPE bigint, ALTER COLUMN value TYPE bigint;
+SELECT name, mode, options FROM counters.counter WHERE name = 'post_votes';
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+ WHERE attrelid = 'post_votes_totals'::regclass AND attnum > 0 ORDER BY attnum;
+SELECT has_table_privilege('online_reader', 'post_votes', 'SELECT') AS reader_keeps_select;
+INSERT INTO votes (post_id, value) VALUES (5000000000, 3000000000), (1, 1);
+CREATE VIEW post_votes_expected AS SELECT post_id, count(*) AS votes, sum(value) AS total FROM votes GROUP BY post_id;
+INSERT INTO checks VALUES ('post_votes', 'post_votes_expected');
+SELECT * FROM check_all();
+
 -- Counter-cache columns: alter_counter(definition => ...) works; the concurrent forms refuse them.
 CREATE TABLE blogs (id int PRIMARY KEY, post_count bigint NOT NULL DEFAULT 0);
 INSERT INTO blogs SELECT g FROM generate_series(0, 6) g;

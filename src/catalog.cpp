@@ -545,13 +545,16 @@ RestoreOptions(const char *name, Datum options, const CounterDef *def)
 	Datum *keys = (Datum *)palloc(sizeof(Datum) * Max(def->nkeys, 1));
 	for (int k = 0; k < def->nkeys; k++)
 		keys[k] = CStringGetTextDatum(def->keys[k].column_name);
-	Oid argtypes[4] = {TEXTOID, JSONBOID, TEXTARRAYOID, TEXTARRAYOID};
-	Datum args[4] = {CStringGetTextDatum(name), options,
+	/* (a window needs an exact counter with a table of its own) */
+	Oid argtypes[5] = {TEXTOID, JSONBOID, TEXTARRAYOID, TEXTARRAYOID, BOOLOID};
+	Datum args[5] = {CStringGetTextDatum(name), options,
 	                 PointerGetDatum(construct_array(values, def->nvalues, TEXTOID, -1, false, TYPALIGN_INT)),
-	                 PointerGetDatum(construct_array(keys, def->nkeys, TEXTOID, -1, false, TYPALIGN_INT))};
+	                 PointerGetDatum(construct_array(keys, def->nkeys, TEXTOID, -1, false, TYPALIGN_INT)),
+	                 BoolGetDatum(e->mode == Mode::Exact && e->owns_target)};
 	/*
 	 * Bounds and thresholds of value columns the new definition still has, a retention of a key column it still has,
-	 * touch and max_slots; what the counter's own state was (building, last_rebuild) goes.
+	 * a window over a key and value columns it still has, touch and max_slots; what the counter's own state was
+	 * (building, last_rebuild) goes.
 	 */
 	ExecuteAsCatalogOwner(
 	    "UPDATE counters.counter SET options = (SELECT COALESCE(pg_catalog.jsonb_object_agg(x.key, x.value), "
@@ -560,9 +563,13 @@ RestoreOptions(const char *name, Datum options, const CounterDef *def)
 	    "WHERE c.key OPERATOR(pg_catalog.=) ANY ($3)) ELSE o.value END AS value FROM pg_catalog.jsonb_each($2) o "
 	    "WHERE o.key OPERATOR(pg_catalog.=) ANY (ARRAY['bounds', 'thresholds', 'touch', 'max_slots', 'keep_zero']) "
 	    "OR (o.key OPERATOR(pg_catalog.=) 'retention' "
-	    "AND o.value OPERATOR(pg_catalog.->>) 'column' OPERATOR(pg_catalog.=) ANY ($4))) x "
+	    "AND o.value OPERATOR(pg_catalog.->>) 'column' OPERATOR(pg_catalog.=) ANY ($4)) "
+	    "OR (o.key OPERATOR(pg_catalog.=) 'window' AND $5 "
+	    "AND o.value OPERATOR(pg_catalog.->>) 'bucket' OPERATOR(pg_catalog.=) ANY ($4) "
+	    "AND NOT EXISTS (SELECT FROM pg_catalog.jsonb_object_keys(o.value OPERATOR(pg_catalog.->) 'columns') k "
+	    "WHERE NOT k OPERATOR(pg_catalog.=) ANY ($3)))) x "
 	    "WHERE x.value IS NOT NULL) WHERE name OPERATOR(pg_catalog.=) $1",
-	    4, argtypes, args, nullptr, SPI_OK_UPDATE, true);
+	    5, argtypes, args, nullptr, SPI_OK_UPDATE, true);
 	/* What did not survive is said. */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
@@ -576,8 +583,11 @@ RestoreOptions(const char *name, Datum options, const CounterDef *def)
 	        "WHERE o.key OPERATOR(pg_catalog.=) 'retention' AND NOT (o.value OPERATOR(pg_catalog.->>) 'column') "
 	        "OPERATOR(pg_catalog.=) ANY ($4) UNION ALL SELECT 'window thresholds: set them again with "
 	        "counters.set_window_thresholds()' FROM pg_catalog.jsonb_each($2) o "
-	        "WHERE o.key OPERATOR(pg_catalog.=) 'window'",
-	        4, argtypes, args, nullptr, true, 0) != SPI_OK_SELECT)
+	        "WHERE o.key OPERATOR(pg_catalog.=) 'window' AND NOT ($5 "
+	        "AND o.value OPERATOR(pg_catalog.->>) 'bucket' OPERATOR(pg_catalog.=) ANY ($4) "
+	        "AND NOT EXISTS (SELECT FROM pg_catalog.jsonb_object_keys(o.value OPERATOR(pg_catalog.->) 'columns') k "
+	        "WHERE NOT k OPERATOR(pg_catalog.=) ANY ($3)))",
+	        5, argtypes, args, nullptr, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading the options of counter \"%s\" failed", name);
 	for (uint64 i = 0; i < SPI_processed; i++)
 		ereport(NOTICE, (errmsg("counter \"%s\": dropped its %s", name,

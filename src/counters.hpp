@@ -415,6 +415,13 @@ void AlterCounter(const char *name, const char *mode, int max_slots);
  * source wait), in `mode` (NULL: its mode), with its options and SELECT grants.
  */
 void AlterDefinition(const char *name, const char *definition, const char *mode);
+/*
+ * A counter dropped and then declared again from its definition's text, with its mode, options and grants: around a
+ * change of a column's type that its definition view would otherwise block (ddl.cpp). The saved state is allocated in
+ * CurrentMemoryContext; `why` completes the NOTICE.
+ */
+void *SaveAndDrop(const CatalogEntry *e);
+void DeclareSaved(void *saved, const char *why);
 /* CALL counters.alter_counter_concurrently (SPI connected non-atomic). */
 void AlterCounterConcurrently(const char *name, const char *definition);
 void DropCounter(const char *name);
@@ -506,7 +513,7 @@ char *QualifiedName(Oid relid);
 
 /* The event triggers (ddl.cpp): ddl_command_start, ddl_command_end, sql_drop. */
 void OnDdlStart(EventTriggerData *trigger);
-void OnDdlEnd();
+void OnDdlEnd(EventTriggerData *trigger);
 void OnSqlDrop();
 
 /*

@@ -166,11 +166,24 @@ RefuseStructureChange(const CatalogEntry *e, Oid relid, const char *what)
 }
 
 /*
- * ALTER COLUMN ... TYPE of a source column a counter's definition reads: PostgreSQL refuses it because the definition
- * view depends on the column; say which counter, and how to change the type.
+ * ALTER COLUMN ... TYPE of a source column a counter's definition reads: PostgreSQL would refuse it (the definition
+ * view depends on the column). Each such counter is dropped here and declared again from its definition when the
+ * command ends (RetypedEnd), with its mode, options and grants, its values recounted in the new type; the ALTER holds
+ * the source's ACCESS EXCLUSIVE lock throughout, and a failure rolls all of it back. A sink's counter cannot be
+ * recounted: refused.
  */
+MemoryContext retyped_cxt = nullptr; /* under TopTransactionContext, while counters wait to be declared again */
+List *retyped = NIL;                 /* their saved state (SaveAndDrop) */
+
 void
-RefuseCountedColumnType(List *catalog, Oid relid, const char *column)
+ForgetRetyped(void *)
+{
+	retyped_cxt = nullptr;
+	retyped = NIL;
+}
+
+void
+RetypeCounters(List *catalog, Oid relid, const char *column)
 {
 	AttrNumber attnum = get_attnum(relid, column);
 	if (attnum == InvalidAttrNumber)
@@ -180,18 +193,24 @@ RefuseCountedColumnType(List *catalog, Oid relid, const char *column)
 		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
 		if (e->source != relid || !OidIsValid(e->query) || !ViewUsesColumn(e->query, relid, attnum))
 			continue;
-		ereport(ERROR,
-		        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
-		         errmsg("counter \"%s\" counts column \"%s\" of %s: its type cannot change while the counter is "
-		                "declared",
-		                e->name, column, QualifiedName(relid)),
-		         errdetail("The counter's definition (view %s) reads the column, and its table holds keys or sums of "
-		                   "the column's current type.",
-		                   QualifiedName(e->query)),
-		         errhint("In one transaction: note the definition (SELECT pg_get_viewdef('%s')), "
-		                 "SELECT counters.drop_counter('%s'), change the column's type, and declare the counter again "
-		                 "with counters.create_counter.",
-		                 QualifiedName(e->query), e->name)));
+		if (IsSink(relid))
+			ereport(ERROR,
+			        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+			         errmsg("counter \"%s\" counts column \"%s\" of sink %s: its type cannot change", e->name, column,
+			                QualifiedName(relid)),
+			         errdetail("The counter would have to be recounted in the new type, and a sink keeps no rows."),
+			         errhint("Drop the counter, change the type, and declare it again (it starts from zero).")));
+		if (retyped_cxt == nullptr) {
+			retyped_cxt = AllocSetContextCreate(TopTransactionContext, "counters retyped", ALLOCSET_SMALL_SIZES);
+			MemoryContextCallback *cb =
+			    (MemoryContextCallback *)MemoryContextAlloc(retyped_cxt, sizeof(MemoryContextCallback));
+			cb->func = ForgetRetyped;
+			cb->arg = nullptr;
+			MemoryContextRegisterResetCallback(retyped_cxt, cb);
+		}
+		MemoryContext old = MemoryContextSwitchTo(retyped_cxt);
+		retyped = lappend(retyped, SaveAndDrop(e));
+		MemoryContextSwitchTo(old);
 	}
 }
 
@@ -244,7 +263,7 @@ CheckAlterTable(AlterTableStmt *stmt, List **leaving, List **joining, Oid *paren
 				         errhint("Drop the counter first with counters.drop_counter('%s') (and declare it again).",
 				                 e->name)));
 			if (cmd->subtype == AT_AlterColumnType)
-				RefuseCountedColumnType(catalog, relid, cmd->name);
+				RetypeCounters(catalog, relid, cmd->name);
 			break;
 		}
 		case AT_AddInherit: {
@@ -399,11 +418,22 @@ ExecuteDdl(const char *sql)
  * TABLE leaves triggers alone, as during a restore the triggers exist before the catalog rows are loaded).
  */
 void
-OnDdlEnd()
+OnDdlEnd(EventTriggerData *trigger)
 {
 	citus::RefuseCaptureTriggers();
 	if (citus::OnWorker())
 		return;
+	/*
+	 * The ALTER TABLE that changed a counted column's type is done: its counters are declared again. (The DROP
+	 * statements that removed them ran, and ended, inside the same ALTER TABLE.)
+	 */
+	if (retyped != NIL && IsA(trigger->parsetree, AlterTableStmt)) {
+		List *saved = retyped;
+		retyped = NIL;
+		ListCell *lc;
+		foreach (lc, saved)
+			DeclareSaved(lfirst(lc), "for the new type of a column it reads");
+	}
 	MemoryContext caller = CurrentMemoryContext;
 	int level = PinSettings(PIN_SEARCH_PATH);
 	if (SPI_connect() != SPI_OK_CONNECT)

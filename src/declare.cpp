@@ -540,6 +540,67 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	GiveBack(name, &kept);
 }
 
+/* A counter dropped to be declared again (RetypeCounter): what declaring it again takes. */
+struct Saved {
+	char *name;
+	char *definition;
+	char *target; /* NULL: a table of its own */
+	const char *mode;
+	Kept kept;
+};
+
+void *
+SaveAndDrop(const CatalogEntry *e)
+{
+	RequireMaintainer(e);
+	Saved *s = (Saved *)palloc0(sizeof(Saved));
+	s->name = pstrdup(e->name);
+	s->target = e->owns_target ? nullptr : pstrdup(QualifiedName(e->target));
+	s->mode = ModeName(e->mode);
+	Keep(e, &s->kept);
+	/* (with search_path pinned: every name the definition uses comes out qualified) */
+	int level = PinSettings(PIN_SEARCH_PATH);
+	MemoryContext caller = CurrentMemoryContext;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[1] = {OIDOID};
+	Datum args[1] = {ObjectIdGetDatum(e->query)};
+	if (SPI_execute_with_args("SELECT pg_catalog.pg_get_viewdef($1, true)", 1, argtypes, args, nullptr, true, 1) !=
+	        SPI_OK_SELECT ||
+	    SPI_processed != 1)
+		elog(ERROR, "counters: reading the definition of counter \"%s\" failed", e->name);
+	s->definition = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+	UnpinSettings(level);
+	DropCounter(e->name);
+	return s;
+}
+
+namespace {
+
+void
+RedeclareContext(void *arg)
+{
+	errcontext("declaring counter \"%s\" again for the new type of a column it reads", (const char *)arg);
+}
+
+} // namespace
+
+void
+DeclareSaved(void *saved, const char *why)
+{
+	Saved *s = (Saved *)saved;
+	ErrorContextCallback context;
+	context.callback = RedeclareContext;
+	context.arg = (void *)s->name;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	CreateCounter(s->name, s->definition, s->target, s->mode);
+	error_context_stack = context.previous;
+	GiveBack(s->name, &s->kept);
+	ereport(NOTICE, (errmsg("counter \"%s\" was declared again %s, and recounted", s->name, why)));
+}
+
 /*
  * CALL counters.alter_counter_concurrently(name, definition): the new definition is declared concurrently under a
  * temporary name (create_counter_concurrently's three steps, in the counter's mode), then, writers waiting for this

@@ -312,7 +312,7 @@ COUNTERS_FUNCTION(counters_on_ddl_start)
 COUNTERS_FUNCTION(counters_on_ddl_end)
 {
 	RequireEventTrigger(fcinfo, "counters._on_ddl_end()");
-	counters::OnDdlEnd();
+	counters::OnDdlEnd((EventTriggerData *)fcinfo->context);
 	PG_RETURN_VOID();
 }
 
