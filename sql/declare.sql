@@ -245,7 +245,7 @@ LANGUAGE sql SECURITY DEFINER AS $$
 $$;
 
 -- joins and more than one table (0A000)
-SELECT counters.create_counter('bad', 'SELECT p.blog_id, count(*) AS n FROM posts p JOIN blogs b ON b.id = p.blog_id GROUP BY p.blog_id');
+SELECT counters.create_counter('bad', 'SELECT p.blog_id, count(*) AS n FROM posts p LEFT JOIN blogs b ON b.id = p.blog_id GROUP BY p.blog_id');
 SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter('bad', 'SELECT p.blog_id, count(*) AS n FROM posts p, blogs b WHERE b.id = p.blog_id GROUP BY p.blog_id');
 SELECT * FROM rejected(:'SQLSTATE');

@@ -38,6 +38,7 @@ namespace counters {
 namespace {
 
 HTAB *source_cache = nullptr;
+HTAB *parent_cache = nullptr; /* the same, for the parents of counters through a parent row */
 /* Bumped by every relcache invalidation: an entry built while one arrived is rebuilt at its next use. */
 uint64 invalidation_count = 0;
 
@@ -49,7 +50,8 @@ EntryDependsOn(SourceCounters *entry, Oid relid)
 		return true;
 	for (int i = 0; i < entry->ncounters; i++)
 		if (entry->counters[i].target == relid || entry->counters[i].query == relid ||
-		    entry->counters[i].write_rel == relid || entry->counters[i].totals == relid)
+		    entry->counters[i].write_rel == relid || entry->counters[i].totals == relid ||
+		    entry->counters[i].def->source == relid || entry->counters[i].def->parent == relid)
 			return true;
 	return false;
 }
@@ -58,14 +60,17 @@ void
 InvalidateCallback(Datum arg, Oid relid)
 {
 	invalidation_count++;
-	if (source_cache == nullptr)
-		return;
-	HASH_SEQ_STATUS status;
-	hash_seq_init(&status, source_cache);
-	SourceCounters *entry;
-	while ((entry = (SourceCounters *)hash_seq_search(&status)) != nullptr) {
-		if (relid == InvalidOid || EntryDependsOn(entry, relid))
-			entry->valid = false;
+	HTAB *caches[2] = {source_cache, parent_cache};
+	for (int i = 0; i < 2; i++) {
+		if (caches[i] == nullptr)
+			continue;
+		HASH_SEQ_STATUS status;
+		hash_seq_init(&status, caches[i]);
+		SourceCounters *entry;
+		while ((entry = (SourceCounters *)hash_seq_search(&status)) != nullptr) {
+			if (relid == InvalidOid || EntryDependsOn(entry, relid))
+				entry->valid = false;
+		}
 	}
 }
 
@@ -347,16 +352,16 @@ ReadThresholds(CompiledCounter *c)
 
 /* Build the entry's counters; on error the half-built context (child of the caller's) goes away with it. */
 void
-BuildEntry(SourceCounters *entry)
+BuildEntry(SourceCounters *entry, bool as_parent)
 {
-	const Oid source = SourceOf(entry->relid);
+	const Oid source = as_parent ? entry->relid : SourceOf(entry->relid);
 
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "counters source cache", ALLOCSET_SMALL_SIZES);
 	MemoryContext oldcxt = CurrentMemoryContext;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
-	QueryCountersOf(source);
+	QueryCountersOf(source, as_parent);
 
 	int n = (int)SPI_processed;
 	SPITupleTable *catalog = SPI_tuptable;
@@ -497,19 +502,22 @@ InitCache()
 	RegisterXactCallback(FreeRetired, nullptr);
 }
 
+namespace {
+
 SourceCounters *
-GetSourceCounters(Oid relid)
+GetEntry(HTAB **cache, Oid relid, bool as_parent)
 {
-	if (source_cache == nullptr) {
+	if (*cache == nullptr) {
 		HASHCTL ctl;
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = sizeof(Oid);
 		ctl.entrysize = sizeof(SourceCounters);
 		ctl.hcxt = CacheMemoryContext;
-		source_cache = hash_create("counters source cache", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		*cache = hash_create(as_parent ? "counters parent cache" : "counters source cache", 64, &ctl,
+		                     HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	bool found;
-	SourceCounters *entry = (SourceCounters *)hash_search(source_cache, &relid, HASH_ENTER, &found);
+	SourceCounters *entry = (SourceCounters *)hash_search(*cache, &relid, HASH_ENTER, &found);
 	if (!found) {
 		entry->relid = relid;
 		entry->source = InvalidOid;
@@ -521,11 +529,25 @@ GetSourceCounters(Oid relid)
 	if (!entry->valid) {
 		RetireEntry(entry);
 		uint64 before = invalidation_count;
-		BuildEntry(entry);
+		BuildEntry(entry, as_parent);
 		if (invalidation_count != before)
 			entry->valid = false;
 	}
 	return entry;
+}
+
+} // namespace
+
+SourceCounters *
+GetSourceCounters(Oid relid)
+{
+	return GetEntry(&source_cache, relid, false);
+}
+
+SourceCounters *
+GetParentCounters(Oid relid)
+{
+	return GetEntry(&parent_cache, relid, true);
 }
 
 } // namespace counters

@@ -30,6 +30,10 @@ extern "C" {
 #include "tcop/utility.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "rewrite/rewriteManip.h"
+#include "utils/hsearch.h"
+#include "optimizer/optimizer.h"
+#include "utils/datum.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -56,7 +60,8 @@ struct Run {
 	int64 *row_ints; /* scratch contributions of one row */
 	Datum *row_numerics;
 	bool *row_present;
-	int counting; /* the counter whose definition is being evaluated on a row, or -1 */
+	int counting;  /* the counter whose definition is being evaluated on a row, or -1 */
+	bool has_join; /* a counter through a parent row is among runs */
 };
 
 /* NaN and infinities cannot be subtracted back out of a sum (Infinity - Infinity is NaN): refuse them. */
@@ -72,6 +77,12 @@ CheckFinite(CounterRun *r, int value, Datum d)
 		         errdetail("A sum that holds NaN or an infinity cannot be corrected when the row changes again."),
 		         errhint("Exclude such values with the counter's WHERE or FILTER clause.")));
 }
+
+/* A parent row of a counter through a parent row, by key. */
+struct ParentEntry {
+	int64 key;
+	HeapTuple tuple;
+};
 
 int64
 IntegerDatum(Oid type, Datum d)
@@ -92,6 +103,23 @@ CountRowFor(Run *run, CounterRun *r, int sign)
 {
 	ExprContext *econtext = run->econtext;
 	CounterDef *def = r->c->def;
+	if (OidIsValid(def->parent)) {
+		/* the row's parent: given, or looked up by the row's key (no parent, nothing counted: an inner join) */
+		HeapTuple parent = r->fixed_parent;
+		if (parent == nullptr) {
+			bool isnull;
+			Datum key = slot_getattr(econtext->ecxt_scantuple, def->child_key, &isnull);
+			if (isnull || r->parents == nullptr)
+				return;
+			int64 k = IntegerDatum(def->join_type, key);
+			ParentEntry *found = (ParentEntry *)hash_search(r->parents, &k, HASH_FIND, nullptr);
+			if (found == nullptr)
+				return;
+			parent = found->tuple;
+		}
+		ExecStoreHeapTuple(parent, r->parent_slot, false);
+		econtext->ecxt_innertuple = r->parent_slot;
+	}
 	if (r->quals && !ExecQual(r->quals, econtext))
 		return;
 
@@ -183,6 +211,17 @@ InitExpr(Expr *expr)
 	return expr ? ExecInitExpr(expr, nullptr) : nullptr;
 }
 
+/* An expression of a counter through a parent row reads the parent's columns (varno 2) from the inner slot. */
+Expr *
+ForRun(const CounterDef *def, Expr *expr)
+{
+	if (expr == nullptr || !OidIsValid(def->parent))
+		return expr;
+	Expr *copy = (Expr *)copyObject(expr);
+	ChangeVarNodes((Node *)copy, 2, INNER_VAR, 0);
+	return copy;
+}
+
 void
 ResetDeltas(Run *run)
 {
@@ -214,18 +253,37 @@ StartRun(SourceCounters *sc, MemoryContext parent)
 		/* (as the owner: compiling an expression checks the EXECUTE privilege of its functions) */
 		AsOwner owner;
 		BecomeOwner(&owner, c->owner);
-		r->quals = def->quals ? ExecInitQual(def->quals, nullptr) : nullptr;
+		r->quals = def->quals ? ExecInitQual((List *)ForRun(def, (Expr *)def->quals), nullptr) : nullptr;
 		r->key_exprs = (ExprState **)palloc(sizeof(ExprState *) * def->nkeys);
 		for (int k = 0; k < def->nkeys; k++)
-			r->key_exprs[k] = InitExpr(def->keys[k].expr);
+			r->key_exprs[k] = InitExpr(ForRun(def, def->keys[k].expr));
 		r->arg_exprs = (ExprState **)palloc0(sizeof(ExprState *) * def->nvalues);
 		r->filter_exprs = (ExprState **)palloc0(sizeof(ExprState *) * def->nvalues);
 		for (int v = 0; v < def->nvalues; v++) {
-			r->arg_exprs[v] = InitExpr(def->values[v].arg);
-			r->filter_exprs[v] =
-			    def->values[v].filter ? ExecInitQual(make_ands_implicit(def->values[v].filter), nullptr) : nullptr;
+			r->arg_exprs[v] = InitExpr(ForRun(def, def->values[v].arg));
+			r->filter_exprs[v] = def->values[v].filter
+			                         ? ExecInitQual(make_ands_implicit(ForRun(def, def->values[v].filter)), nullptr)
+			                         : nullptr;
 		}
 		RestoreUser(&owner);
+		if (OidIsValid(def->parent)) {
+			Relation parent = table_open(def->parent, AccessShareLock);
+			r->parent_slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(parent)), &TTSOpsHeapTuple);
+			table_close(parent, AccessShareLock);
+			Relation source = table_open(def->source, AccessShareLock);
+			r->child_slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(source)), &TTSOpsHeapTuple);
+			table_close(source, AccessShareLock);
+			/* the parent's columns the counter reads: a change of any other column of a parent changes nothing */
+			r->parent_attrs = bms_make_singleton(def->parent_key - FirstLowInvalidHeapAttributeNumber);
+			for (int k = 0; k < def->nkeys; k++)
+				pull_varattnos((Node *)def->keys[k].expr, 2, &r->parent_attrs);
+			for (int v = 0; v < def->nvalues; v++) {
+				pull_varattnos((Node *)def->values[v].arg, 2, &r->parent_attrs);
+				pull_varattnos((Node *)def->values[v].filter, 2, &r->parent_attrs);
+			}
+			pull_varattnos((Node *)def->quals, 2, &r->parent_attrs);
+			run->has_join = true;
+		}
 		r->row_key.values = (Datum *)palloc((sizeof(Datum) + sizeof(bool)) * def->nkeys);
 		r->row_key.nulls = (bool *)(r->row_key.values + def->nkeys);
 		maxvalues = Max(maxvalues, def->nvalues);
@@ -294,9 +352,113 @@ CountSlot(Run *run, RowReader *rd, int sign)
  * in step (any order gives the same sums), so that a row's two contributions meet in the same batch of deltas and
  * cancel there when the counter's columns did not change, instead of being applied twice in different batches.
  */
+int
+CompareInt64(const void *a, const void *b)
+{
+	int64 x = *(const int64 *)a, y = *(const int64 *)b;
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/*
+ * The parent rows of counter `r`'s rows with keys `keys` (n of them, sorted, distinct), read as the counter's owner
+ * with a fresh snapshot and locked FOR SHARE: a concurrent change of a parent waits for this transaction, then counts
+ * this statement's rows itself; this statement waits for one in progress, then reads the parent as it committed.
+ */
+void
+ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
+{
+	const CounterDef *def = r->c->def;
+	MemoryContext old = MemoryContextSwitchTo(run->cxt);
+	HASHCTL ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(ParentEntry);
+	ctl.hcxt = run->cxt;
+	if (r->parents != nullptr)
+		hash_destroy(r->parents);
+	r->parents = hash_create("counters parents", Max(n, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	MemoryContextSwitchTo(old);
+	if (n == 0)
+		return;
+	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(keys[i]);
+	Datum array = PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+	Oid argtypes[1] = {INT8ARRAYOID};
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	AsOwner owner;
+	BecomeOwner(&owner, r->c->owner);
+	int ret = SPI_execute_with_args(ParentRowsStatement(def), 1, argtypes, &array, nullptr, false, 0);
+	RestoreUser(&owner);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the parents of counter \"%s\" failed: %s", def->name,
+		     SPI_result_code_string(ret));
+	for (uint64 i = 0; i < SPI_processed; i++) {
+		bool isnull;
+		int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		HeapTupleHeader th =
+		    DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		HeapTupleData tuple;
+		tuple.t_len = HeapTupleHeaderGetDatumLength(th);
+		ItemPointerSetInvalid(&tuple.t_self);
+		tuple.t_tableOid = def->parent;
+		tuple.t_data = th;
+		ParentEntry *e = (ParentEntry *)hash_search(r->parents, &key, HASH_ENTER, nullptr);
+		e->tuple = (HeapTuple)MemoryContextAlloc(run->cxt, HEAPTUPLESIZE + tuple.t_len);
+		e->tuple->t_len = tuple.t_len;
+		e->tuple->t_self = tuple.t_self;
+		e->tuple->t_tableOid = tuple.t_tableOid;
+		e->tuple->t_data = (HeapTupleHeader)((char *)e->tuple + HEAPTUPLESIZE);
+		memcpy(e->tuple->t_data, th, tuple.t_len);
+	}
+	SPI_finish();
+}
+
+/* The parents of the rows in the transition tables, for each counter through a parent row. */
+void
+PrefetchParents(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
+{
+	for (int ci = 0; ci < run->ncounters; ci++) {
+		CounterRun *r = &run->runs[ci];
+		const CounterDef *def = r->c->def;
+		if (!OidIsValid(def->parent))
+			continue;
+		int cap = 64, n = 0;
+		int64 *keys = (int64 *)palloc(sizeof(int64) * cap);
+		Tuplestorestate *stores[2] = {old_rows, new_rows};
+		for (int s = 0; s < 2; s++) {
+			if (stores[s] == nullptr)
+				continue;
+			tuplestore_rescan(stores[s]);
+			while (tuplestore_gettupleslot(stores[s], true, false, rd->slot)) {
+				TupleTableSlot *slot = rd->map ? execute_attr_map_slot(rd->map, rd->slot, rd->root_slot) : rd->slot;
+				bool isnull;
+				Datum key = slot_getattr(slot, def->child_key, &isnull);
+				if (isnull)
+					continue;
+				if (n == cap) {
+					cap *= 2;
+					keys = (int64 *)repalloc(keys, sizeof(int64) * cap);
+				}
+				keys[n++] = IntegerDatum(def->join_type, key);
+			}
+		}
+		qsort(keys, n, sizeof(int64), CompareInt64);
+		int distinct = 0;
+		for (int i = 0; i < n; i++)
+			if (distinct == 0 || keys[distinct - 1] != keys[i])
+				keys[distinct++] = keys[i];
+		ReadParents(run, r, keys, distinct);
+		pfree(keys);
+	}
+}
+
 void
 CountTuplestores(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
 {
+	if (run->has_join)
+		PrefetchParents(run, rd, old_rows, new_rows);
 	ErrorContextCallback context;
 	PushCountContext(&context, run);
 	if (old_rows)
@@ -349,6 +511,7 @@ FinishRun(Run *run)
  */
 struct Frame {
 	Frame *prev;
+	CommandId cid;        /* the statement's command: what it wrote has this cmin */
 	MemoryContext parent; /* where the frame's context is created, when first needed */
 	MemoryContext cxt;
 	List *runs; /* Run *, one per source */
@@ -359,9 +522,10 @@ ExecutorFinish_hook_type prev_executor_finish = nullptr;
 ProcessUtility_hook_type prev_process_utility = nullptr;
 
 void
-PushFrame(Frame *frame)
+PushFrame(Frame *frame, CommandId cid)
 {
 	frame->prev = current_frame;
+	frame->cid = cid;
 	frame->parent = CurrentMemoryContext;
 	frame->cxt = nullptr;
 	frame->runs = NIL;
@@ -421,10 +585,10 @@ ApplyFrame(Frame *frame)
 }
 
 /* Run `body` inside a frame of its own; its deltas are applied when it returns. */
-#define WITH_FRAME(body)                                                                                               \
+#define WITH_FRAME(cid, body)                                                                                          \
 	do {                                                                                                               \
 		Frame frame;                                                                                                   \
-		PushFrame(&frame);                                                                                             \
+		PushFrame(&frame, cid);                                                                                        \
 		PG_TRY();                                                                                                      \
 		{                                                                                                              \
 			body;                                                                                                      \
@@ -442,7 +606,8 @@ ApplyFrame(Frame *frame)
 void
 CountersExecutorFinish(QueryDesc *query)
 {
-	WITH_FRAME(if (prev_executor_finish) prev_executor_finish(query); else standard_ExecutorFinish(query));
+	WITH_FRAME(query->estate->es_output_cid, if (prev_executor_finish) prev_executor_finish(query);
+	           else standard_ExecutorFinish(query));
 }
 
 void
@@ -451,8 +616,8 @@ CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_o
 {
 	/* COPY FROM fires its AFTER triggers itself, outside the executor. */
 	if (IsA(pstmt->utilityStmt, CopyStmt))
-		WITH_FRAME(if (prev_process_utility)
-		               prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+		WITH_FRAME(GetCurrentCommandId(false), if (prev_process_utility) prev_process_utility(
+		                                           pstmt, query_string, read_only_tree, context, params, env, dest, qc);
 		           else standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc));
 	else if (prev_process_utility)
 		prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
@@ -527,6 +692,29 @@ WaitingRows(Relation rel)
 	return w;
 }
 
+struct ParentWaiting {
+	Oid relid;
+	SubTransactionId subxid;
+	Run *run;
+};
+
+MemoryContext parent_cxt = nullptr; /* under TopTransactionContext */
+List *parent_waiting = NIL;         /* ParentWaiting * */
+
+void
+ForgetParentWaiting(void *)
+{
+	parent_cxt = nullptr;
+	parent_waiting = NIL;
+}
+
+void
+EndParentWaiting(ParentWaiting *w)
+{
+	MemoryContextDelete(w->run->cxt);
+	parent_waiting = list_delete_ptr(parent_waiting, w);
+}
+
 void
 SinkSubXactCallback(SubXactEvent event, SubTransactionId subxid, SubTransactionId parent, void *)
 {
@@ -539,10 +727,21 @@ SinkSubXactCallback(SubXactEvent event, SubTransactionId subxid, SubTransactionI
 		foreach (lc, ended)
 			EndSinkRows((SinkRows *)lfirst(lc));
 		list_free(ended);
-	} else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		ended = NIL;
+		foreach (lc, parent_waiting)
+			if (((ParentWaiting *)lfirst(lc))->subxid == subxid)
+				ended = lappend(ended, lfirst(lc));
+		foreach (lc, ended)
+			EndParentWaiting((ParentWaiting *)lfirst(lc));
+		list_free(ended);
+	} else if (event == SUBXACT_EVENT_COMMIT_SUB) {
 		foreach (lc, sink_rows)
 			if (((SinkRows *)lfirst(lc))->subxid == subxid)
 				((SinkRows *)lfirst(lc))->subxid = parent;
+		foreach (lc, parent_waiting)
+			if (((ParentWaiting *)lfirst(lc))->subxid == subxid)
+				((ParentWaiting *)lfirst(lc))->subxid = parent;
+	}
 }
 
 void
@@ -554,6 +753,12 @@ SinkXactCallback(XactEvent event, void *)
 		                       QualifiedName(((SinkRows *)linitial(sink_rows))->relid)),
 		                errdetail("Its trigger counters_sink_end did not fire (disabled?)."),
 		                errhint("Enable the triggers of the sink, or re-create them with counters.attach().")));
+	if ((event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE) && parent_waiting != NIL)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("changes of parent rows of %s were not counted",
+		                       QualifiedName(((ParentWaiting *)linitial(parent_waiting))->relid)),
+		                errdetail("Its trigger counters_parent_end did not fire (disabled?)."),
+		                errhint("Enable the triggers of the table, or re-create them with counters.attach().")));
 }
 
 /* A relation that carries the capture triggers must feed a counter: otherwise they count nothing, silently. */
@@ -711,11 +916,257 @@ CountSinkRows(Relation rel, SourceCounters *sc)
 
 } // namespace
 
+namespace {
+
+/*
+ * Counters through a parent row, the parent's side. A parent's UPDATE or DELETE moves its children's contributions
+ * from the old parent row to the new one: its children are counted out with the old row and in with the new one by
+ * the BEFORE ROW trigger zz_counters_parent, before foreign-key actions change the children (they then find no
+ * parent, or the new one, and count accordingly). Those deltas wait per parent and subtransaction, like a sink's rows,
+ * until counters_parent_end (AFTER, for each statement) adds them to the statement's deltas for the source.
+ */
+ParentWaiting *
+WaitingParent(Relation rel, SourceCounters *pc)
+{
+	SubTransactionId subxid = GetCurrentSubTransactionId();
+	ListCell *lc;
+	foreach (lc, parent_waiting) {
+		ParentWaiting *w = (ParentWaiting *)lfirst(lc);
+		if (w->relid == RelationGetRelid(rel) && w->subxid == subxid)
+			return w;
+	}
+	if (parent_cxt == nullptr) {
+		parent_cxt = AllocSetContextCreate(TopTransactionContext, "counters parent deltas", ALLOCSET_SMALL_SIZES);
+		MemoryContextCallback *cb =
+		    (MemoryContextCallback *)MemoryContextAlloc(parent_cxt, sizeof(MemoryContextCallback));
+		cb->func = ForgetParentWaiting;
+		cb->arg = nullptr;
+		MemoryContextRegisterResetCallback(parent_cxt, cb);
+	}
+	MemoryContext old = MemoryContextSwitchTo(parent_cxt);
+	ParentWaiting *w = (ParentWaiting *)palloc0(sizeof(ParentWaiting));
+	w->relid = RelationGetRelid(rel);
+	w->subxid = subxid;
+	w->run = StartRun(pc, parent_cxt);
+	parent_waiting = lappend(parent_waiting, w);
+	MemoryContextSwitchTo(old);
+	return w;
+}
+
+/* Whether an UPDATE of a parent changed a column counter `r` reads. */
+bool
+ParentChanged(CounterRun *r, TupleDesc desc, HeapTuple old_tuple, HeapTuple new_tuple)
+{
+	int m = -1;
+	while ((m = bms_next_member(r->parent_attrs, m)) >= 0) {
+		AttrNumber attnum = (AttrNumber)(m + FirstLowInvalidHeapAttributeNumber);
+		if (attnum <= 0)
+			return true;
+		bool old_null, new_null;
+		Datum a = heap_getattr(old_tuple, attnum, desc, &old_null);
+		Datum b = heap_getattr(new_tuple, attnum, desc, &new_null);
+		Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
+		if (old_null != new_null || (!old_null && !datumIsEqual(a, b, att->attbyval, att->attlen)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Count (sign) the source's rows whose key is one of `keys` with their parent: `parent` when given, else the one
+ * `parents` (key -> tuple) holds. Rows are read with the latest snapshot, this command's changes included.
+ */
+void
+CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, int sign, CommandId cid)
+{
+	const CounterDef *def = r->c->def;
+	if (n == 0)
+		return;
+	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(keys[i]);
+	Datum array = PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+	Oid argtypes[1] = {INT8ARRAYOID};
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	AsOwner owner;
+	BecomeOwner(&owner, r->c->owner);
+	/*
+	 * The rows as they were before this statement (cid: what it wrote is not seen), as the latest snapshot has them:
+	 * rows this statement changes count through the source's own capture, with the parent as the statement leaves it.
+	 */
+	SPIPlanPtr plan = SPI_prepare(ChildRowsStatement(def), 1, argtypes);
+	if (plan == nullptr)
+		elog(ERROR, "counters: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	snapshot->curcid = cid;
+	int ret = SPI_execute_snapshot(plan, &array, nullptr, snapshot, InvalidSnapshot, true, false, 0);
+	UnregisterSnapshot(snapshot);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the rows of counter \"%s\" failed: %s", def->name, SPI_result_code_string(ret));
+	ErrorContextCallback context;
+	PushCountContext(&context, run);
+	for (uint64 i = 0; i < SPI_processed; i++) {
+		bool isnull;
+		int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		HeapTupleHeader th =
+		    DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		HeapTupleData child;
+		child.t_len = HeapTupleHeaderGetDatumLength(th);
+		ItemPointerSetInvalid(&child.t_self);
+		child.t_tableOid = def->source;
+		child.t_data = th;
+		HeapTuple p = parent;
+		if (p == nullptr) {
+			ParentEntry *found = (ParentEntry *)hash_search(r->parents, &key, HASH_FIND, nullptr);
+			if (found == nullptr)
+				continue;
+			p = found->tuple;
+		}
+		ExecStoreHeapTuple(&child, r->child_slot, false);
+		run->econtext->ecxt_scantuple = r->child_slot;
+		r->fixed_parent = p;
+		run->counting = (int)(r - run->runs);
+		CountRowFor(run, r, sign);
+		run->counting = -1;
+		r->fixed_parent = nullptr;
+		ExecClearTuple(r->child_slot);
+		ResetExprContext(run->econtext);
+	}
+	error_context_stack = context.previous;
+	RestoreUser(&owner);
+	SPI_finish();
+}
+
+/* Add a parent's write's deltas to the statement's deltas of each source (or apply them, outside a statement). */
+void
+MergeParentRun(Run *pending)
+{
+	for (int i = 0; i < pending->ncounters; i++) {
+		CounterRun *r = &pending->runs[i];
+		if (DeltaCount(r) == 0)
+			continue;
+		SourceCounters *sc = GetSourceCounters(r->c->def->source);
+		Run *target = current_frame != nullptr ? FrameRun(current_frame, sc) : StartRun(sc, CurrentMemoryContext);
+		for (int j = 0; j < target->ncounters; j++)
+			if (strcmp(target->runs[j].c->def->name, r->c->def->name) == 0)
+				DeltaMerge(&target->runs[j], r);
+		if (current_frame == nullptr)
+			FinishRun(target);
+	}
+}
+
+/* The parent rows of a statement's new parents (AFTER INSERT): their children, if any, count in. */
+void
+ParentInserted(Relation rel, SourceCounters *pc, Tuplestorestate *new_rows)
+{
+	Run *run = StartRun(pc, CurrentMemoryContext);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsMinimalTuple);
+	for (int ci = 0; ci < run->ncounters; ci++) {
+		CounterRun *r = &run->runs[ci];
+		const CounterDef *def = r->c->def;
+		MemoryContext old = MemoryContextSwitchTo(run->cxt);
+		HASHCTL ctl;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(int64);
+		ctl.entrysize = sizeof(ParentEntry);
+		ctl.hcxt = run->cxt;
+		r->parents = hash_create("counters new parents", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		int cap = 64, n = 0;
+		int64 *keys = (int64 *)palloc(sizeof(int64) * cap);
+		tuplestore_rescan(new_rows);
+		while (tuplestore_gettupleslot(new_rows, true, false, slot)) {
+			bool isnull;
+			Datum key = slot_getattr(slot, def->parent_key, &isnull);
+			if (isnull)
+				continue;
+			int64 k = IntegerDatum(def->join_type, key);
+			ParentEntry *e = (ParentEntry *)hash_search(r->parents, &k, HASH_ENTER, nullptr);
+			e->tuple = ExecCopySlotHeapTuple(slot);
+			if (n == cap) {
+				cap *= 2;
+				keys = (int64 *)repalloc(keys, sizeof(int64) * cap);
+			}
+			keys[n++] = k;
+		}
+		MemoryContextSwitchTo(old);
+		CountChildren(run, r, keys, n, nullptr, 1,
+		              current_frame != nullptr ? current_frame->cid : GetCurrentCommandId(false));
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	MergeParentRun(run);
+	FreeExprContext(run->econtext, true);
+	MemoryContextDelete(run->cxt);
+}
+
+} // namespace
+
+/* zz_counters_parent: before a parent row is updated or deleted, its children move to the new row or away. */
+void
+ParentRow(TriggerData *td)
+{
+	Relation rel = td->tg_relation;
+	SourceCounters *pc = GetParentCounters(RelationGetRelid(rel));
+	if (pc->ncounters == 0)
+		return;
+	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
+	ParentWaiting *w = WaitingParent(rel, pc);
+	HeapTuple old_tuple = td->tg_trigtuple;
+	HeapTuple new_tuple = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : nullptr;
+	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < w->run->ncounters; i++) {
+		CounterRun *r = &w->run->runs[i];
+		if (new_tuple != nullptr && !ParentChanged(r, desc, old_tuple, new_tuple))
+			continue;
+		const CounterDef *def = r->c->def;
+		bool isnull;
+		Datum key = heap_getattr(old_tuple, def->parent_key, desc, &isnull);
+		if (!isnull) {
+			int64 k = IntegerDatum(def->join_type, key);
+			CountChildren(w->run, r, &k, 1, old_tuple, -1, GetCurrentCommandId(false));
+		}
+		if (new_tuple != nullptr) {
+			key = heap_getattr(new_tuple, def->parent_key, desc, &isnull);
+			if (!isnull) {
+				int64 k = IntegerDatum(def->join_type, key);
+				CountChildren(w->run, r, &k, 1, new_tuple, 1, GetCurrentCommandId(false));
+			}
+		}
+	}
+	UnpinSettings(level);
+}
+
 void
 Capture(TriggerData *td)
 {
 	TriggerEvent ev = td->tg_event;
 	Relation rel = td->tg_relation;
+	/* The statement triggers on the parent of counters through a parent row. */
+	if (strncmp(td->tg_trigger->tgname, "counters_parent_", 16) == 0) {
+		SourceCounters *pc = GetParentCounters(RelationGetRelid(rel));
+		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
+		if (strcmp(td->tg_trigger->tgname, ParentTriggerName(PARENT_END_TRIGGER)) == 0) {
+			SubTransactionId subxid = GetCurrentSubTransactionId();
+			ListCell *lc;
+			foreach (lc, parent_waiting) {
+				ParentWaiting *w = (ParentWaiting *)lfirst(lc);
+				if (w->relid == RelationGetRelid(rel) && w->subxid == subxid) {
+					MergeParentRun(w->run);
+					EndParentWaiting(w);
+					break;
+				}
+			}
+		} else if (pc->ncounters > 0 && strcmp(td->tg_trigger->tgname, ParentTriggerName(PARENT_INSERT_TRIGGER)) == 0) {
+			if (td->tg_newtable == nullptr)
+				ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				                errmsg("counters.capture() on \"%s\" needs REFERENCING NEW TABLE",
+				                       RelationGetRelationName(rel))));
+			ParentInserted(rel, pc, td->tg_newtable);
+		} else if (pc->ncounters > 0 && strcmp(td->tg_trigger->tgname, ParentTriggerName(PARENT_TRUNCATE_TRIGGER)) == 0)
+			ZeroCounters(pc); /* (every parent is gone: no row has one) */
+		UnpinSettings(level);
+		return;
+	}
 	/*
 	 * counters_begin, BEFORE the statement: nothing to do. Its call loads this library before the statement's AFTER
 	 * triggers fire, so that even a backend's first statement collects its events' deltas in one frame.

@@ -67,12 +67,23 @@ struct CounterRun {
 	deltas_hash *deltas;
 	char *arena; /* the entries' keys and sums are carved from blocks of delta_cxt */
 	Size arena_left;
+	/*
+	 * A counter through a parent row (def->parent): the parent rows of the rows being counted, by key (int64 -> a
+	 * HeapTuple of the parent), the slot the expressions read the parent from (INNER_VAR), and a parent row given
+	 * instead (when the parent's own write counts its children).
+	 */
+	HTAB *parents;
+	TupleTableSlot *parent_slot;
+	HeapTuple fixed_parent;
+	Bitmapset *parent_attrs;    /* the parent's columns it reads (offset by FirstLowInvalidHeapAttributeNumber) */
+	TupleTableSlot *child_slot; /* the source's rows, when the parent's write counts its children */
 };
 
 /* delta.cpp */
 void DeltaStart(CounterRun *r);           /* a new, empty table in r->delta_cxt */
 DeltaEntry *DeltaOfRowKey(CounterRun *r); /* r->row_key's entry, added (with a copy of the key) if new */
 void DeltaAddNumeric(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value);
+void DeltaMerge(CounterRun *into, CounterRun *from); /* add every delta of `from` (the same counter) to `into` */
 uint32 DeltaCount(const CounterRun *r);
 DeltaEntry **NonzeroDeltas(CounterRun *r, uint32 *n);           /* in no particular order */
 void SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n); /* by key, in the keys' btree order, NULLS LAST */

@@ -347,6 +347,8 @@ Register(const char *name, Oid query, Oid target, bool owns)
 	                      "VALUES ($1, $2::pg_catalog.regclass, $3::pg_catalog.regclass, $4::pg_catalog.regclass, $5)",
 	                      5, argtypes, values, nullptr, SPI_OK_INSERT, true);
 	CacheInvalidateRelcacheByRelid(def->source);
+	if (OidIsValid(def->parent))
+		CacheInvalidateRelcacheByRelid(def->parent);
 	CommandCounterIncrement();
 	/* Compile now: anything the trigger could not run fails the declaration, not a later write. */
 	(void)GetSourceCounters(def->source);
@@ -459,7 +461,7 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 /* ---- what the compiled cache reads (cache.cpp) ---- */
 
 void
-QueryCountersOf(Oid source)
+QueryCountersOf(Oid source, bool as_parent)
 {
 	Oid argtypes[1] = {OIDOID};
 	Datum args[1] = {ObjectIdGetDatum(source)};
@@ -468,24 +470,33 @@ QueryCountersOf(Oid source)
 	 * switch or new bounds must still apply them (its lock on the source was granted after they committed), and
 	 * sees counters declared earlier in its own transaction.
 	 */
-	(void)QueryLatest("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
-	                  "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
-	                  "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds', c.mode, "
-	                  "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16), "
-	                  "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
-	                  "(c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) "
-	                  "'keep')::pg_catalog.interval, c.options OPERATOR(pg_catalog.->>) 'touch', "
-	                  "c.options OPERATOR(pg_catalog.?) 'keep_zero', "
-	                  "c.options OPERATOR(pg_catalog.->) 'window' OPERATOR(pg_catalog.->>) 'bucket' "
-	                  "FROM counters.counter c, LATERAL ("
-	                  "SELECT pg_catalog.array_agg(e.key) AS columns, "
-	                  "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
-	                  " AS mins, "
-	                  "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'max')::pg_catalog.numeric)"
-	                  " AS maxs "
-	                  "FROM pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') e) b "
-	                  "WHERE c.source OPERATOR(pg_catalog.=) $1 "
-	                  "ORDER BY c.name COLLATE \"C\"",
+	(void)QueryLatest(psprintf("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
+	                           "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
+	                           "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds', c.mode, "
+	                           "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16), "
+	                           "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
+	                           "(c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) "
+	                           "'keep')::pg_catalog.interval, c.options OPERATOR(pg_catalog.->>) 'touch', "
+	                           "c.options OPERATOR(pg_catalog.?) 'keep_zero', "
+	                           "c.options OPERATOR(pg_catalog.->) 'window' OPERATOR(pg_catalog.->>) 'bucket' "
+	                           "FROM counters.counter c, LATERAL ("
+	                           "SELECT pg_catalog.array_agg(e.key) AS columns, "
+	                           "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
+	                           " AS mins, "
+	                           "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'max')::pg_catalog.numeric)"
+	                           " AS maxs "
+	                           "FROM pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') e) b "
+	                           "WHERE %s "
+	                           "ORDER BY c.name COLLATE \"C\"",
+	                           /* (as a parent: the counters whose definition also reads it) */
+	                           as_parent ? "c.source OPERATOR(pg_catalog.<>) $1 AND EXISTS (SELECT FROM "
+	                                       "pg_catalog.pg_rewrite r JOIN pg_catalog.pg_depend d ON d.classid "
+	                                       "OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass "
+	                                       "AND d.objid OPERATOR(pg_catalog.=) r.oid WHERE r.ev_class "
+	                                       "OPERATOR(pg_catalog.=) c.query AND d.refclassid OPERATOR(pg_catalog.=) "
+	                                       "'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid "
+	                                       "OPERATOR(pg_catalog.=) $1)"
+	                                     : "c.source OPERATOR(pg_catalog.=) $1"),
 	                  1, argtypes, args, nullptr);
 }
 

@@ -70,6 +70,14 @@ struct CounterDef {
 	int ncolumns;
 	ColumnDef *columns;
 	List *quals; /* planned WHERE clause, implicit AND, Vars at varno 1 */
+	/*
+	 * Counted through a parent row (FROM source JOIN parent ON source.child_key = parent.parent_key): expressions read
+	 * the parent's columns as Vars at varno 2. InvalidOid: a single-table counter.
+	 */
+	Oid parent;
+	AttrNumber child_key;  /* in the source */
+	AttrNumber parent_key; /* in the parent: a unique integer column */
+	Oid join_type;         /* int2, int4 or int8: both columns' type */
 };
 
 /*
@@ -201,6 +209,8 @@ struct SourceCounters {
 
 /* Look up (building when needed) the counters fed by relation `relid`. Never returns NULL. */
 SourceCounters *GetSourceCounters(Oid relid);
+/* ... and the counters through a parent row whose parent is `relid` (their source is another table). */
+SourceCounters *GetParentCounters(Oid relid);
 
 /* Register the relcache invalidation callback (from _PG_init). */
 void InitCache();
@@ -209,6 +219,8 @@ void InitCache();
 void Capture(TriggerData *td);
 /* The sink trigger: take the row for counting at the statement's end; the trigger returns NULL: it is not stored. */
 void SinkRow(TriggerData *td);
+/* zz_counters_parent: a parent row about to change moves its children's contributions. */
+void ParentRow(TriggerData *td);
 void InitCapture();
 /* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
 void CountRelationRows(Relation rel, Oid source, int sign);
@@ -301,7 +313,7 @@ void RestoreOptions(const char *name, Datum options, const CounterDef *def);
  * The rows the compiled cache is built from, as SPI_tuptable (SPI connected, latest snapshot): the counters of
  * `source` in name order (cache.cpp reads the columns by position), and the thresholds of counter `name`.
  */
-void QueryCountersOf(Oid source);
+void QueryCountersOf(Oid source, bool as_parent = false);
 void QueryThresholds(const char *name);
 /* Record what maintenance did to a counter in counters.maintenance: `columns` get `values` (see catalog.cpp). */
 void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types, Datum *values,
@@ -360,6 +372,12 @@ char *KeyColumnList(const CounterShape *s);
 char *CompactStatement(const CounterShape *s, bool with_rows);
 char *DeleteRowsStatement(Oid rel);
 char *DeleteAllStatement(Oid rel);
+/*
+ * Counters through a parent row: (key as int8, whole row) of the parents whose key is in the int8[] $1, locked FOR
+ * SHARE; and of the source's rows whose key column is in $1.
+ */
+char *ParentRowsStatement(const CounterDef *def);
+char *ChildRowsStatement(const CounterDef *def);
 char *RetentionStatement(const CounterShape *s, Oid rel, const char **names);
 
 /* Statements for declaring and switching counters (statements.cpp). */
@@ -399,6 +417,14 @@ enum {
 	CAPTURE_TRIGGERS
 };
 const char *CaptureTriggerName(int trigger);
+/*
+ * The triggers on the parent of counters through a parent row: zz_counters_parent (BEFORE UPDATE OR DELETE, for each
+ * row), counters_parent_insert (AFTER INSERT, new table), counters_parent_end (AFTER UPDATE OR DELETE), and
+ * counters_parent_truncate (AFTER TRUNCATE).
+ */
+enum { PARENT_ROW_TRIGGER, PARENT_INSERT_TRIGGER, PARENT_END_TRIGGER, PARENT_TRUNCATE_TRIGGER, PARENT_TRIGGERS };
+const char *ParentTriggerName(int trigger);
+char *CreateParentTriggerStatement(int trigger, Oid rel);
 char *CreateTriggerStatement(int trigger, Oid rel, bool is_source);
 char *DropTriggerStatement(int trigger, Oid rel);
 /* The function of trigger `name` on `rel`, or InvalidOid; the OID of counters.capture(). */
@@ -432,6 +458,11 @@ void Detach(Oid source);
  * trigger); make it one or a plain source again; refuse (0A000) recounting the counter `e` from its sink.
  */
 bool IsSink(Oid rel);
+/* Counters through a parent row: the parents of a source's counters, their triggers, whether any counter joins one. */
+List *ParentsOfSource(Oid source);
+void AttachParent(Oid parent);
+void DetachParent(Oid parent);
+bool JoinsParent(Oid parent);
 void SetSink(Oid source, bool sink);
 /* 0A000 if sink `rel` has what a sink cannot keep: a foreign key, a generated column. */
 void RequireSinkShape(Relation rel);

@@ -170,6 +170,41 @@ RelationIn(const char *schema, const char *name)
 }
 
 /*
+ * A counter through a parent row: its owner owns the parent too; the source's key column has an index (a parent's
+ * change reads its children by it); neither table is a sink or Citus's.
+ */
+void
+RequireParentShape(const char *name, const CounterDef *def)
+{
+	RequireOwnerPrivileges(name, def->parent);
+	citus::RefuseDeclaration(name, def->parent, InvalidOid);
+	if (IsSink(def->source) || IsSink(def->parent))
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("counter \"%s\": a sink cannot be joined", name)));
+	Relation rel = table_open(def->source, AccessShareLock);
+	List *indexes = RelationGetIndexList(rel);
+	table_close(rel, AccessShareLock);
+	bool indexed = false;
+	ListCell *lc;
+	foreach (lc, indexes) {
+		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		Form_pg_index index = (Form_pg_index)GETSTRUCT(tup);
+		indexed |= index->indisvalid && index->indkey.values[0] == def->child_key &&
+		           heap_attisnull(tup, Anum_pg_index_indpred, nullptr);
+		ReleaseSysCache(tup);
+	}
+	if (!indexed)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": column \"%s\" of %s needs an index", name,
+		                       get_attname(def->source, def->child_key, false), QualifiedName(def->source)),
+		                errdetail("A change of a parent row reads its rows by that column."),
+		                errhint("CREATE INDEX ON %s (%s);", QualifiedName(def->source),
+		                        quote_identifier(get_attname(def->source, def->child_key, false)))));
+}
+
+/*
  * Create the view, the counter table (or check the existing target), record the counter, fill it and attach the
  * triggers. Returns the relation to read (the table; the view in log and sharded mode, after AlterCounter).
  */
@@ -192,8 +227,12 @@ Declare(const char *name, const char *definition, const char *target, bool fill)
 	RequireOwnerPrivileges(name, def->source);
 	if (OidIsValid(tgt))
 		RequireOwnerPrivileges(name, tgt);
+	if (OidIsValid(def->parent))
+		RequireParentShape(name, def);
 	/* No write may slip between the initial fill and the trigger: block writers of the source until commit. */
 	LockSource(def->source, ShareRowExclusiveLock);
+	if (OidIsValid(def->parent))
+		LockSource(def->parent, ShareRowExclusiveLock);
 
 	bool owns = !OidIsValid(tgt);
 	if (OidIsValid(tgt))
@@ -652,9 +691,18 @@ DropCounter(const char *name)
 {
 	CatalogEntry *c = LookupCounter(name);
 	RequireMaintainer(c);
+	Oid parent = OidIsValid(c->query) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->query))
+	                 ? AnalyzeView(c->name, c->query, CounterOwner(c))->parent
+	                 : InvalidOid;
 	Unregister(c);
 	if (ReadCatalogOfSource(c->source) == NIL)
 		Detach(c->source);
+	if (OidIsValid(parent)) {
+		/* (the parent's triggers stay while another counter joins it, whose cache must forget this one) */
+		CacheInvalidateRelcacheByRelid(parent);
+		if (!JoinsParent(parent))
+			DetachParent(parent);
+	}
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	Execute(DropStatement("VIEW", c->query), SPI_OK_UTILITY);
@@ -707,6 +755,10 @@ CopySelectGrants(Oid from, Oid to)
 void
 Attach(Oid source)
 {
+	/* the parents of its counters through a parent row get their triggers */
+	ListCell *pc;
+	foreach (pc, ParentsOfSource(source))
+		AttachParent(lfirst_oid(pc));
 	bool sink = IsSink(source);
 	List *rels = find_all_inheritors(source, NoLock, nullptr);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -746,6 +798,59 @@ Detach(Oid source)
 		for (int t = 0; t < CAPTURE_TRIGGERS; t++)
 			if (TriggerFunction(lfirst_oid(lc), CaptureTriggerName(t)) == CaptureFunction())
 				Execute(DropTriggerStatement(t, lfirst_oid(lc)), SPI_OK_UTILITY);
+	SPI_finish();
+}
+
+/* Whether any counter reads `parent` as the parent of its rows. */
+bool
+JoinsParent(Oid parent)
+{
+	ListCell *lc;
+	foreach (lc, ReadCatalog(nullptr)) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (e->source == parent || !OidIsValid(e->query) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
+			continue;
+		if (AnalyzeView(e->name, e->query, CounterOwner(e))->parent == parent)
+			return true;
+	}
+	return false;
+}
+
+List *
+ParentsOfSource(Oid source)
+{
+	List *parents = NIL;
+	ListCell *lc;
+	foreach (lc, ReadCatalogOfSource(source)) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (!OidIsValid(e->query) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
+			continue;
+		Oid parent = AnalyzeView(e->name, e->query, CounterOwner(e))->parent;
+		if (OidIsValid(parent))
+			parents = list_append_unique_oid(parents, parent);
+	}
+	return parents;
+}
+
+void
+AttachParent(Oid parent)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	for (int t = 0; t < PARENT_TRIGGERS; t++)
+		if (!OidIsValid(TriggerFunction(parent, ParentTriggerName(t))))
+			Execute(CreateParentTriggerStatement(t, parent), SPI_OK_UTILITY);
+	SPI_finish();
+}
+
+void
+DetachParent(Oid parent)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	for (int t = 0; t < PARENT_TRIGGERS; t++)
+		if (TriggerFunction(parent, ParentTriggerName(t)) == CaptureFunction())
+			Execute(psprintf("DROP TRIGGER %s ON %s", ParentTriggerName(t), QualifiedName(parent)), SPI_OK_UTILITY);
 	SPI_finish();
 }
 

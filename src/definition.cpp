@@ -21,6 +21,7 @@ extern "C" {
 #include "parser/analyze.h"
 #include "parser/parser.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
@@ -45,6 +46,10 @@ namespace counters {
 char *
 DeparseSourceExpr(Node *expr, Oid source, Index varno)
 {
+	/* (an expression that also reads the parent of a counter through a parent row: the context has one table) */
+	Bitmapset *varnos = pull_varnos(nullptr, expr);
+	if (bms_num_members(varnos) > 1 || (bms_num_members(varnos) == 1 && !bms_is_member((int)varno, varnos)))
+		return pstrdup("(an expression over the table and its parent)");
 	Node *copy = (Node *)copyObject(expr);
 	if (varno != 1)
 		ChangeVarNodes(copy, varno, 1, 0);
@@ -103,11 +108,11 @@ IsGroupKey(Query *query, TargetEntry *tle)
 	return false;
 }
 
-/* A key expression that is a plain column declared NOT NULL. */
+/* A key expression that is a plain column of the source (varno 1) declared NOT NULL. */
 bool
 IsNotNullColumn(Node *expr, Oid source)
 {
-	if (!IsA(expr, Var))
+	if (!IsA(expr, Var) || ((Var *)expr)->varno != 1)
 		return false;
 	Var *var = (Var *)expr;
 	if (var->varattno <= 0)
@@ -308,6 +313,92 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 
 } // namespace
 
+namespace {
+
+[[noreturn]] void
+RejectJoin(const char *counter, const char *what)
+{
+	ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("counter \"%s\": %s", counter, what),
+	                errdetail("A counter can read one parent row per row, and no other table."),
+	                errhint("Join as FROM child JOIN parent ON child.column = parent.column, where the parent's column "
+	                        "has a unique index of its own and both are integer columns of the same type.")));
+	pg_unreachable();
+}
+
+/* A unique, immediate, non-partial index on exactly column `attnum` of `relid`. */
+bool
+HasUniqueIndexOn(Oid relid, AttrNumber attnum)
+{
+	Relation rel = relation_open(relid, AccessShareLock);
+	List *indexes = RelationGetIndexList(rel);
+	relation_close(rel, AccessShareLock);
+	ListCell *lc;
+	foreach (lc, indexes) {
+		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		Form_pg_index index = (Form_pg_index)GETSTRUCT(tup);
+		bool ok = index->indisunique && index->indimmediate && index->indisvalid && index->indnkeyatts == 1 &&
+		          index->indkey.values[0] == attnum && heap_attisnull(tup, Anum_pg_index_indpred, nullptr) &&
+		          heap_attisnull(tup, Anum_pg_index_indexprs, nullptr);
+		ReleaseSysCache(tup);
+		if (ok)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * FROM child JOIN parent ON child.key = parent.key: checked, and the query's Vars renumbered so that the child (the
+ * source) is varno 1 and the parent varno 2. Sets the parent fields of `def`; returns the child's range table entry.
+ */
+RangeTblEntry *
+AnalyzeJoin(const char *name, Query *query, JoinExpr *join, CounterDef *def, RangeTblEntry **parent_rte)
+{
+	if (join->jointype != JOIN_INNER || join->usingClause != NIL || join->isNatural || !IsA(join->larg, RangeTblRef) ||
+	    !IsA(join->rarg, RangeTblRef) || join->quals == nullptr || !IsA(join->quals, OpExpr))
+		RejectJoin(name, "only an inner join of two tables ON one equality is supported");
+	OpExpr *eq = (OpExpr *)join->quals;
+	if (list_length(eq->args) != 2 || !IsA(linitial(eq->args), Var) || !IsA(lsecond(eq->args), Var))
+		RejectJoin(name, "the join condition must compare two columns");
+	Var *a = (Var *)linitial(eq->args);
+	Var *b = (Var *)lsecond(eq->args);
+	if (a->varlevelsup != 0 || b->varlevelsup != 0 || a->varno == b->varno || a->vartype != b->vartype ||
+	    (a->vartype != INT2OID && a->vartype != INT4OID && a->vartype != INT8OID) ||
+	    eq->opno != lookup_type_cache(a->vartype, TYPECACHE_EQ_OPR)->eq_opr)
+		RejectJoin(name, "the join condition must be = between integer columns of the same type, one of each table");
+	RangeTblEntry *rte_a = rt_fetch(a->varno, query->rtable);
+	RangeTblEntry *rte_b = rt_fetch(b->varno, query->rtable);
+	if (rte_a->rtekind != RTE_RELATION || rte_b->rtekind != RTE_RELATION || rte_a->relid == rte_b->relid)
+		RejectJoin(name, "the join must read two different tables");
+	/* the parent: the side whose column is unique (the right one, when both are) */
+	Var *child = a, *parent = b;
+	if (!HasUniqueIndexOn(rte_b->relid, b->varattno)) {
+		if (!HasUniqueIndexOn(rte_a->relid, a->varattno))
+			RejectJoin(name, "neither joined column has a unique index of its own");
+		child = b;
+		parent = a;
+	}
+	Index child_varno = child->varno, parent_varno = parent->varno;
+	RangeTblEntry *child_rte = rt_fetch(child_varno, query->rtable);
+	*parent_rte = rt_fetch(parent_varno, query->rtable);
+	def->parent = (*parent_rte)->relid;
+	def->child_key = child->varattno;
+	def->parent_key = parent->varattno;
+	def->join_type = child->vartype;
+	/* child -> 1, parent -> 2 (through a number no range table uses) */
+	Node *nodes[2] = {(Node *)query->targetList, query->jointree->quals};
+	for (int i = 0; i < 2; i++) {
+		ChangeVarNodes(nodes[i], child_varno, 1000, 0);
+		ChangeVarNodes(nodes[i], parent_varno, 1001, 0);
+		ChangeVarNodes(nodes[i], 1000, 1, 0);
+		ChangeVarNodes(nodes[i], 1001, 2, 0);
+	}
+	return child_rte;
+}
+
+} // namespace
+
 CounterDef *
 AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 {
@@ -345,14 +436,38 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "FROM must name exactly one table",
 		       "Joins and references to other tables are not supported.");
 	Node *item = (Node *)linitial(from->fromlist);
-	if (!IsA(item, RangeTblRef))
+	CounterDef join_info = {};
+	RangeTblEntry *parent_rte = nullptr;
+	Index varno;
+	RangeTblEntry *rte;
+	if (IsA(item, JoinExpr)) {
+		/* counted through a parent row: the source is varno 1, the parent varno 2 */
+		rte = AnalyzeJoin(name, query, (JoinExpr *)item, &join_info, &parent_rte);
+		varno = 1;
+	} else if (!IsA(item, RangeTblRef))
 		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "joins are not supported",
-		       "A counter is fed by the rows of one table.");
-	Index varno = (Index)((RangeTblRef *)item)->rtindex;
-	RangeTblEntry *rte = rt_fetch(varno, query->rtable);
+		       "A counter is fed by the rows of one table, or reads one parent row per row (JOIN ... ON).");
+	else {
+		varno = (Index)((RangeTblRef *)item)->rtindex;
+		rte = rt_fetch(varno, query->rtable);
+	}
 	/* Some rules apply to new declarations only: compiling an existing counter must not start failing writes. */
 	bool declaring = column_names == nullptr;
 	CheckSource(name, rte, declaring);
+	if (parent_rte != nullptr) {
+		CheckSource(name, parent_rte, declaring);
+		if (get_rel_relkind(rte->relid) != RELKIND_RELATION || get_rel_relkind(parent_rte->relid) != RELKIND_RELATION)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": a counter through a parent row needs two plain tables", name),
+			                errdetail("Partitioned tables cannot be joined by a counter yet.")));
+		compat::ExpandVirtualColumns(query, 2, parent_rte->relid);
+		if (declaring && (FindSystemColumn(query, 2) != 0 || ReadsWholeRow(query, 2)))
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": the definition reads a system column or the whole row of the "
+			                       "parent",
+			                       name),
+			                errhint("Name the columns the definition needs.")));
+	}
 	/* Virtual generated columns are computed from the columns they are generated from, as a query reads them. */
 	compat::ExpandVirtualColumns(query, varno, rte->relid);
 	if (!query->hasAggs)
@@ -379,6 +494,10 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 	CounterDef *def = (CounterDef *)palloc0(sizeof(CounterDef));
 	def->name = pstrdup(name);
 	def->source = rte->relid;
+	def->parent = join_info.parent;
+	def->child_key = join_info.child_key;
+	def->parent_key = join_info.parent_key;
+	def->join_type = join_info.join_type;
 	int ntle = list_length(query->targetList);
 	def->keys = (KeyDef *)palloc0(sizeof(KeyDef) * ntle);
 	def->values = (ValueDef *)palloc0(sizeof(ValueDef) * ntle);

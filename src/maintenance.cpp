@@ -594,6 +594,9 @@ RebuildOne(const CatalogEntry *e, const char *condition, bool named)
 	if (e->mode != Mode::Exact)
 		(void)CompactOne(e);
 	CounterShape *s = BuildShape(e);
+	/* (a counter through a parent row: the parent's writers wait too) */
+	if (OidIsValid(s->def->parent))
+		LockRelationOid(s->def->parent, ShareLock);
 	if (condition != nullptr)
 		CheckCondition(e, s, condition);
 	if (SPI_connect() != SPI_OK_CONNECT)

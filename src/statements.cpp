@@ -349,6 +349,23 @@ CompactStatement(const CounterShape *s, bool with_rows)
 }
 
 char *
+ParentRowsStatement(const CounterDef *def)
+{
+	const char *key = Quoted(get_attname(def->parent, def->parent_key, false));
+	return psprintf(
+	    "SELECT p.%s::pg_catalog.int8, p FROM %s p WHERE p.%s OPERATOR(pg_catalog.=) ANY ($1) FOR SHARE OF p", key,
+	    QualifiedName(def->parent), key);
+}
+
+char *
+ChildRowsStatement(const CounterDef *def)
+{
+	const char *key = Quoted(get_attname(def->source, def->child_key, false));
+	return psprintf("SELECT c.%s::pg_catalog.int8, c FROM %s c WHERE c.%s OPERATOR(pg_catalog.=) ANY ($1)", key,
+	                QualifiedName(def->source), key);
+}
+
+char *
 DeleteAllStatement(Oid rel)
 {
 	return psprintf("DELETE FROM %s", QualifiedName(rel));
@@ -650,6 +667,39 @@ CreateTriggerStatement(int trigger, Oid rel, bool is_source)
 	default:
 		/* TRUNCATE: the whole source is emptied in one go; a leaf partition's rows are subtracted before. */
 		return psprintf("CREATE TRIGGER %s %s TRUNCATE ON %s %s", name, is_source ? "AFTER" : "BEFORE", on, call);
+	}
+}
+
+const char *
+ParentTriggerName(int trigger)
+{
+	static const char *const names[] = {"zz_counters_parent", "counters_parent_insert", "counters_parent_end",
+	                                    "counters_parent_truncate"};
+	static_assert(lengthof(names) == PARENT_TRIGGERS, "a name for every parent trigger");
+	return names[trigger];
+}
+
+char *
+CreateParentTriggerStatement(int trigger, Oid rel)
+{
+	const char *on = QualifiedName(rel);
+	const char *name = ParentTriggerName(trigger);
+	switch (trigger) {
+	case PARENT_ROW_TRIGGER:
+		return psprintf("CREATE TRIGGER %s BEFORE UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION "
+		                "counters.capture()",
+		                name, on);
+	case PARENT_INSERT_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER INSERT ON %s REFERENCING NEW TABLE AS counters_new FOR EACH "
+		                "STATEMENT EXECUTE FUNCTION counters.capture()",
+		                name, on);
+	case PARENT_END_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE FUNCTION "
+		                "counters.capture()",
+		                name, on);
+	default:
+		return psprintf("CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()",
+		                name, on);
 	}
 }
 
