@@ -83,12 +83,16 @@ FreePlans(CompiledCounter *counters, int n)
 				SPI_freeplan(counters[i].plans[p]);
 			counters[i].plans[p] = nullptr;
 		}
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		for (int p = 0; p < 2; p++) {
 			if (counters[i].window_plans[p] != nullptr)
 				SPI_freeplan(counters[i].window_plans[p]);
 			counters[i].window_plans[p] = nullptr;
 		}
+		if (counters[i].parent_plan != nullptr)
+			SPI_freeplan(counters[i].parent_plan);
+		counters[i].parent_plan = nullptr;
+	}
 }
 
 /*

@@ -389,7 +389,14 @@ ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
 		elog(ERROR, "counters: SPI_connect failed");
 	AsOwner owner;
 	BecomeOwner(&owner, r->c->owner);
-	int ret = SPI_execute_with_args(ParentRowsStatement(def), 1, argtypes, &array, nullptr, false, 0);
+	if (r->c->parent_plan == nullptr) {
+		/* (a generic plan: an index probe per key, whatever the number of keys) */
+		SPIPlanPtr plan = SPI_prepare_cursor(ParentRowsStatement(def), 1, argtypes, CURSOR_OPT_GENERIC_PLAN);
+		if (plan == nullptr || SPI_keepplan(plan) != 0)
+			elog(ERROR, "counters: preparing the parents of counter \"%s\" failed", def->name);
+		r->c->parent_plan = plan;
+	}
+	int ret = SPI_execute_plan(r->c->parent_plan, &array, nullptr, false, 0);
 	RestoreUser(&owner);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading the parents of counter \"%s\" failed: %s", def->name,

@@ -172,6 +172,7 @@ struct CompiledCounter {
 	int window_bucket;          /* counters.set_window_thresholds: the window's bucket key (-1: no window) */
 	WindowConfig *window;       /* ... and the window (NULL: none) */
 	SPIPlanPtr window_plans[2]; /* the window sums of the prefixes written, what changed (prepared when first used) */
+	SPIPlanPtr parent_plan;     /* a counter through a parent row: its parents by key (prepared when first used) */
 	bool has_rls;               /* ... has row-level security enabled */
 };
 

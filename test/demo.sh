@@ -12,7 +12,8 @@
 # its 21st paid participant (bounds, 23514 caught; 8 pgbench clients rushing the last seats), a hot "like" counter
 # under 8 pgbench clients in each mode (exact, sharded, log) next to a no-counter baseline, trending hashtags per
 # region over the last 24 hours (hourly buckets, an index-backed top 3 per region compared with the raw events, a
-# threshold announcing a trend), page views counted into a sink without being stored, a counter declared and then
+# threshold announcing a trend), page views counted into a sink without being stored, comments counted through their
+# published topics (a counter through a parent row), a counter declared and then
 # changed concurrently while pgbench keeps writing, and thumbnails ranked by CTR since their last regeneration and in total. Takes
 # about a minute. Exits non-zero if any counter differs from its recount. Safe to re-run; works as root.
 set -euo pipefail
@@ -685,6 +686,28 @@ echo "    pgbench meanwhile: $(awk '/number of transactions actually processed/ 
 sql <<'SQL'
 SELECT * FROM ad_clicks ORDER BY ad_id LIMIT 3;
 SELECT recount_check('ad_clicks') AS line \gset
+\echo :line
+SQL
+
+sql <<'SQL'
+\echo
+\echo '=== 17d. Comments of published posts per blog: a counter through a parent row (comments JOIN topics)'
+\echo '         A comment counts with its topic; unpublishing a topic moves its comments out; a cascade too.'
+CREATE TABLE topics (id int PRIMARY KEY, blog text NOT NULL, published boolean NOT NULL DEFAULT true);
+CREATE TABLE replies (id serial PRIMARY KEY, topic_id int NOT NULL REFERENCES topics ON DELETE CASCADE, body text);
+CREATE INDEX ON replies (topic_id);
+INSERT INTO topics SELECT g, (ARRAY['Databases', 'Travel', 'Kitchen'])[1 + g % 3], g % 4 <> 0 FROM generate_series(1, 30) g;
+INSERT INTO replies (topic_id, body) SELECT 1 + g % 30, 'reply ' || g FROM generate_series(1, 3000) g;
+SELECT counters.create_counter('blog_replies', $$
+    SELECT t.blog, count(*) AS replies FROM replies r JOIN topics t ON r.topic_id = t.id
+     WHERE t.published GROUP BY t.blog $$) \gset
+TABLE blog_replies ORDER BY blog;
+\echo '--- topic 1 (Travel, 100 replies) is unpublished; topic 2 (Kitchen) is deleted with its replies (ON DELETE CASCADE)'
+UPDATE topics SET published = false WHERE id = 1;
+DELETE FROM topics WHERE id = 2;
+INSERT INTO replies (topic_id, body) VALUES (3, 'one more');
+TABLE blog_replies ORDER BY blog;
+SELECT recount_check('blog_replies') AS line \gset
 \echo :line
 SQL
 

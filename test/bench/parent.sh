@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Counters through a parent row: comments of published posts per blog. Two figures, each against the same work without
+# the counter (and a counter of the comments table alone), in the same run: flipping a post that has 10,000 comments
+# (its children move in one statement), and 8 clients inserting single comments. counters.verify() must be empty
+# after each run. Not part of the tests.
+#
+#   bash test/bench/parent.sh                 # SECONDS_PER_RUN=10 RUNS=3 CLIENTS=8
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PGVER=${PGVER:-15}
+if [ -z "${PGHOST:-}" ]; then
+	exec 9>/tmp/counters-suite.lock
+	flock 9
+	bash test/setup.sh
+	export PATH=/usr/lib/postgresql/$PGVER/bin:$PATH
+	make -s && make -s install >/dev/null
+	exec pg_virtualenv -t -v "$PGVER" -o shared_buffers=1GB -o max_wal_size=8GB -o checkpoint_timeout=1h \
+		-o max_connections=50 bash "$0"
+fi
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
+RUNS=${RUNS:-3}
+CLIENTS=${CLIENTS:-8}
+db=counters_parent_bench
+dropdb --if-exists "$db" >/dev/null 2>&1
+createdb "$db"
+psql -X -q -d "$db" -c "CREATE EXTENSION counters"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+printf '\\set p random(2, 10000)\nINSERT INTO comments (post_id, score) VALUES (:p, 1);\n' >"$work/comment.pgbench"
+setup() {
+	psql -X -q -d "$db" >/dev/null 2>&1 <<SQL
+DROP TABLE IF EXISTS comments, posts CASCADE;
+SELECT counters.drop_counter(name) FROM counters.counters;
+CREATE TABLE posts (id int PRIMARY KEY, blog_id int NOT NULL, published boolean NOT NULL DEFAULT true);
+CREATE TABLE comments (id bigserial PRIMARY KEY, post_id int NOT NULL REFERENCES posts, score int NOT NULL);
+CREATE INDEX ON comments (post_id);
+INSERT INTO posts SELECT g, g % 100, true FROM generate_series(1, 10000) g;
+INSERT INTO comments (post_id, score) SELECT 1, g % 5 FROM generate_series(1, 10000) g;
+INSERT INTO comments (post_id, score) SELECT 2 + g % 9999, g % 5 FROM generate_series(1, 200000) g;
+$(case "$1" in
+	none) ;;
+	single) echo "SELECT counters.create_counter('post_comments', 'SELECT post_id, count(*) AS n FROM comments GROUP BY post_id');" ;;
+	join) echo "SELECT counters.create_counter('blog_comments', 'SELECT p.blog_id, count(*) AS n, sum(c.score) AS score FROM comments c JOIN posts p ON c.post_id = p.id WHERE p.published GROUP BY p.blog_id');" ;;
+esac)
+VACUUM ANALYZE;
+CHECKPOINT;
+SQL
+}
+median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+check() {
+	[ "$1" = none ] && return
+	drift=$(psql -X -q -At -d "$db" -c "SELECT count(*) FROM counters.verify()")
+	[ "$drift" = 0 ] || echo "DRIFT: $1: counters.verify() returned $drift rows" >&2
+}
+declare -A flip tps
+for v in none single join; do
+	setup "$v"
+	flips=()
+	for ((r = 0; r < 5; r++)); do
+		flips+=("$(psql -X -q -d "$db" -c '\timing on' -c 'UPDATE posts SET published = NOT published WHERE id = 1' |
+			awk '/^Time:/ {printf "%.1f", $2}')")
+	done
+	check "$v"
+	flip[$v]=$(printf '%s\n' "${flips[@]}" | median)
+	results=()
+	for ((r = 0; r < RUNS; r++)); do
+		out=$(pgbench -n -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER_RUN" -f "$work/comment.pgbench" "$db" 2>/dev/null)
+		results+=("$(awk '/^tps = / {printf "%d", $3}' <<<"$out")")
+	done
+	check "$v"
+	tps[$v]=$(printf '%s\n' "${results[@]}" | median)
+done
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+echo "| workload | no counter | counter of comments alone | comments of published posts per blog (join) |"
+echo "|---|---|---|---|"
+echo "| flip a post with 10,000 comments (ms, median of 5) | ${flip[none]} | ${flip[single]} | ${flip[join]} |"
+echo "| $CLIENTS clients inserting single comments (tps) | ${tps[none]} (1.00) | ${tps[single]} ($(ratio "${tps[single]}" "${tps[none]}")) | ${tps[join]} ($(ratio "${tps[join]}" "${tps[none]}")) |"
