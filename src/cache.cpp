@@ -158,13 +158,16 @@ IsFastKeyType(Oid type)
 }
 
 /*
- * The relation that receives a counter's deltas, the one place that decides it: the log (log mode) or the slots
- * (sharded mode), else the table users read (the counter table, or an existing table's counter-cache columns).
+ * The relation that receives a counter's deltas when its trigger fires on `fired` (the source, a partition or a
+ * Citus shard of it), the one place that decides it: the log (log mode) or the slots (sharded mode), else the table
+ * users read (the counter table, or an existing table's counter-cache columns); on a Citus shard, that table's
+ * co-located shard on this node.
  */
 Oid
-WriteRelation(ApplyMode mode, Oid target, Oid log)
+WriteRelation(const char *name, ApplyMode mode, Oid target, Oid log, Oid fired, Oid source)
 {
-	return mode == ApplyMode::Log || mode == ApplyMode::Sharded ? log : target;
+	Oid rel = mode == ApplyMode::Log || mode == ApplyMode::Sharded ? log : target;
+	return citus::WriteShard(name, rel, fired, source);
 }
 
 SPIPlanPtr
@@ -381,8 +384,15 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 			TupleDesc tupdesc = catalog->tupdesc;
 			bool isnull;
 			char *name = TextDatumGetCString(SPI_getbinval(tup, tupdesc, 1, &isnull));
-			Oid target = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 2, &isnull));
-			Oid query_oid = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 3, &isnull));
+			bool target_null, query_null;
+			Oid target = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 2, &target_null));
+			Oid query_oid = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 3, &query_null));
+			/* (a Citus worker resolves the names of counters.counter_replica: they must all be here) */
+			if (target_null || query_null)
+				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+				                errmsg("counter \"%s\": its %s is missing on this node", name,
+				                       target_null ? "table" : "definition view"),
+				                errhint("See docs/citus.md.")));
 			bool owns = DatumGetBool(SPI_getbinval(tup, tupdesc, 4, &isnull));
 			Datum log = SPI_getbinval(tup, tupdesc, 5, &isnull);
 			bool log_mode = !isnull;
@@ -397,9 +407,9 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 			                     : ApplyMode::Exact;
 			c->target = target;
 			c->query = query_oid;
-			c->write_rel = WriteRelation(c->mode, target, log_mode ? DatumGetObjectId(log) : InvalidOid);
+			c->write_rel = WriteRelation(name, c->mode, target, log_mode ? DatumGetObjectId(log) : InvalidOid,
+			                             entry->relid, source);
 			c->totals = log_mode && !totals_null ? DatumGetObjectId(totals) : InvalidOid;
-			citus::RefuseCountingInto(name, c->write_rel);
 			/* The counter's owner: of the table holding its values (as CounterOwner says for maintenance). */
 			c->owner = RelationOwner(OidIsValid(c->totals) ? c->totals : c->target);
 			c->def = AnalyzeView(name, query_oid, c->owner);
@@ -488,6 +498,9 @@ QualifiedName(Oid relid)
 Oid
 SourceOf(Oid relid)
 {
+	Oid table = citus::TableOfShard(relid);
+	if (OidIsValid(table))
+		relid = table;
 	return get_rel_relispartition(relid) ? llast_oid(get_partition_ancestors(relid)) : relid;
 }
 

@@ -1199,8 +1199,15 @@ Capture(TriggerData *td)
 	 */
 	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
 	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
-	/* (Citus copies the triggers to the shards of a table it distributes; TRUNCATE fires on the coordinator's shell) */
-	if (sc->ncounters == 0 || TRIGGER_FIRED_BY_TRUNCATE(ev))
+	/*
+	 * Citus: a shard's TRUNCATE trigger does nothing (the shell's, on the coordinator, empties the counter tables as a
+	 * whole); a shard without counters was distributed behind the counters' back.
+	 */
+	if (TRIGGER_FIRED_BY_TRUNCATE(ev) && citus::Present() && OidIsValid(citus::TableOfShard(RelationGetRelid(rel)))) {
+		UnpinSettings(level);
+		return;
+	}
+	if (sc->ncounters == 0)
 		citus::RefuseCapture(rel);
 	RequireCounters(rel, sc);
 	if (TRIGGER_FIRED_BY_TRUNCATE(ev)) {

@@ -346,6 +346,7 @@ Register(const char *name, Oid query, Oid target, bool owns)
 	ExecuteAsCatalogOwner("INSERT INTO counters.counter (name, source, target, query, owns_target) "
 	                      "VALUES ($1, $2::pg_catalog.regclass, $3::pg_catalog.regclass, $4::pg_catalog.regclass, $5)",
 	                      5, argtypes, values, nullptr, SPI_OK_INSERT, true);
+	citus::SyncReplica(name);
 	CacheInvalidateRelcacheByRelid(def->source);
 	if (OidIsValid(def->parent))
 		CacheInvalidateRelcacheByRelid(def->parent);
@@ -362,6 +363,7 @@ Unregister(const CatalogEntry *e)
 	Datum args[1] = {CStringGetTextDatum(e->name)};
 	ExecuteAsCatalogOwner("DELETE FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes, args,
 	                      nullptr, SPI_OK_DELETE, true);
+	citus::SyncReplica(e->name);
 	CacheInvalidateRelcacheByRelid(e->source);
 }
 
@@ -382,6 +384,7 @@ Forget(const char *name)
 	Datum args[1] = {CStringGetTextDatum(e->name)};
 	ExecuteAsCatalogOwner("DELETE FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes, args,
 	                      nullptr, SPI_OK_DELETE, true);
+	citus::SyncReplica(e->name);
 	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->source)))
 		CacheInvalidateRelcacheByRelid(e->source);
 	return e;
@@ -401,6 +404,8 @@ SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 		ereport(ERROR,
 		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		         errmsg("counter \"%s\": log and sharded mode have totals and a log, exact mode neither", name)));
+	if (mode != Mode::Exact)
+		citus::RefuseFeature(name, e->source, "log and sharded mode");
 	if (mode != Mode::Exact && HasOption(name, "bounds"))
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\" has bounds, which only exact mode can check at write time", name),
@@ -433,6 +438,7 @@ SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 	                      "totals = $4::pg_catalog.regclass, log = $5::pg_catalog.regclass "
 	                      "WHERE name OPERATOR(pg_catalog.=) $1",
 	                      5, argtypes, values, nulls, SPI_OK_UPDATE, true);
+	citus::SyncReplica(name);
 	CacheInvalidateRelcacheByRelid(e->source);
 }
 
@@ -455,6 +461,7 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 	                      "ELSE options OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object($2, $3) END "
 	                      "WHERE name OPERATOR(pg_catalog.=) $1",
 	                      3, argtypes, values, nulls, SPI_OK_UPDATE, true);
+	citus::SyncReplica(name);
 	CacheInvalidateRelcacheByRelid(e->source);
 }
 
@@ -479,7 +486,7 @@ QueryCountersOf(Oid source, bool as_parent)
 	                           "'keep')::pg_catalog.interval, c.options OPERATOR(pg_catalog.->>) 'touch', "
 	                           "c.options OPERATOR(pg_catalog.?) 'keep_zero', "
 	                           "c.options OPERATOR(pg_catalog.->) 'window' OPERATOR(pg_catalog.->>) 'bucket' "
-	                           "FROM counters.counter c, LATERAL ("
+	                           "FROM %s c, LATERAL ("
 	                           "SELECT pg_catalog.array_agg(e.key) AS columns, "
 	                           "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
 	                           " AS mins, "
@@ -488,6 +495,7 @@ QueryCountersOf(Oid source, bool as_parent)
 	                           "FROM pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') e) b "
 	                           "WHERE %s "
 	                           "ORDER BY c.name COLLATE \"C\"",
+	                           citus::CatalogRelation(),
 	                           /* (as a parent: the counters whose definition also reads it) */
 	                           as_parent ? "c.source OPERATOR(pg_catalog.<>) $1 AND EXISTS (SELECT FROM "
 	                                       "pg_catalog.pg_rewrite r JOIN pg_catalog.pg_depend d ON d.classid "
@@ -581,6 +589,7 @@ RestoreOptions(const char *name, Datum options, const CounterDef *def)
 	    "WHERE NOT k OPERATOR(pg_catalog.=) ANY ($3)))) x "
 	    "WHERE x.value IS NOT NULL) WHERE name OPERATOR(pg_catalog.=) $1",
 	    5, argtypes, args, nullptr, SPI_OK_UPDATE, true);
+	citus::SyncReplica(name);
 	/* What did not survive is said. */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");

@@ -1,23 +1,34 @@
 /*
- * citus.cpp: the one place that knows Citus. Until distributed sources are supported, counters refuses every Citus
- * table loudly, never counts nothing or counts wrong (docs/citus.md).
+ * citus.cpp: the one place that knows Citus (docs/citus.md). Counters over distributed and reference tables count in
+ * the shards: the capture trigger fires on the shard a write reaches, maps it to its table, and writes the counter
+ * table's shard with the same hash range, on the same node, in the same local transaction. Everything else is
+ * refused loudly; nothing is ever counted nowhere.
  *
- * Citus keeps its metadata in catalog tables (pg_dist_partition: the Citus tables; pg_dist_shard: their shards;
- * pg_dist_local_group: this node's group, 0 on the coordinator), read here with SPI. The extension is never linked
- * against Citus, and does nothing at all in a database where the citus extension is not installed.
+ * Citus keeps its metadata in catalog tables, read here with SPI: pg_dist_partition (the Citus tables: method, the
+ * distribution column, co-location group, replication model), pg_dist_shard (their shards and hash ranges),
+ * pg_dist_local_group (this node's group, 0 on the coordinator). The extension is never linked against Citus, and
+ * does nothing at all in a database where the citus extension is not installed.
  *
- * Refused: declaring a counter on a Citus table (distributed, reference or Citus local table) as source or target, or
- * on a worker node; counting into a table that became a Citus table; the capture trigger firing on a shard (Citus
- * copies a table's triggers to its shards, where no counter is kept) or on the coordinator's shell of a Citus table
- * (its TRUNCATE trigger); and Citus copying the capture triggers to a shard or shell (create_distributed_table,
- * create_reference_table, citus_add_local_table_to_metadata of a counted table), seen by the ddl_command_end trigger.
+ * The catalog on every node: counters.counter holds OIDs, which differ per node, and Citus cannot distribute an
+ * extension's member table. The counters of Citus tables are also kept, by qualified names, in
+ * counters.counter_replica, a reference table (a copy on every node, written with two-phase commit, copied to nodes
+ * added later) that the coordinator writes in the transaction that changes counters.counter (SyncReplica). A worker's
+ * trigger reads it and resolves the names locally: the tables' shells and the definition view, which Citus creates
+ * on every node. The declaring transaction switches Citus to sequential mode, so that its later statements reach each
+ * node over the connection that wrote the replica and see its rows.
  */
 #include "counters.hpp"
 
 extern "C" {
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "tcop/tcopprot.h"
+#include "utils/formatting.h"
+#include "utils/inval.h"
 #include "commands/extension.h"
+#include "nodes/makefuncs.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 }
@@ -29,10 +40,25 @@ namespace {
 
 /* A Citus table, or a shard of one, as pg_dist_partition and pg_dist_shard describe it. */
 struct CitusRelation {
-	const char *name; /* the table users name, qualified */
+	Oid logical;      /* the table users name */
+	const char *name; /* ... qualified */
 	bool shard;       /* the relation looked up is one of its shards */
-	const char *how;  /* "is distributed by Citus", "is a reference table of Citus", ... */
+	int64 shardid;
+	const char *how; /* "is distributed by Citus", "is a reference table of Citus", ... */
+	Kind kind;
+	int64 colocation;
+	char *column; /* the distribution column (hash-distributed tables), or NULL */
 };
+
+Kind
+KindOf(const char *partmethod, const char *repmodel, int64 colocationid)
+{
+	if (strcmp(partmethod, "h") == 0)
+		return strcmp(repmodel, "s") == 0 ? Kind::Distributed : Kind::Other;
+	if (strcmp(partmethod, "n") == 0 && strcmp(repmodel, "t") == 0)
+		return Kind::Reference;
+	return Kind::Other;
+}
 
 const char *
 Describe(const char *partmethod, const char *repmodel, int64 colocationid)
@@ -45,19 +71,28 @@ Describe(const char *partmethod, const char *repmodel, int64 colocationid)
 	return colocationid != 0 ? "is distributed by Citus" : "is a Citus local table";
 }
 
+void
+Connect()
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+}
+
 /* One row of a query of Citus's catalogs (SPI connected): its columns as text, or false if there is none. */
 bool
-QueryRow(const char *sql, Oid argtype, Datum arg, int ncolumns, char **columns)
+QueryRow(const char *sql, int nargs, Oid *argtypes, Datum *args, int ncolumns, char **columns)
 {
-	Oid argtypes[1] = {argtype};
-	Datum args[1] = {arg};
-	(void)QueryLatest(sql, 1, argtypes, args, nullptr);
+	(void)QueryLatest(sql, nargs, argtypes, args, nullptr);
 	if (SPI_processed == 0)
 		return false;
 	for (int i = 0; i < ncolumns; i++)
 		columns[i] = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1);
 	return true;
 }
+
+const char *const TABLE_COLUMNS =
+    "p.partmethod::pg_catalog.text, p.repmodel::pg_catalog.text, p.colocationid, "
+    "CASE WHEN p.partkey IS NOT NULL THEN pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) END";
 
 /*
  * Whether `relid` is a Citus table or a shard of one. A shard is named after its table, with "_<shardid>" appended
@@ -70,31 +105,36 @@ Lookup(Oid relid, CitusRelation *out)
 	if (relname == nullptr)
 		return false;
 	MemoryContext caller = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	Connect();
 	int level = PinSettings(PIN_SEARCH_PATH);
-	char *row[4] = {nullptr, nullptr, nullptr, nullptr};
-	bool found = QueryRow("SELECT p.partmethod::pg_catalog.text, p.repmodel::pg_catalog.text, p.colocationid "
-	                      "  FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1",
-	                      REGCLASSOID, ObjectIdGetDatum(relid), 3, row);
+	char *row[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+	Oid argtypes[1] = {REGCLASSOID};
+	Datum args[1] = {ObjectIdGetDatum(relid)};
+	bool found = QueryRow(psprintf("SELECT %s FROM pg_catalog.pg_dist_partition p "
+	                               "WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1",
+	                               TABLE_COLUMNS),
+	                      1, argtypes, args, 4, row);
 	Oid logical = relid;
 	bool shard = false;
+	int64 shardid = 0;
 	if (!found) {
 		/* a shard: "<table>_<shardid>" */
 		const char *digits = relname + strlen(relname);
 		while (digits > relname && digits[-1] >= '0' && digits[-1] <= '9')
 			digits--;
 		if (*digits != '\0' && digits - relname >= 2 && digits[-1] == '_' && strlen(digits) <= 18) {
-			int64 shardid = strtoll(digits, nullptr, 10);
-			found = QueryRow(
-			    "SELECT p.partmethod::pg_catalog.text, p.repmodel::pg_catalog.text, p.colocationid, "
-			    "       s.logicalrelid::pg_catalog.oid::pg_catalog.text "
-			    "  FROM pg_catalog.pg_dist_shard s "
-			    "  JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid OPERATOR(pg_catalog.=) s.logicalrelid "
-			    " WHERE s.shardid OPERATOR(pg_catalog.=) $1",
-			    INT8OID, Int64GetDatum(shardid), 4, row);
+			shardid = strtoll(digits, nullptr, 10);
+			Oid types[1] = {INT8OID};
+			Datum values[1] = {Int64GetDatum(shardid)};
+			found = QueryRow(psprintf("SELECT %s, s.logicalrelid::pg_catalog.oid::pg_catalog.text "
+			                          "  FROM pg_catalog.pg_dist_shard s "
+			                          "  JOIN pg_catalog.pg_dist_partition p "
+			                          "    ON p.logicalrelid OPERATOR(pg_catalog.=) s.logicalrelid "
+			                          " WHERE s.shardid OPERATOR(pg_catalog.=) $1",
+			                          TABLE_COLUMNS),
+			                 1, types, values, 5, row);
 			if (found) {
-				logical = (Oid)strtoul(row[3], nullptr, 10);
+				logical = (Oid)strtoul(row[4], nullptr, 10);
 				const char *table = get_rel_name(logical);
 				size_t prefix = (size_t)(digits - 1 - relname);
 				/* the same schema, and the table's name, or (truncated) the start of it */
@@ -106,15 +146,22 @@ Lookup(Oid relid, CitusRelation *out)
 			}
 		}
 	}
-	const char *how = found ? Describe(row[0], row[1], strtoll(row[2], nullptr, 10)) : nullptr;
 	UnpinSettings(level);
-	SPI_finish();
-	MemoryContextSwitchTo(caller);
 	if (found) {
-		out->name = QualifiedName(logical);
+		MemoryContext old = MemoryContextSwitchTo(caller);
+		int64 colocation = strtoll(row[2], nullptr, 10);
+		out->logical = logical;
 		out->shard = shard;
-		out->how = how;
+		out->shardid = shard ? shardid : 0;
+		out->how = Describe(row[0], row[1], colocation);
+		out->kind = KindOf(row[0], row[1], colocation);
+		out->colocation = colocation;
+		out->column = row[3] != nullptr ? pstrdup(row[3]) : nullptr;
+		MemoryContextSwitchTo(old);
 	}
+	SPI_finish();
+	if (found)
+		out->name = QualifiedName(logical);
 	return found;
 }
 
@@ -138,6 +185,46 @@ WorkerGuess(Oid relid, CitusRelation *out)
 	out->how = out->shard ? "is distributed by Citus" : "is managed by Citus";
 }
 
+const char *
+KindName(Kind kind)
+{
+	switch (kind) {
+	case Kind::Local:
+		return "a local table";
+	case Kind::Distributed:
+		return "a hash-distributed table";
+	case Kind::Reference:
+		return "a reference table";
+	default:
+		return "a Citus table of a kind counters does not count";
+	}
+}
+
+/* The key of `def` that is exactly column `column` of its source (a plain column, not an expression), or -1. */
+int
+DistributionKey(const CounterDef *def, const char *column)
+{
+	AttrNumber attnum = get_attnum(def->source, column);
+	for (int k = 0; k < def->nkeys; k++) {
+		Expr *e = def->keys[k].expr;
+		if (e != nullptr && IsA(e, Var) && ((Var *)e)->varno == 1 && ((Var *)e)->varattno == attnum)
+			return k;
+	}
+	return -1;
+}
+
+void
+SetLocal(const char *name, const char *value)
+{
+	(void)set_config_option(name, value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
+}
+
+bool
+ReplicaExists()
+{
+	return OidIsValid(get_relname_relid("counter_replica", get_namespace_oid("counters", false)));
+}
+
 } // namespace
 
 bool
@@ -151,8 +238,7 @@ OnWorker()
 {
 	if (!Present())
 		return false;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	Connect();
 	int level = PinSettings(PIN_SEARCH_PATH);
 	(void)QueryLatest("SELECT 1 FROM pg_catalog.pg_dist_local_group g WHERE g.groupid OPERATOR(pg_catalog.<>) 0", 0,
 	                  nullptr, nullptr, nullptr);
@@ -169,45 +255,288 @@ IsCitusRelation(Oid relid)
 	return Present() && Lookup(relid, &r);
 }
 
-void
-RefuseDeclaration(const char *counter, Oid source, Oid target)
+Kind
+KindOfTable(Oid relid)
 {
-	if (!Present())
-		return;
-	if (OnWorker())
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\": counters does not support Citus tables yet", counter),
-		                errdetail("This is a worker node of a Citus cluster: its tables are shards and shells of the "
-		                          "coordinator's tables."),
-		                errhint("Declare counters on the coordinator, over tables that stay local to it; see "
-		                        "docs/citus.md.")));
-	Oid rels[2] = {source, target};
-	for (int i = 0; i < 2; i++) {
-		CitusRelation r;
-		if (!OidIsValid(rels[i]) || !Lookup(rels[i], &r))
-			continue;
-		ereport(ERROR,
-		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		         errmsg("counter \"%s\": counters does not support Citus tables yet", counter),
-		         errdetail("%s %s %s: its rows are written in shards, which the counter's triggers cannot count%s.",
-		                   i == 0 ? "Source table" : "Target table", r.name, r.how, i == 0 ? "" : " into"),
-		         errhint("Keep the source table and the counter's table local (not distributed, reference or Citus "
-		                 "local tables); see docs/citus.md.")));
-	}
+	CitusRelation r;
+	if (!Present() || !Lookup(relid, &r) || r.shard)
+		return Kind::Local;
+	return r.kind;
+}
+
+Oid
+TableOfShard(Oid relid)
+{
+	CitusRelation r;
+	if (!Present() || !Lookup(relid, &r) || !r.shard)
+		return InvalidOid;
+	return r.logical;
+}
+
+const char *
+CatalogRelation()
+{
+	if (!OnWorker())
+		return "counters.counter";
+	if (!ReplicaExists())
+		return "(SELECT c.* FROM counters.counter c WHERE false)";
+	/* (names that do not resolve on this node give NULL, which the cache refuses) */
+	return "(SELECT r.name, pg_catalog.to_regclass(r.source) AS source, pg_catalog.to_regclass(r.target) AS target, "
+	       "pg_catalog.to_regclass(r.query) AS query, r.owns_target, NULL::pg_catalog.regclass AS log, "
+	       "NULL::pg_catalog.regclass AS totals, r.mode, r.options FROM counters.counter_replica r)";
 }
 
 void
-RefuseCountingInto(const char *counter, Oid rel)
+BeginDistributedChange()
+{
+	/*
+	 * Citus refuses triggers on its tables unless told they are safe (the capture triggers write only the co-located
+	 * shard); and sequential mode makes this transaction's later statements reach each node over the connection
+	 * that wrote counters.counter_replica, so that they see it (and the definition view's DDL allows it).
+	 */
+	SetLocal("citus.enable_unsafe_triggers", "on");
+	SetLocal("citus.multi_shard_modify_mode", "sequential");
+}
+
+Placement
+CheckDeclaration(const char *counter, const CounterDef *def, Oid target, Oid *colocate_with, const char **column)
+{
+	*colocate_with = InvalidOid;
+	*column = nullptr;
+	if (!Present())
+		return Placement::Local;
+	if (OnWorker())
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": declare counters on the Citus coordinator", counter),
+		                errdetail("This is a worker node of a Citus cluster: its tables are shards and shells of the "
+		                          "coordinator's tables."),
+		                errhint("Connect to the coordinator and declare the counter there; see docs/citus.md.")));
+	CitusRelation s, t;
+	bool citus_source = Lookup(def->source, &s);
+	bool citus_target = OidIsValid(target) && Lookup(target, &t);
+	if (citus_source && s.shard)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": %s is a shard of %s", counter, QualifiedName(def->source), s.name),
+		                errhint("Declare the counter over %s.", s.name)));
+	if (!citus_source) {
+		if (citus_target)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": a local table cannot be counted into a Citus table", counter),
+			                errdetail("Target table %s %s; source table %s is local.", t.name, t.how,
+			                          QualifiedName(def->source)),
+			                errhint("Count a local table into a local table, a distributed table into a co-located "
+			                        "distributed table, a reference table into a reference table; see "
+			                        "docs/citus.md.")));
+		return Placement::Local;
+	}
+	if (s.kind == Kind::Other)
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("counter \"%s\": counters does not count %s", counter, s.name),
+		         errdetail("Source table %s %s, but not as a hash-distributed table with one copy of each shard, or "
+		                   "as a reference table.",
+		                   s.name, s.how),
+		         errhint("Counters count hash-distributed tables (citus.shard_replication_factor = 1) and reference "
+		                 "tables; see docs/citus.md.")));
+	if (OidIsValid(def->parent))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": counters through a parent row do not count Citus tables", counter),
+		                errdetail("Source table %s %s.", s.name, s.how)));
+	if (OidIsValid(target) && !citus_target)
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("counter \"%s\": %s cannot be counted into a local table", counter, KindName(s.kind)),
+		         errdetail("Source table %s %s; target table %s is local: the shards' writes could not reach it.",
+		                   s.name, s.how, QualifiedName(target)),
+		         errhint(s.kind == Kind::Reference ? "Make the target a reference table too: SELECT "
+		                                             "create_reference_table('%s');"
+		                                           : "Distribute the target by the source's distribution column, "
+		                                             "co-located: SELECT create_distributed_table('%s', <column>, "
+		                                             "colocate_with => '%s');",
+		                 QualifiedName(target), s.name)));
+	if (s.kind == Kind::Reference) {
+		if (citus_target && t.kind != Kind::Reference)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": a reference table is counted into a reference table", counter),
+			                errdetail("Source table %s is a reference table; target table %s is %s.", s.name, t.name,
+			                          KindName(t.kind)),
+			                errhint("Every node applies a reference table's writes to its own copy: the counter "
+			                        "table must have a copy on every node too.")));
+		*colocate_with = def->source;
+		return Placement::Reference;
+	}
+	/* hash-distributed: the key holds the distribution column, and so does the counter table's distribution */
+	int k = DistributionKey(def, s.column);
+	if (k < 0)
+		ereport(
+		    ERROR,
+		    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		     errmsg("counter \"%s\": the key must include distribution column \"%s\" of %s", counter, s.column, s.name),
+		     errdetail("Each shard counts its own rows into the co-located shard of the counter table; a key "
+		               "without the distribution column would need rows of other shards."),
+		     errhint("Add %s to the GROUP BY and the select list, and read coarser totals by summing the counter "
+		             "table (SELECT ..., sum(...) FROM <counter> GROUP BY ...); see docs/citus.md.",
+		             quote_identifier(s.column))));
+	*column = def->keys[k].column_name;
+	if (citus_target) {
+		char *target_column = t.kind == Kind::Distributed ? t.column : nullptr;
+		/* (the target's column named by the key's alias must be its distribution column) */
+		if (t.kind != Kind::Distributed || t.colocation != s.colocation || target_column == nullptr ||
+		    strcmp(target_column, *column) != 0)
+			ereport(ERROR,
+			        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			         errmsg("counter \"%s\": target table %s must be distributed by column \"%s\", co-located with "
+			                "%s",
+			                counter, t.name, *column, s.name),
+			         errdetail("Target table %s is %s%s%s; a shard's counts can only be written to the counter "
+			                   "table's shard of the same hash range, on the same node.",
+			                   t.name, KindName(t.kind), target_column != nullptr ? " distributed by " : "",
+			                   target_column != nullptr ? quote_identifier(target_column) : ""),
+			         errhint("SELECT create_distributed_table('%s', '%s', colocate_with => '%s');", t.name, *column,
+			                 s.name)));
+	}
+	*colocate_with = def->source;
+	return Placement::Distributed;
+}
+
+void
+DistributeCounterTable(Oid table, Placement placement, Oid colocate_with, const char *column)
+{
+	Connect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	Oid argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum args[3] = {CStringGetTextDatum(QualifiedName(table)), CStringGetTextDatum(column != nullptr ? column : ""),
+	                 CStringGetTextDatum(OidIsValid(colocate_with) ? QualifiedName(colocate_with) : "default")};
+	int ret = placement == Placement::Reference
+	              ? SPI_execute_with_args("SELECT pg_catalog.create_reference_table($1::pg_catalog.regclass)", 1,
+	                                      argtypes, args, nullptr, false, 0)
+	              : SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2, "
+	                                      "colocate_with => $3)",
+	                                      3, argtypes, args, nullptr, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: distributing %s failed: %s", QualifiedName(table), SPI_result_code_string(ret));
+	UnpinSettings(level);
+	SPI_finish();
+}
+
+void
+SyncReplica(const char *name)
+{
+	if (!Present() || OnWorker())
+		return;
+	Connect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(name)};
+	(void)QueryLatest("SELECT 1 FROM counters.counter c JOIN pg_catalog.pg_dist_partition p "
+	                  "ON p.logicalrelid OPERATOR(pg_catalog.=) c.source WHERE c.name OPERATOR(pg_catalog.=) $1",
+	                  1, argtypes, args, nullptr);
+	bool citus_source = SPI_processed > 0;
+	UnpinSettings(level);
+	SPI_finish();
+	if (!ReplicaExists()) {
+		if (!citus_source)
+			return;
+		/* the first counter of a Citus table: the replica, a reference table, owned like the catalog */
+		ExecuteAsCatalogOwner("CREATE TABLE counters.counter_replica (name text PRIMARY KEY, source text NOT NULL, "
+		                      "target text NOT NULL, query text NOT NULL, owns_target boolean NOT NULL, "
+		                      "mode text NOT NULL, options jsonb NOT NULL)",
+		                      0, nullptr, nullptr, nullptr, SPI_OK_UTILITY, false);
+		ExecuteAsCatalogOwner("GRANT SELECT ON counters.counter_replica TO PUBLIC", 0, nullptr, nullptr, nullptr,
+		                      SPI_OK_UTILITY, false);
+		ExecuteAsCatalogOwner("SELECT pg_catalog.create_reference_table('counters.counter_replica')", 0, nullptr,
+		                      nullptr, nullptr, SPI_OK_SELECT, false);
+	}
+	ExecuteAsCatalogOwner("DELETE FROM counters.counter_replica WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes,
+	                      args, nullptr, SPI_OK_DELETE, false);
+	if (!citus_source)
+		return;
+	/* (the names as every node resolves them: qualified, quoted) */
+	ExecuteAsCatalogOwner(
+	    "INSERT INTO counters.counter_replica SELECT c.name, pg_catalog.format('%I.%I', sn.nspname, s.relname), "
+	    "pg_catalog.format('%I.%I', tn.nspname, t.relname), pg_catalog.format('%I.%I', qn.nspname, q.relname), "
+	    "c.owns_target, c.mode, c.options "
+	    "FROM counters.counter c "
+	    "JOIN pg_catalog.pg_class s ON s.oid OPERATOR(pg_catalog.=) c.source "
+	    "JOIN pg_catalog.pg_namespace sn ON sn.oid OPERATOR(pg_catalog.=) s.relnamespace "
+	    "JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) c.target "
+	    "JOIN pg_catalog.pg_namespace tn ON tn.oid OPERATOR(pg_catalog.=) t.relnamespace "
+	    "JOIN pg_catalog.pg_class q ON q.oid OPERATOR(pg_catalog.=) c.query "
+	    "JOIN pg_catalog.pg_namespace qn ON qn.oid OPERATOR(pg_catalog.=) q.relnamespace "
+	    "WHERE c.name OPERATOR(pg_catalog.=) $1",
+	    1, argtypes, args, nullptr, SPI_OK_INSERT, true);
+}
+
+void
+RefuseFeature(const char *counter, Oid source, const char *what)
 {
 	CitusRelation r;
-	if (!Present() || !Lookup(rel, &r))
+	if (!Present() || !Lookup(source, &r))
 		return;
 	ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-	                errmsg("counter \"%s\": counters does not support Citus tables yet", counter),
-	                errdetail("Table %s, which the counter writes, %s.", r.name, r.how),
-	                errhint("Keep the counter's table local: drop the counter with counters.drop_counter('%s') and "
-	                        "declare it again; see docs/citus.md.",
-	                        counter)));
+	                errmsg("counter \"%s\": counters does not support %s on Citus tables yet", counter, what),
+	                errdetail("Source table %s %s; its counters count in the shards, in exact mode.", r.name, r.how),
+	                errhint("See docs/citus.md for what counters does on Citus.")));
+}
+
+Oid
+WriteShard(const char *counter, Oid rel, Oid fired, Oid source)
+{
+	if (!Present())
+		return rel;
+	CitusRelation f, s, w;
+	bool fired_shard = Lookup(fired, &f) && f.shard;
+	bool citus_source = Lookup(source, &s);
+	bool citus_rel = Lookup(rel, &w);
+	Kind source_kind = citus_source ? s.kind : Kind::Local;
+	Kind rel_kind = citus_rel ? w.kind : Kind::Local;
+	bool matches = source_kind == rel_kind && source_kind != Kind::Other &&
+	               (source_kind != Kind::Distributed || s.colocation == w.colocation);
+	if (!matches)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": source table %s is %s, but its counter table %s is %s", counter,
+		                       QualifiedName(source), KindName(source_kind), QualifiedName(rel), KindName(rel_kind)),
+		                errdetail("Counters count a local table into a local table, a distributed table into a "
+		                          "co-located distributed table, a reference table into a reference table."),
+		                errhint("Drop the counter with counters.drop_counter('%s') and declare it again; "
+		                        "counters.distribute() distributes a counted table with its counters; see "
+		                        "docs/citus.md.",
+		                        counter)));
+	if (!fired_shard)
+		return rel; /* the table itself (a TRUNCATE of its shell) writes the counter table as a whole */
+	/* the counter table's shard with the fired shard's hash range (a reference table's only shard), on this node */
+	MemoryContext caller = CurrentMemoryContext;
+	Connect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	Oid argtypes[2] = {INT8OID, OIDOID};
+	Datum args[2] = {Int64GetDatum(f.shardid), ObjectIdGetDatum(rel)};
+	char *row[1] = {nullptr};
+	bool found = QueryRow("SELECT (SELECT i[pg_catalog.cardinality(i)] "
+	                      "        FROM pg_catalog.parse_ident(pg_catalog.shard_name(t.logicalrelid, t.shardid)) i) "
+	                      "FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_shard t "
+	                      "ON t.logicalrelid OPERATOR(pg_catalog.=) $2::pg_catalog.regclass "
+	                      "AND t.shardminvalue IS NOT DISTINCT FROM s.shardminvalue "
+	                      "AND t.shardmaxvalue IS NOT DISTINCT FROM s.shardmaxvalue "
+	                      "WHERE s.shardid OPERATOR(pg_catalog.=) $1",
+	                      2, argtypes, args, 1, row);
+	UnpinSettings(level);
+	char *shard_name = found ? MemoryContextStrdup(caller, row[0]) : nullptr;
+	SPI_finish();
+	/* (by name in the table's schema: Citus hides shards from queries of pg_class) */
+	Oid shard = found ? get_relname_relid(shard_name, get_rel_namespace(rel)) : InvalidOid;
+	if (!found)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("counter \"%s\": counter table %s has no shard for the hash range of shard %s", counter,
+		                       QualifiedName(rel), QualifiedName(fired)),
+		                errhint("Source and counter table must stay co-located; see docs/citus.md.")));
+	if (!OidIsValid(shard))
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("counter \"%s\": shard %s of counter table %s is not on this node", counter, shard_name,
+		                       QualifiedName(rel)),
+		                errdetail("The write ran on shard %s here.", QualifiedName(fired)),
+		                errhint("Source and counter table must stay co-located: move their shards together; see "
+		                        "docs/citus.md.")));
+	return shard;
 }
 
 void
@@ -223,64 +552,146 @@ RefuseCapture(Relation rel)
 		WorkerGuess(relid, &r);
 	}
 	ereport(ERROR,
-	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("table %s %s; counters cannot count it yet", r.name, r.how),
-	         r.shard
-	             ? errdetail("The write ran on shard %s, which Citus gave the table's triggers; the table's counters "
-	                         "are kept on the coordinator, and no counter is kept for the shard.",
-	                         QualifiedName(relid))
-	             : errdetail("Its rows are in shards, which its counters on the coordinator cannot count."),
-	         errhint("Counters count tables that stay local. Drop the table's counters on the coordinator, or make "
-	                 "the table local again; see docs/citus.md.")));
+	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+	         errmsg("table %s %s, and has no counter declared for its shards", r.name, r.how),
+	         r.shard ? errdetail("The write ran on shard %s, which Citus gave the table's triggers; the table's "
+	                             "counters were declared while it was local, and count only local rows.",
+	                             QualifiedName(relid))
+	                 : errdetail("Its rows are in shards, which counters declared on the local table cannot count."),
+	         errhint("Distribute a counted table with counters.distribute(), not create_distributed_table(); to "
+	                 "repair, drop the table's counters on the coordinator and declare them again; see "
+	                 "docs/citus.md.")));
 }
 
 void
-RefuseCaptureTriggers()
+Distribute(Oid source, const char *column)
 {
 	if (!Present())
-		return;
-	/*
-	 * Tables this command created or altered that carry capture triggers: Citus copies a counted table's triggers to
-	 * a shard or shell with CREATE TRIGGER, then ALTER TABLE ... ENABLE TRIGGER (the event trigger fires for the
-	 * latter) on every node that holds one.
-	 */
-	MemoryContext caller = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-	int level = PinSettings(PIN_SEARCH_PATH);
-	(void)QueryLatest("SELECT DISTINCT t.tgrelid FROM pg_catalog.pg_event_trigger_ddl_commands() d "
-	                  "  JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) d.objid "
-	                  "   AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
-	                  " WHERE t.tgfoid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure",
-	                  0, nullptr, nullptr, nullptr);
-	List *rels = NIL;
-	MemoryContext old = MemoryContextSwitchTo(caller);
-	for (uint64 i = 0; i < SPI_processed; i++) {
-		bool isnull;
-		rels = lappend_oid(rels,
-		                   DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)));
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("counters.distribute() needs the citus extension in this database")));
+	const char *table = QualifiedName(source);
+	if (OnWorker())
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("table %s: distribute counted tables on the Citus coordinator", table)));
+	if (IsCitusRelation(source))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("table %s is already a Citus table", table),
+		                errhint("Drop its counters (counters.drop_counter) and declare them again.")));
+	if (get_rel_relkind(source) != RELKIND_RELATION || get_rel_relispartition(source))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("table %s: counters.distribute() distributes plain tables", table),
+		                errdetail("It is partitioned, or a partition.")));
+	RequireReadCommitted("counters.distribute()");
+	RequireOwnerPrivileges(table, source);
+	if (IsSink(source))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("table %s is a sink", table)));
+	/* every counter of the table must be one counters keeps on Citus; checked before anything changes */
+	List *entries = ReadCatalogOfSource(source);
+	const char **columns = (const char **)palloc0(sizeof(char *) * (list_length(entries) + 1));
+	ListCell *lc;
+	int i = 0;
+	foreach (lc, entries) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		RequireMaintainer(e);
+		CounterDef *def = AnalyzeView(e->name, e->query, CounterOwner(e));
+		const char *refused = e->mode != Mode::Exact             ? "is in log or sharded mode"
+		                      : !e->owns_target                  ? "counts into columns of an existing table"
+		                      : OidIsValid(def->parent)          ? "counts through a parent row"
+		                      : HasOption(e->name, "thresholds") ? "has thresholds"
+		                      : HasOption(e->name, "window")     ? "has window thresholds"
+		                                                         : nullptr;
+		if (refused != nullptr)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\" of table %s %s, which counters does not support on Citus yet",
+			                       e->name, table, refused),
+			                errhint("Drop the counter (counters.drop_counter), distribute the table, and declare it "
+			                        "again; see docs/citus.md.")));
+		if (IsCitusRelation(e->target))
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": its table %s is already a Citus table", e->name,
+			                       QualifiedName(e->target))));
+		int k = DistributionKey(def, column);
+		if (k < 0)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": the key must include distribution column \"%s\" of %s", e->name,
+			                       column, table),
+			                errdetail("Each shard counts its own rows into the co-located shard of the counter table."),
+			                errhint("Drop the counter, or declare it again with %s in its key, before distributing.",
+			                        quote_identifier(column))));
+		columns[i++] = def->keys[k].column_name;
 	}
-	MemoryContextSwitchTo(old);
+	/* writers wait until commit; the capture triggers stay off while Citus copies the rows already counted */
+	LockSource(source, ShareRowExclusiveLock);
+	BeginDistributedChange();
+	Connect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	List *disabled = NIL;
+	for (int t = 0; t < CAPTURE_TRIGGERS; t++)
+		if (TriggerFunction(source, CaptureTriggerName(t)) == CaptureFunction()) {
+			char *sql = psprintf("ALTER TABLE %s DISABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(t)));
+			if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+				elog(ERROR, "counters: \"%s\" failed", sql);
+			disabled = lappend_int(disabled, t);
+		}
+	Oid argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum args[3] = {CStringGetTextDatum(table), CStringGetTextDatum(column), CStringGetTextDatum(table)};
+	if (SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2)", 2, argtypes,
+	                          args, nullptr, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "counters: distributing %s failed", table);
+	i = 0;
+	foreach (lc, entries) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		args[0] = CStringGetTextDatum(QualifiedName(e->target));
+		args[1] = CStringGetTextDatum(columns[i++]);
+		if (SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2, "
+		                          "colocate_with => $3)",
+		                          3, argtypes, args, nullptr, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "counters: distributing %s failed", QualifiedName(e->target));
+	}
 	UnpinSettings(level);
 	SPI_finish();
-	if (rels == NIL)
+	foreach (lc, entries)
+		SyncReplica(((CatalogEntry *)lfirst(lc))->name);
+	Connect();
+	level = PinSettings(PIN_SEARCH_PATH);
+	foreach (lc, disabled) {
+		char *sql =
+		    psprintf("ALTER TABLE %s ENABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(lfirst_int(lc))));
+		if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "counters: \"%s\" failed", sql);
+	}
+	UnpinSettings(level);
+	SPI_finish();
+	CacheInvalidateRelcacheByRelid(source);
+}
+
+void
+RefuseConversion(List *dropped)
+{
+	if (!Present() || debug_query_string == nullptr)
 		return;
-	bool worker = OnWorker();
+	/* Citus's table conversions drop the table and rename a new one into its place: the counter would be lost */
+	char *query = asc_tolower(debug_query_string, strlen(debug_query_string));
+	static const char *const conversions[] = {"alter_distributed_table", "undistribute_table",
+	                                          "alter_table_set_access_method"};
+	const char *conversion = nullptr;
+	for (const char *c : conversions)
+		if (strstr(query, c) != nullptr)
+			conversion = c;
+	if (conversion == nullptr)
+		return;
 	ListCell *lc;
-	foreach (lc, rels) {
-		Oid relid = lfirst_oid(lc);
-		CitusRelation r;
-		if (!Lookup(relid, &r)) {
-			if (!worker)
-				continue;
-			WorkerGuess(relid, &r);
-		}
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("table %s %s; counters cannot count it yet", r.name, r.how),
-		                errdetail("Citus is giving %s the triggers of counters: its writes would run where no counter "
-		                          "is kept.",
-		                          QualifiedName(relid)),
-		                errhint("Drop the table's counters with counters.drop_counter() before handing it to Citus, or "
-		                        "keep it local; see docs/citus.md.")));
+	foreach (lc, ReadCatalog(nullptr)) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (list_member_oid(dropped, e->source) || list_member_oid(dropped, e->target))
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": %s() would drop its %s %s", e->name, conversion,
+			                       list_member_oid(dropped, e->source) ? "source" : "table",
+			                       QualifiedName(list_member_oid(dropped, e->source) ? e->source : e->target)),
+			                errdetail("Citus converts a table by copying it into a new one and dropping the old; "
+			                          "the counter would be dropped with it."),
+			                errhint("Drop the counter with counters.drop_counter('%s'), convert the table, and "
+			                        "declare the counter again.",
+			                        e->name)));
 	}
 }
 

@@ -367,7 +367,9 @@ char *VerifyStatement(const CounterShape *s);
 /* A statement whose parse tells whether `condition` is one expression (nothing injected after it). */
 char *ConditionProbe(const char *condition);
 char *RebuildConditionCheck(const CounterShape *s, const char *condition);
-char *RebuildStatement(const CounterShape *s, const char *condition);
+/* distributed: for a Citus counter table (no ctid); then ZeroRowsStatement deletes the rows of zeros */
+char *RebuildStatement(const CounterShape *s, const char *condition, bool distributed);
+char *ZeroRowsStatement(const CounterShape *s);
 char *KeyColumnList(const CounterShape *s);
 /* Fold pending rows into the totals: (rows moved, zero rows' ctids), and with_rows, each folded key's row after. */
 char *CompactStatement(const CounterShape *s, bool with_rows);
@@ -549,24 +551,55 @@ void OnDdlEnd(EventTriggerData *trigger);
 void OnSqlDrop();
 
 /*
- * Citus (citus.cpp): its tables are refused until distributed sources are supported. Without the citus extension in
- * the database every function returns at once (false, or nothing refused).
+ * Citus (citus.cpp): counters over hash-distributed and reference tables count in the shards (docs/citus.md). Without
+ * the citus extension in the database every function returns at once (false, Local, or nothing refused).
  */
 namespace citus {
+/* What a table is to Citus, as far as counters is concerned. */
+enum class Kind { Local, Distributed, Reference, Other };
+/* Where create_counter puts a counter table it creates. */
+enum class Placement { Local, Distributed, Reference };
 /* The citus extension is installed in this database. */
 bool Present();
 /* This is a Citus worker node (its group is not the coordinator's). */
 bool OnWorker();
 /* `relid` is a Citus table (distributed, reference, Citus local) or a shard of one. */
 bool IsCitusRelation(Oid relid);
-/* Refuse (0A000) declaring `counter` on a worker, or over a Citus source or target (InvalidOid: none). */
-void RefuseDeclaration(const char *counter, Oid source, Oid target);
-/* Refuse (0A000) counting `counter` into `rel` if it became a Citus table. */
-void RefuseCountingInto(const char *counter, Oid rel);
-/* Refuse (0A000) the capture trigger firing on a Citus table's shard, on its shell, or on a worker. */
+/* What Citus table `relid` is (a shard: Local). */
+Kind KindOfTable(Oid relid);
+/* The Citus table whose shard `relid` is, or InvalidOid. */
+Oid TableOfShard(Oid relid);
+/* The relation the counters' catalog is read from on this node: counters.counter, or the replica on a worker. */
+const char *CatalogRelation();
+/* SET LOCAL what a transaction changing counters of Citus tables needs (unsafe triggers, sequential mode). */
+void BeginDistributedChange();
+/*
+ * Check (0A000) that counter `counter` over def->source into `target` (InvalidOid: a table create_counter creates) can
+ * be counted on Citus; say where a created counter table goes: distributed by `column`, co-located with
+ * `colocate_with`, or a reference table.
+ */
+Placement CheckDeclaration(const char *counter, const CounterDef *def, Oid target, Oid *colocate_with,
+                           const char **column);
+void DistributeCounterTable(Oid table, Placement placement, Oid colocate_with, const char *column);
+/* Copy counter `name`'s catalog row to counters.counter_replica (or remove it), on the coordinator. */
+void SyncReplica(const char *name);
+/* Refuse (0A000) `what` for a counter of a Citus table. */
+void RefuseFeature(const char *counter, Oid source, const char *what);
+/*
+ * The relation that receives counter `counter`'s deltas when its trigger fired on `fired` (a shard, or `source`
+ * itself): `rel`, or on a shard its co-located shard on this node. Errors if they are not co-located or the shard is
+ * elsewhere: never skipped.
+ */
+Oid WriteShard(const char *counter, Oid rel, Oid fired, Oid source);
+/* Refuse (0A000) the capture trigger firing, without counters, on a Citus table's shard or shell. */
 void RefuseCapture(Relation rel);
-/* In ddl_command_end: refuse (0A000) capture triggers on a Citus table, shard or worker table the command touched. */
-void RefuseCaptureTriggers();
+/*
+ * counters.distribute(source, column): distribute a counted local table by `column`, and its counter tables
+ * co-located, without counting its rows again.
+ */
+void Distribute(Oid source, const char *column);
+/* In sql_drop: refuse (0A000) a Citus table conversion that drops a counter's source or table. */
+void RefuseConversion(List *dropped);
 } // namespace citus
 
 /* The compaction background worker (worker.cpp): GUCs, and workers registered when preloaded. */

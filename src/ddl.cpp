@@ -420,7 +420,6 @@ ExecuteDdl(const char *sql)
 void
 OnDdlEnd(EventTriggerData *trigger)
 {
-	citus::RefuseCaptureTriggers();
 	if (citus::OnWorker())
 		return;
 	/*
@@ -487,6 +486,24 @@ OnDdlEnd(EventTriggerData *trigger)
 	foreach (lc, leftovers)
 		if (!citus::IsCitusRelation(lfirst_oid(lc))) /* (Citus's shards and shells are Citus's to change) */
 			Detach(lfirst_oid(lc));
+	/* Citus: the replica names the tables; a renamed one is named anew */
+	if (citus::Present()) {
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		(void)QueryLatest("SELECT DISTINCT k.name FROM pg_catalog.pg_event_trigger_ddl_commands() d "
+		                  "  JOIN counters.counter k ON d.objid OPERATOR(pg_catalog.=) ANY "
+		                  "       (ARRAY[k.source, k.target, k.query]::pg_catalog.oid[]) "
+		                  " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass",
+		                  0, nullptr, nullptr, nullptr, false);
+		List *names = NIL;
+		MemoryContext old = MemoryContextSwitchTo(caller);
+		for (uint64 r = 0; r < SPI_processed; r++)
+			names = lappend(names, SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1));
+		MemoryContextSwitchTo(old);
+		SPI_finish();
+		foreach (lc, names)
+			citus::SyncReplica((const char *)lfirst(lc));
+	}
 	UnpinSettings(level);
 }
 
@@ -513,6 +530,7 @@ OnSqlDrop()
 		UnpinSettings(level);
 		return;
 	}
+	citus::RefuseConversion(dropped);
 	List *catalog = ReadCatalog(nullptr);
 	ListCell *lc;
 	foreach (lc, catalog) {

@@ -177,7 +177,10 @@ void
 RequireParentShape(const char *name, const CounterDef *def)
 {
 	RequireOwnerPrivileges(name, def->parent);
-	citus::RefuseDeclaration(name, def->parent, InvalidOid);
+	if (citus::IsCitusRelation(def->parent))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": counters through a parent row do not count Citus tables", name),
+		                errdetail("Parent table %s is a Citus table.", QualifiedName(def->parent))));
 	if (IsSink(def->source) || IsSink(def->parent))
 		ereport(ERROR,
 		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("counter \"%s\": a sink cannot be joined", name)));
@@ -221,7 +224,11 @@ Declare(const char *name, const char *definition, const char *target, bool fill)
 	char *schema = nullptr;
 	char *table = nullptr;
 	Oid tgt = target != nullptr ? ResolveTarget(name, target, &schema, &table) : InvalidOid;
-	citus::RefuseDeclaration(name, def->source, tgt);
+	Oid colocate_with;
+	const char *distribution_column;
+	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
+	if (placement != citus::Placement::Local)
+		citus::BeginDistributedChange();
 
 	/* Only the source's owner may declare (and so lock it), before anything else. */
 	RequireOwnerPrivileges(name, def->source);
@@ -265,6 +272,9 @@ Declare(const char *name, const char *definition, const char *target, bool fill)
 		/* A published table needs a replica identity to publish updates and deletes; NULL keys cannot make one. */
 		if (!all_keys_not_null)
 			Execute(ReplicaIdentityFullStatement(tgt), SPI_OK_UTILITY);
+		/* Citus: distributed co-located with the source (or a reference table) before it is filled */
+		if (placement != citus::Placement::Local)
+			citus::DistributeCounterTable(tgt, placement, colocate_with, distribution_column);
 		Register(name, view, tgt, owns);
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
 		ret = fill ? SPI_execute(FillStatement(def, tgt, view), false, 0) : SPI_OK_INSERT;
@@ -396,6 +406,8 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	CatalogEntry *c = LookupCounter(name);
 	RequireMaintainer(c);
 	Mode mode = mode_text != nullptr ? ParseMode(name, mode_text) : c->mode; /* (NULL: max_slots alone) */
+	if (mode != Mode::Exact)
+		citus::RefuseFeature(name, c->source, "log and sharded mode");
 	if (max_slots != -1 && (mode != Mode::Sharded || max_slots < 1 || max_slots > 1024))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": max_slots applies to sharded mode, from 1 to 1024", name)));
@@ -524,6 +536,8 @@ RenameCounter(const char *from, const char *to)
 	Datum args[2] = {CStringGetTextDatum(from), CStringGetTextDatum(to)};
 	ExecuteAsCatalogOwner("UPDATE counters.counter SET name = $2 WHERE name OPERATOR(pg_catalog.=) $1", 2, argtypes,
 	                      args, nullptr, SPI_OK_UPDATE, true);
+	citus::SyncReplica(from);
+	citus::SyncReplica(to);
 	CacheInvalidateRelcacheByRelid(e->source);
 }
 
@@ -690,6 +704,8 @@ void
 DropCounter(const char *name)
 {
 	CatalogEntry *c = LookupCounter(name);
+	if (citus::IsCitusRelation(c->source))
+		citus::BeginDistributedChange();
 	RequireMaintainer(c);
 	Oid parent = OidIsValid(c->query) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->query))
 	                 ? AnalyzeView(c->name, c->query, CounterOwner(c))->parent
@@ -760,6 +776,8 @@ Attach(Oid source)
 	foreach (pc, ParentsOfSource(source))
 		AttachParent(lfirst_oid(pc));
 	bool sink = IsSink(source);
+	if (citus::IsCitusRelation(source))
+		citus::BeginDistributedChange();
 	List *rels = find_all_inheritors(source, NoLock, nullptr);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
@@ -790,6 +808,8 @@ Detach(Oid source)
 		ereport(NOTICE,
 		        (errmsg("table %s is no longer a sink: rows inserted into it are stored", QualifiedName(source)),
 		         errdetail("No counter is declared on it any more.")));
+	if (citus::IsCitusRelation(source))
+		citus::BeginDistributedChange();
 	List *rels = find_all_inheritors(source, NoLock, nullptr);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");

@@ -190,6 +190,16 @@ COUNTERS_FUNCTION(counters_detach)
 	PG_RETURN_VOID();
 }
 
+/* counters.distribute(source, column) */
+COUNTERS_FUNCTION(counters_distribute)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counters.distribute() takes no NULL argument")));
+	counters::citus::Distribute(PG_GETARG_OID(0), text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	PG_RETURN_VOID();
+}
+
 /* counters.set_sink(source, sink) */
 COUNTERS_FUNCTION(counters_set_sink)
 {

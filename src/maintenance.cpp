@@ -601,10 +601,18 @@ RebuildOne(const CatalogEntry *e, const char *condition, bool named)
 		CheckCondition(e, s, condition);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
-	int ret = RunAsOwner(e, RebuildStatement(s, condition), 0, nullptr, nullptr, false);
+	bool distributed = citus::KindOfTable(s->table) != citus::Kind::Local;
+	int ret = RunAsOwner(e, RebuildStatement(s, condition, distributed), 0, nullptr, nullptr, false);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "counters: rebuilding counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	int64 differ = Int64Column(1), deleted = Int64Column(2), inserted = Int64Column(3), updated = Int64Column(4);
+	if (distributed && e->owns_target && !s->keep_zero) {
+		ret = RunAsOwner(e, ZeroRowsStatement(s), 0, nullptr, nullptr, false);
+		if (ret != SPI_OK_DELETE)
+			elog(ERROR, "counters: rebuilding counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
+		deleted = (int64)SPI_processed;
+		updated -= deleted;
+	}
 	SPI_finish();
 	ereport(NOTICE, (errmsg("counter \"%s\": %lld %s from the definition", e->name, (long long)differ,
 	                        differ == 1 ? "key differs" : "keys differ")));

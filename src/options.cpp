@@ -176,6 +176,7 @@ void
 SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback, Datum every, bool every_null)
 {
 	CatalogEntry *e = LookupCounter(name);
+	citus::RefuseFeature(name, e->source, "thresholds");
 	RequireMaintainer(e);
 	ValueColumn col = FindValueColumn(e, column);
 	if ((thresholds == nullptr && every_null) || (thresholds != nullptr && array_contains_nulls(thresholds)))

@@ -94,16 +94,17 @@ VerifyStatement(const CounterShape *s)
 		}
 	}
 	int rk = s->retention_column + 1;
+	/* (the keys that differ in a CTE of their own: Citus pushes it down to the shards, the keys first in both sides) */
 	return psprintf(
-	    "SELECT $1::pg_catalog.text, pg_catalog.jsonb_build_object(%s), x.column_name::pg_catalog.text, x.stored, "
-	    "x.expected "
-	    "FROM (SELECT %s, %s, pg_catalog.bool_or(u.in_target) AS in_target "
-	    "        FROM (SELECT %strue AS in_target%s FROM %s t WHERE %s "
+	    "WITH d AS MATERIALIZED (SELECT %2$s, %3$s, pg_catalog.bool_or(u.in_target) AS in_target "
+	    "        FROM (SELECT %4$strue AS in_target%5$s FROM %6$s t WHERE %7$s "
 	    "              UNION ALL "
-	    "              SELECT %sfalse%s FROM %s v WHERE %s) u "
-	    "       GROUP BY %s HAVING %s) d "
-	    "CROSS JOIN LATERAL (VALUES %s) x(column_name, stored, expected) "
-	    "WHERE x.stored IS DISTINCT FROM x.expected AND (%s OR d.in_target) "
+	    "              SELECT %8$sfalse%9$s FROM %10$s v WHERE %11$s) u "
+	    "       GROUP BY %12$s HAVING %13$s) "
+	    "SELECT $1::pg_catalog.text, pg_catalog.jsonb_build_object(%1$s), x.column_name::pg_catalog.text, x.stored, "
+	    "x.expected "
+	    "FROM d CROSS JOIN LATERAL (VALUES %14$s) x(column_name, stored, expected) "
+	    "WHERE x.stored IS DISTINCT FROM x.expected AND (%15$s OR d.in_target) "
 	    "ORDER BY 2, 3",
 	    json.data, keys.data, sums.data, read_keys.data, stored.data, QualifiedName(s->e->target),
 	    LiveCondition(s, rk > 0 ? psprintf("t.%s", Quoted(s->read_names[rk - 1])) : nullptr), view_keys.data,
@@ -148,7 +149,7 @@ KeyColumnList(const CounterShape *s)
 }
 
 char *
-RebuildStatement(const CounterShape *s, const char *condition)
+RebuildStatement(const CounterShape *s, const char *condition, bool distributed)
 {
 	StringInfoData keys, table_side, view_side, as_table, sums, differs, nonzero, insert_cols, insert_vals, conflict,
 	    sets;
@@ -202,30 +203,39 @@ RebuildStatement(const CounterShape *s, const char *condition)
 	char *keep = condition != nullptr
 	                 ? psprintf("EXISTS (SELECT FROM (SELECT %s) c WHERE (%s))", as_table.data, condition)
 	                 : pstrdup("true");
-	char *diff = psprintf("SELECT x.* FROM ("
-	                      " SELECT %s%s, pg_catalog.max(u.row_id) AS row_id "
-	                      "   FROM (SELECT %s, t.ctid AS row_id FROM %s t "
-	                      "         UNION ALL "
-	                      "         SELECT %s, NULL::pg_catalog.tid FROM %s v) u "
-	                      "  WHERE %s AND %s "
-	                      "  GROUP BY %s) x "
-	                      "WHERE %s",
-	                      keys.data, sums.data, table_side.data, QualifiedName(s->table), view_side.data,
-	                      QualifiedName(s->e->query), LiveCondition(s, rk > 0 ? psprintf("u.k%d", rk) : nullptr), keep,
-	                      keys.data,
-	                      /* (a stored row of zeros differs too, unless the counter keeps them: it should not exist) */
-	                      s->e->owns_target && !s->keep_zero
-	                          ? psprintf("%s OR (x.row_id IS NOT NULL AND NOT (%s))", differs.data, stored_nonzero.data)
-	                          : differs.data);
+	/* (Citus: no ctid; whether the key has a row, and the keys first on both sides, for the shards to compute it) */
+	char *diff =
+	    psprintf("SELECT x.* FROM ("
+	             " SELECT %s%s, %s AS row_id "
+	             "   FROM (SELECT %s, %s AS row_id FROM %s t "
+	             "         UNION ALL "
+	             "         SELECT %s, %s FROM %s v) u "
+	             "  WHERE %s AND %s "
+	             "  GROUP BY %s) x "
+	             "WHERE %s",
+	             keys.data, sums.data, distributed ? "pg_catalog.bool_or(u.row_id)" : "pg_catalog.max(u.row_id)",
+	             table_side.data, distributed ? "true" : "t.ctid", QualifiedName(s->table), view_side.data,
+	             distributed ? "NULL::pg_catalog.bool" : "NULL::pg_catalog.tid", QualifiedName(s->e->query),
+	             LiveCondition(s, rk > 0 ? psprintf("u.k%d", rk) : nullptr), keep, keys.data,
+	             /* (a stored row of zeros differs too, unless the counter keeps them: it should not exist) */
+	             s->e->owns_target && !s->keep_zero
+	                 ? psprintf("%s OR (x.row_id IS NOT NULL AND NOT (%s))", differs.data, stored_nonzero.data)
+	                 : differs.data);
 	const char *table = QualifiedName(s->table);
+	StringInfoData match;
+	initStringInfo(&match);
+	for (int i = 0; i < s->ncolumns; i++)
+		if (s->is_key[i])
+			appendStringInfo(&match, " AND t.%s OPERATOR(pg_catalog.=) d.k%d", Quoted(s->table_names[i]), i + 1);
 	if (!s->e->owns_target)
 		/* Columns of an existing table: rows are updated, none created or deleted. */
 		return psprintf("WITH d AS MATERIALIZED (%s), "
 		                "     updated AS (UPDATE %s AS t SET %s FROM d "
-		                "                  WHERE t.ctid OPERATOR(pg_catalog.=) d.row_id RETURNING 1) "
+		                "                  WHERE %s RETURNING 1) "
 		                "SELECT (SELECT pg_catalog.count(*) FROM d), 0::pg_catalog.int8, 0::pg_catalog.int8, "
 		                "       (SELECT pg_catalog.count(*) FROM updated)",
-		                diff, table, sets.data);
+		                diff, table, sets.data,
+		                distributed ? psprintf("d.row_id%s", match.data) : "t.ctid OPERATOR(pg_catalog.=) d.row_id");
 	StringInfoData excluded;
 	initStringInfo(&excluded);
 	for (int i = 0; i < s->ncolumns; i++)
@@ -237,6 +247,20 @@ RebuildStatement(const CounterShape *s, const char *condition)
 	for (int i = 0; i < s->ncolumns; i++)
 		if (s->is_key[i])
 			appendStringInfo(&order, "%sd.k%d", order.len ? ", " : "", i + 1);
+	if (distributed)
+		/*
+		 * Citus: every key that differs is upserted (zeros too), by statements the shards run; the rows of zeros
+		 * are deleted next (DistributedZeroRowsStatement). (xmax tells no insert from an update across nodes.)
+		 */
+		return psprintf("WITH d AS MATERIALIZED (%s), "
+		                "     upserted AS (INSERT INTO %s AS t (%s) SELECT %s FROM d ORDER BY %s "
+		                "                  ON CONFLICT (%s) DO UPDATE SET %s RETURNING 1) "
+		                "SELECT (SELECT pg_catalog.count(*) FROM d), 0::pg_catalog.int8, "
+		                "       (SELECT pg_catalog.count(*) FROM d WHERE d.row_id IS NULL AND (%s)), "
+		                "       (SELECT pg_catalog.count(*) FROM d WHERE d.row_id IS NOT NULL) "
+		                "  FROM (SELECT pg_catalog.count(*) FROM upserted) u",
+		                diff, table, insert_cols.data, insert_vals.data, order.data, conflict.data, excluded.data,
+		                nonzero.data);
 	/* Rows that should not exist (all zeros) go (with keep_zero: they are set to zeros); the others are upserted in key
 	 * order. */
 	return psprintf(
@@ -369,6 +393,18 @@ char *
 DeleteAllStatement(Oid rel)
 {
 	return psprintf("DELETE FROM %s", QualifiedName(rel));
+}
+
+char *
+ZeroRowsStatement(const CounterShape *s)
+{
+	StringInfoData nonzero;
+	initStringInfo(&nonzero);
+	for (int i = 0; i < s->ncolumns; i++)
+		if (!s->is_key[i])
+			appendStringInfo(&nonzero, "%st.%s OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "",
+			                 Quoted(s->table_names[i]));
+	return psprintf("DELETE FROM %s t WHERE NOT (%s)", QualifiedName(s->table), nonzero.data);
 }
 
 char *

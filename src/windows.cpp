@@ -370,6 +370,7 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
                     Oid callback)
 {
 	CatalogEntry *e = LookupCounter(name);
+	citus::RefuseFeature(name, e->source, "window thresholds");
 	RequireMaintainer(e);
 	if (e->mode != Mode::Exact || !e->owns_target)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

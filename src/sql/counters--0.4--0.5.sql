@@ -160,3 +160,13 @@ CREATE FUNCTION counters.check_windows(name text DEFAULT NULL) RETURNS bigint
 COMMENT ON FUNCTION counters.check_windows(text) IS
 	'announce window threshold crossings that no write announced (buckets ageing out); returns how many';
 -- ---- end of window thresholds ----
+
+-- ---- Citus ----
+-- Citus: distribute a counted local table by `column` (create_distributed_table), and the tables of its counters
+-- co-located with it, without counting its rows again (the capture triggers are off while Citus copies them). Every
+-- counter of the table must be exact, in a table of its own, with `column` in its key. Run on the coordinator.
+CREATE FUNCTION counters.distribute(source regclass, column_name text) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_distribute'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.distribute(regclass, text) IS
+	'Citus: distribute a counted table and its counter tables, co-located, without counting its rows again';

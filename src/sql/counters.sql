@@ -259,6 +259,15 @@ CREATE FUNCTION counters.set_sink(source regclass, sink boolean DEFAULT true) RE
 COMMENT ON FUNCTION counters.set_sink(regclass, boolean) IS
 	'make a table a sink: inserted rows are counted by its counters and not stored (false: store them again)';
 
+-- Citus: distribute a counted local table by `column` (create_distributed_table), and the tables of its counters
+-- co-located with it, without counting its rows again (the capture triggers are off while Citus copies them). Every
+-- counter of the table must be exact, in a table of its own, with `column` in its key. Run on the coordinator.
+CREATE FUNCTION counters.distribute(source regclass, column_name text) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_distribute'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.distribute(regclass, text) IS
+	'Citus: distribute a counted table and its counter tables, co-located, without counting its rows again';
+
 -- ---------------------------------------------------------------------------------------------------------------
 -- keeping up with DDL
 -- ---------------------------------------------------------------------------------------------------------------
