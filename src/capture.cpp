@@ -1201,9 +1201,12 @@ Capture(TriggerData *td)
 	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
 	/*
 	 * Citus: a shard's TRUNCATE trigger does nothing (the shell's, on the coordinator, empties the counter tables as a
-	 * whole); a shard without counters was distributed behind the counters' back.
+	 * whole), nor one left behind on a shard or shell once the table's counters are dropped (Citus does not propagate
+	 * dropping it); a shard without counters was distributed behind the counters' back.
 	 */
-	if (TRIGGER_FIRED_BY_TRUNCATE(ev) && citus::Present() && OidIsValid(citus::TableOfShard(RelationGetRelid(rel)))) {
+	if (TRIGGER_FIRED_BY_TRUNCATE(ev) && citus::Present() &&
+	    (OidIsValid(citus::TableOfShard(RelationGetRelid(rel))) ||
+	     (sc->ncounters == 0 && citus::IsCitusRelation(RelationGetRelid(rel))))) {
 		UnpinSettings(level);
 		return;
 	}

@@ -356,12 +356,13 @@ CheckDeclaration(const char *counter, const CounterDef *def, Oid target, Oid *co
 		                 QualifiedName(target), s.name)));
 	if (s.kind == Kind::Reference) {
 		if (citus_target && t.kind != Kind::Reference)
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			                errmsg("counter \"%s\": a reference table is counted into a reference table", counter),
-			                errdetail("Source table %s is a reference table; target table %s is %s.", s.name, t.name,
-			                          KindName(t.kind)),
-			                errhint("Every node applies a reference table's writes to its own copy: the counter "
-			                        "table must have a copy on every node too.")));
+			ereport(ERROR,
+			        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			         errmsg("counter \"%s\": a reference table can only be counted into a reference table", counter),
+			         errdetail("Source table %s is a reference table; target table %s is %s.", s.name, t.name,
+			                   KindName(t.kind)),
+			         errhint("Every node applies a reference table's writes to its own copy: the counter "
+			                 "table must have a copy on every node too.")));
 		*colocate_with = def->source;
 		return Placement::Reference;
 	}
@@ -684,9 +685,8 @@ RefuseConversion(List *dropped)
 		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
 		if (list_member_oid(dropped, e->source) || list_member_oid(dropped, e->target))
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			                errmsg("counter \"%s\": %s() would drop its %s %s", e->name, conversion,
-			                       list_member_oid(dropped, e->source) ? "source" : "table",
-			                       QualifiedName(list_member_oid(dropped, e->source) ? e->source : e->target)),
+			                errmsg("counter \"%s\": %s() would drop its %s", e->name, conversion,
+			                       list_member_oid(dropped, e->source) ? "source table" : "counter table"),
 			                errdetail("Citus converts a table by copying it into a new one and dropping the old; "
 			                          "the counter would be dropped with it."),
 			                errhint("Drop the counter with counters.drop_counter('%s'), convert the table, and "
