@@ -496,10 +496,10 @@ OnDdlEnd(EventTriggerData *trigger)
 		                  " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass",
 		                  0, nullptr, nullptr, nullptr, false);
 		List *names = NIL;
-		MemoryContext old = MemoryContextSwitchTo(caller);
+		MemoryContext back = MemoryContextSwitchTo(caller);
 		for (uint64 r = 0; r < SPI_processed; r++)
 			names = lappend(names, SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1));
-		MemoryContextSwitchTo(old);
+		MemoryContextSwitchTo(back);
 		SPI_finish();
 		foreach (lc, names)
 			citus::SyncReplica((const char *)lfirst(lc));
