@@ -25,6 +25,7 @@ extern "C" {
 #include "tcop/tcopprot.h"
 #include "utils/formatting.h"
 #include "utils/inval.h"
+#include "miscadmin.h"
 #include "commands/extension.h"
 #include "nodes/makefuncs.h"
 #include "utils/builtins.h"
@@ -280,10 +281,20 @@ CatalogRelation()
 		return "counters.counter";
 	if (!ReplicaExists())
 		return "(SELECT c.* FROM counters.counter c WHERE false)";
-	/* (names that do not resolve on this node give NULL, which the cache refuses) */
+	/*
+	 * Names that do not resolve on this node give NULL, which the cache refuses. So does a row that no declaration
+	 * could have written: its definition view is named after the counter, and its owner (who declared it) has the
+	 * privileges of the owners of the source and the counter table.
+	 */
 	return "(SELECT r.name, pg_catalog.to_regclass(r.source) AS source, pg_catalog.to_regclass(r.target) AS target, "
-	       "pg_catalog.to_regclass(r.query) AS query, r.owns_target, NULL::pg_catalog.regclass AS log, "
-	       "NULL::pg_catalog.regclass AS totals, r.mode, r.options FROM counters.counter_replica r)";
+	       "CASE WHEN v.relname OPERATOR(pg_catalog.=) (r.name OPERATOR(pg_catalog.||) '_definition') "
+	       "AND pg_catalog.pg_has_role(v.relowner, s.relowner, 'USAGE') "
+	       "AND pg_catalog.pg_has_role(v.relowner, t.relowner, 'USAGE') THEN v.oid::pg_catalog.regclass END AS query, "
+	       "r.owns_target, NULL::pg_catalog.regclass AS log, NULL::pg_catalog.regclass AS totals, r.mode, r.options "
+	       "FROM counters.counter_replica r "
+	       "LEFT JOIN pg_catalog.pg_class s ON s.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(r.source) "
+	       "LEFT JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(r.target) "
+	       "LEFT JOIN pg_catalog.pg_class v ON v.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(r.query))";
 }
 
 void
@@ -420,15 +431,89 @@ DistributeCounterTable(Oid table, Placement placement, Oid colocate_with, const 
 	SPI_finish();
 }
 
+namespace {
+
+/*
+ * The caller has the privileges of the owners of the relations a row of the replica names. (Citus allows no subquery
+ * in a distributed table's policy: the lookup is a function, on every node.) A new row may name relations this node
+ * does not have yet: the coordinator writes the row of a renamed table before Citus renames it on the workers; the
+ * workers check every row again when they read it (CatalogRelation).
+ */
+const char *const OWNS_ROW = "counters._owns_relation(source) AND counters._owns_relation(target) AND "
+                             "counters._owns_relation(query)";
+const char *const MAY_INSERT_ROW = "COALESCE(counters._owns_relation(source), true) AND "
+                                   "COALESCE(counters._owns_relation(target), true) AND "
+                                   "COALESCE(counters._owns_relation(query), true)";
+
+void
+RunAsCatalogOwner(const char *sql, int expected)
+{
+	ExecuteAsCatalogOwner(sql, 0, nullptr, nullptr, nullptr, expected, false);
+}
+
+} // namespace
+
+void
+EnableCitus(bool explicitly)
+{
+	if (!Present())
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("the citus extension is not installed in this database")));
+	if (OnWorker())
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counters.enable_citus() runs on the Citus coordinator")));
+	if (ReplicaExists())
+		return;
+	Oid catalog = RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
+	/*
+	 * Citus lets one role modify a reference table's copies in a transaction: the replica is created by the
+	 * catalog's owner, and written by the roles that declare counters, in later transactions.
+	 */
+	if (GetUserId() != RelationOwner(catalog))
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("counters is not set up for Citus tables in this database yet"),
+		         errdetail("The counters of Citus tables are kept on every node in counters.counter_replica, which "
+		                   "the extension's owner creates once."),
+		         errhint("Have role %s run SELECT counters.enable_citus(); in a transaction of its own.",
+		                 GetUserNameFromId(RelationOwner(catalog), false))));
+	/*
+	 * Readable by all, like counters.counter; each role writes the rows of counters whose relations it owns (checked
+	 * on every node, where the rows are written), and anyone may delete a row whose relations are gone.
+	 */
+	RunAsCatalogOwner("CREATE TABLE counters.counter_replica (name text PRIMARY KEY, source text NOT NULL, "
+	                  "target text NOT NULL, query text NOT NULL, owns_target boolean NOT NULL, mode text NOT NULL, "
+	                  "options jsonb NOT NULL)",
+	                  SPI_OK_UTILITY);
+	RunAsCatalogOwner("COMMENT ON TABLE counters.counter_replica IS 'the counters of Citus tables, by name, on every "
+	                  "node (a reference table written with counters.counter)'",
+	                  SPI_OK_UTILITY);
+	RunAsCatalogOwner("ALTER TABLE counters.counter_replica ENABLE ROW LEVEL SECURITY", SPI_OK_UTILITY);
+	RunAsCatalogOwner("CREATE POLICY readable ON counters.counter_replica FOR SELECT USING (true)", SPI_OK_UTILITY);
+	RunAsCatalogOwner(
+	    psprintf("CREATE POLICY declared ON counters.counter_replica FOR INSERT WITH CHECK (%s)", MAY_INSERT_ROW),
+	    SPI_OK_UTILITY);
+	RunAsCatalogOwner(psprintf("CREATE POLICY dropped ON counters.counter_replica FOR DELETE USING ((%s) OR "
+	                           "pg_catalog.to_regclass(source) IS NULL OR pg_catalog.to_regclass(target) IS NULL OR "
+	                           "pg_catalog.to_regclass(query) IS NULL)",
+	                           OWNS_ROW),
+	                  SPI_OK_UTILITY);
+	RunAsCatalogOwner("GRANT SELECT, INSERT, DELETE ON counters.counter_replica TO PUBLIC", SPI_OK_UTILITY);
+	RunAsCatalogOwner("SELECT pg_catalog.create_reference_table('counters.counter_replica')", SPI_OK_SELECT);
+	if (!explicitly)
+		ereport(NOTICE, (errmsg("counters keeps the counters of Citus tables in counters.counter_replica on every "
+		                        "node from now on")));
+}
+
 void
 SyncReplica(const char *name)
 {
 	if (!Present() || OnWorker())
 		return;
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(name)}; /* (in the caller's context: used across SPI connections) */
 	Connect();
 	int level = PinSettings(PIN_SEARCH_PATH);
-	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {CStringGetTextDatum(name)};
 	(void)QueryLatest("SELECT 1 FROM counters.counter c JOIN pg_catalog.pg_dist_partition p "
 	                  "ON p.logicalrelid OPERATOR(pg_catalog.=) c.source WHERE c.name OPERATOR(pg_catalog.=) $1",
 	                  1, argtypes, args, nullptr);
@@ -438,34 +523,54 @@ SyncReplica(const char *name)
 	if (!ReplicaExists()) {
 		if (!citus_source)
 			return;
-		/* the first counter of a Citus table: the replica, a reference table, owned like the catalog */
-		ExecuteAsCatalogOwner("CREATE TABLE counters.counter_replica (name text PRIMARY KEY, source text NOT NULL, "
-		                      "target text NOT NULL, query text NOT NULL, owns_target boolean NOT NULL, "
-		                      "mode text NOT NULL, options jsonb NOT NULL)",
-		                      0, nullptr, nullptr, nullptr, SPI_OK_UTILITY, false);
-		ExecuteAsCatalogOwner("GRANT SELECT ON counters.counter_replica TO PUBLIC", 0, nullptr, nullptr, nullptr,
-		                      SPI_OK_UTILITY, false);
-		ExecuteAsCatalogOwner("SELECT pg_catalog.create_reference_table('counters.counter_replica')", 0, nullptr,
-		                      nullptr, nullptr, SPI_OK_SELECT, false);
+		EnableCitus(false);
 	}
-	ExecuteAsCatalogOwner("DELETE FROM counters.counter_replica WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes,
-	                      args, nullptr, SPI_OK_DELETE, false);
-	if (!citus_source)
-		return;
-	/* (the names as every node resolves them: qualified, quoted) */
-	ExecuteAsCatalogOwner(
-	    "INSERT INTO counters.counter_replica SELECT c.name, pg_catalog.format('%I.%I', sn.nspname, s.relname), "
-	    "pg_catalog.format('%I.%I', tn.nspname, t.relname), pg_catalog.format('%I.%I', qn.nspname, q.relname), "
-	    "c.owns_target, c.mode, c.options "
-	    "FROM counters.counter c "
-	    "JOIN pg_catalog.pg_class s ON s.oid OPERATOR(pg_catalog.=) c.source "
-	    "JOIN pg_catalog.pg_namespace sn ON sn.oid OPERATOR(pg_catalog.=) s.relnamespace "
-	    "JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) c.target "
-	    "JOIN pg_catalog.pg_namespace tn ON tn.oid OPERATOR(pg_catalog.=) t.relnamespace "
-	    "JOIN pg_catalog.pg_class q ON q.oid OPERATOR(pg_catalog.=) c.query "
-	    "JOIN pg_catalog.pg_namespace qn ON qn.oid OPERATOR(pg_catalog.=) q.relnamespace "
-	    "WHERE c.name OPERATOR(pg_catalog.=) $1",
-	    1, argtypes, args, nullptr, SPI_OK_INSERT, true);
+	/*
+	 * Written as the caller (who has the privileges of the counter's owners, or nothing would have been changed):
+	 * Citus lets one role modify reference tables in a transaction, and the caller's statements modify them too.
+	 */
+	Connect();
+	level = PinSettings(PIN_SEARCH_PATH);
+	if (SPI_execute_with_args("DELETE FROM counters.counter_replica WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes,
+	                          args, nullptr, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "counters: updating counters.counter_replica failed");
+	/*
+	 * The names as every node resolves them: qualified, quoted. (The row is read, then inserted with VALUES: Citus
+	 * copies an INSERT ... SELECT with COPY, which row-level security does not allow.)
+	 */
+	if (citus_source) {
+		(void)QueryLatest("SELECT c.name, pg_catalog.format('%I.%I', sn.nspname, s.relname), "
+		                  "pg_catalog.format('%I.%I', tn.nspname, t.relname), "
+		                  "pg_catalog.format('%I.%I', qn.nspname, q.relname), c.owns_target, c.mode, c.options "
+		                  "FROM counters.counter c "
+		                  "JOIN pg_catalog.pg_class s ON s.oid OPERATOR(pg_catalog.=) c.source "
+		                  "JOIN pg_catalog.pg_namespace sn ON sn.oid OPERATOR(pg_catalog.=) s.relnamespace "
+		                  "JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) c.target "
+		                  "JOIN pg_catalog.pg_namespace tn ON tn.oid OPERATOR(pg_catalog.=) t.relnamespace "
+		                  "JOIN pg_catalog.pg_class q ON q.oid OPERATOR(pg_catalog.=) c.query "
+		                  "JOIN pg_catalog.pg_namespace qn ON qn.oid OPERATOR(pg_catalog.=) q.relnamespace "
+		                  "WHERE c.name OPERATOR(pg_catalog.=) $1",
+		                  1, argtypes, args, nullptr, false);
+		if (SPI_processed != 1)
+			elog(ERROR, "counters: reading counter \"%s\" failed", name);
+		HeapTuple row = SPI_copytuple(SPI_tuptable->vals[0]);
+		TupleDesc desc = SPI_tuptable->tupdesc;
+		Oid types[7];
+		Datum values[7];
+		char nulls[7];
+		for (int c = 0; c < 7; c++) {
+			bool isnull;
+			types[c] = SPI_gettypeid(desc, c + 1);
+			values[c] = SPI_getbinval(row, desc, c + 1, &isnull);
+			nulls[c] = isnull ? 'n' : ' ';
+		}
+		if (SPI_execute_with_args("INSERT INTO counters.counter_replica VALUES ($1, $2, $3, $4, $5, $6, $7)", 7, types,
+		                          values, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "counters: updating counters.counter_replica failed");
+	}
+	UnpinSettings(level);
+	SPI_finish();
+	CommandCounterIncrement();
 }
 
 void
@@ -620,14 +725,17 @@ Distribute(Oid source, const char *column)
 			                        quote_identifier(column))));
 		columns[i++] = def->keys[k].column_name;
 	}
-	/* writers wait until commit; the capture triggers stay off while Citus copies the rows already counted */
+	/*
+	 * Writers wait until commit; the capture triggers stay off while Citus copies the rows already counted (but the
+	 * TRUNCATE trigger, which a copy does not fire: Citus would not propagate enabling it again).
+	 */
 	LockSource(source, ShareRowExclusiveLock);
 	BeginDistributedChange();
 	Connect();
 	int level = PinSettings(PIN_SEARCH_PATH);
 	List *disabled = NIL;
 	for (int t = 0; t < CAPTURE_TRIGGERS; t++)
-		if (TriggerFunction(source, CaptureTriggerName(t)) == CaptureFunction()) {
+		if (t != TRUNCATE_TRIGGER && TriggerFunction(source, CaptureTriggerName(t)) == CaptureFunction()) {
 			char *sql = psprintf("ALTER TABLE %s DISABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(t)));
 			if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
 				elog(ERROR, "counters: \"%s\" failed", sql);

@@ -581,6 +581,11 @@ void BeginDistributedChange();
 Placement CheckDeclaration(const char *counter, const CounterDef *def, Oid target, Oid *colocate_with,
                            const char **column);
 void DistributeCounterTable(Oid table, Placement placement, Oid colocate_with, const char *column);
+/*
+ * counters.enable_citus(): create counters.counter_replica, a reference table (the catalog's owner, once; the first
+ * declaration over a Citus table does it when the caller is that owner).
+ */
+void EnableCitus(bool explicitly);
 /* Copy counter `name`'s catalog row to counters.counter_replica (or remove it), on the coordinator. */
 void SyncReplica(const char *name);
 /* Refuse (0A000) `what` for a counter of a Citus table. */

@@ -212,7 +212,7 @@ RequireParentShape(const char *name, const CounterDef *def)
  * triggers. Returns the relation to read (the table; the view in log and sharded mode, after AlterCounter).
  */
 void
-Declare(const char *name, const char *definition, const char *target, bool fill)
+Declare(const char *name, const char *definition, const char *target, bool fill, bool exact)
 {
 	if (definition == nullptr)
 		ereport(ERROR,
@@ -227,6 +227,8 @@ Declare(const char *name, const char *definition, const char *target, bool fill)
 	Oid colocate_with;
 	const char *distribution_column;
 	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
+	if (!exact)
+		citus::RefuseFeature(name, def->source, "log and sharded mode");
 	if (placement != citus::Placement::Local)
 		citus::BeginDistributedChange();
 
@@ -358,7 +360,7 @@ CreateCounter(const char *name, const char *definition, const char *target, cons
 	context.arg = (void *)name;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	Declare(name, definition, target, true);
+	Declare(name, definition, target, true, mode == nullptr || ParseMode(name, mode) == Mode::Exact);
 	AlterCounter(name, mode, -1);
 	RefuseTemporaryTarget(name);
 	error_context_stack = context.previous;
@@ -383,7 +385,7 @@ CreateCounterConcurrently(const char *name, const char *definition, const char *
 	context.previous = error_context_stack;
 	error_context_stack = &context;
 	ConcurrentStep(name, "1 of 3: declaring in log mode (writers wait for the triggers)");
-	Declare(name, definition, nullptr, false);
+	Declare(name, definition, nullptr, false, false);
 	AlterCounter(name, "log", -1);
 	RefuseTemporaryTarget(name);
 	SetOption(name, "building", DirectFunctionCall1(jsonb_in, CStringGetDatum("true")), false);

@@ -200,6 +200,13 @@ COUNTERS_FUNCTION(counters_distribute)
 	PG_RETURN_VOID();
 }
 
+/* counters.enable_citus() */
+COUNTERS_FUNCTION(counters_enable_citus)
+{
+	counters::citus::EnableCitus(true);
+	PG_RETURN_VOID();
+}
+
 /* counters.set_sink(source, sink) */
 COUNTERS_FUNCTION(counters_set_sink)
 {

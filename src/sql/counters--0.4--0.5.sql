@@ -170,3 +170,19 @@ CREATE FUNCTION counters.distribute(source regclass, column_name text) RETURNS v
 	LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION counters.distribute(regclass, text) IS
 	'Citus: distribute a counted table and its counter tables, co-located, without counting its rows again';
+
+-- Citus: keep the counters of Citus tables on every node (counters.counter_replica, a reference table). The
+-- extension's owner runs it once, in a transaction of its own, before other roles declare counters over Citus
+-- tables; the first such declaration by the owner does it too. Run on the coordinator.
+CREATE FUNCTION counters.enable_citus() RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_enable_citus'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.enable_citus() IS
+	'Citus: create counters.counter_replica, the counters of Citus tables on every node (once, as the extension owner)';
+
+-- Citus: whether the current role has the privileges of the owner of the relation named `rel` (qualified); NULL if
+-- no such relation. The row-level security of counters.counter_replica calls it on every node.
+CREATE FUNCTION counters._owns_relation(rel text) RETURNS boolean
+	LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'USAGE')
+        FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(rel) $$;

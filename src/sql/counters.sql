@@ -259,6 +259,22 @@ CREATE FUNCTION counters.set_sink(source regclass, sink boolean DEFAULT true) RE
 COMMENT ON FUNCTION counters.set_sink(regclass, boolean) IS
 	'make a table a sink: inserted rows are counted by its counters and not stored (false: store them again)';
 
+-- Citus: whether the current role has the privileges of the owner of the relation named `rel` (qualified); NULL if
+-- no such relation. The row-level security of counters.counter_replica calls it on every node.
+CREATE FUNCTION counters._owns_relation(rel text) RETURNS boolean
+	LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'USAGE')
+        FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(rel) $$;
+
+-- Citus: keep the counters of Citus tables on every node (counters.counter_replica, a reference table). The
+-- extension's owner runs it once, in a transaction of its own, before other roles declare counters over Citus
+-- tables; the first such declaration by the owner does it too. Run on the coordinator.
+CREATE FUNCTION counters.enable_citus() RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_enable_citus'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.enable_citus() IS
+	'Citus: create counters.counter_replica, the counters of Citus tables on every node (once, as the extension owner)';
+
 -- Citus: distribute a counted local table by `column` (create_distributed_table), and the tables of its counters
 -- co-located with it, without counting its rows again (the capture triggers are off while Citus copies them). Every
 -- counter of the table must be exact, in a table of its own, with `column` in its key. Run on the coordinator.
