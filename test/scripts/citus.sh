@@ -31,70 +31,8 @@ if [ ! -e "$libdir/citus.so" ]; then
 	echo "citus: skip: citus.so not installed in $libdir"
 	exit 0
 fi
-bindir=$(pg_config --bindir)
-fail() {
-	echo "citus: FAILED: $*"
-	exit 1
-}
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-
-base=$(mktemp -d /tmp/counters-citus.XXXXXX)
-chmod 755 "$base"
-[ "$(id -u)" -ne 0 ] || chown postgres "$base"
-ports=()
-cleanup() {
-	local rc=$?
-	for port in "${ports[@]}"; do
-		[ ! -d "$base/n$port" ] || as_pg "$bindir/pg_ctl" -D "$base/n$port" -m immediate stop >/dev/null 2>&1 || true
-	done
-	if [ -n "${CITUS_KEEP:-}" ]; then echo "citus: kept $base"; else rm -rf "$base"; fi
-	exit $rc
-}
-trap cleanup EXIT
-# a port nobody listens on, and not one of ours
-free_port() {
-	local p
-	for p in $(shuf -i 20000-60000 -n 200); do
-		[[ " ${ports[*]} " == *" $p "* ]] && continue
-		(echo >/dev/tcp/127.0.0.1/"$p") 2>/dev/null && continue
-		echo "$p"
-		return
-	done
-	fail "no free port"
-}
-for n in 1 2 3 4; do
-	port=$(free_port)
-	ports+=("$port")
-	as_pg "$bindir/initdb" -D "$base/n$port" -A trust -U postgres >"$base/initdb-$port.log" 2>&1 ||
-		{ cat "$base/initdb-$port.log"; fail "initdb"; }
-	cat >>"$base/n$port/postgresql.conf" <<CONF
-port = $port
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$base'
-shared_preload_libraries = 'citus'
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-max_connections = 100
-max_worker_processes = 16
-wal_level = logical
-max_replication_slots = 10
-max_wal_senders = 10
-citus.shard_count = 4
-citus.shard_replication_factor = 1
-lc_messages = 'C'
-${CITUS_CONF:-}
-CONF
-	as_pg "$bindir/pg_ctl" -D "$base/n$port" -l "$base/n$port.log" -w start >/dev/null ||
-		{ cat "$base/n$port.log"; fail "pg_ctl start"; }
-done
-coord=${ports[0]}
-w1=${ports[1]}
-w2=${ports[2]}
-w3=${ports[3]}
-
-# sql PORT [USER]: run stdin on a node, stop at the first error
-sql() { psql -X -q -At -h 127.0.0.1 -p "$1" -U "${2:-postgres}" -d postgres -v ON_ERROR_STOP=1; }
+CITUS_NODES=4
+source test/citus_cluster.sh
 # expect_error WHAT SQLSTATE PATTERN PORT [USER]: stdin must fail with that SQLSTATE and a message matching PATTERN
 # (within the statement_timeout: nothing may hang); prints the error
 expect_error() {

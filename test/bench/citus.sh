@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Citus: what counters cost on a distributed table, against the same distributed table without counters, measured
+# side by side in one run on local clusters (a coordinator and two workers; the machine is shared: compare ratios).
+# A bulk INSERT ... SELECT of 100,000 rows, an UPDATE moving every row's key, a DELETE of every row (medians of RUNS
+# rounds), and single-row INSERTs by 8 clients (pgbench, SECONDS_PER_RUN each, alternating). After every step the
+# counter must equal a GROUP BY of its source. Needs Citus (docs/citus.md); not part of the tests.
+#
+#   bash test/bench/citus.sh              # ROWS=100000 RUNS=5 CLIENTS=8 SECONDS_PER_RUN=10
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ -e "$(pg_config --pkglibdir)/citus.so" ] || { echo "citus bench: citus.so not installed, skipped"; exit 0; }
+ROWS=${ROWS:-100000}
+RUNS=${RUNS:-5}
+CLIENTS=${CLIENTS:-8}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
+CITUS_NODES=3 CITUS_CONF="shared_buffers = 256MB
+max_wal_size = 4GB
+checkpoint_timeout = 1h" source test/citus_cluster.sh
+for port in "${ports[@]}"; do sql "$port" <<<'CREATE EXTENSION citus'; done
+sql "$coord" >/dev/null <<SQL
+SELECT citus_set_coordinator_host('127.0.0.1', $coord);
+SELECT citus_add_node('127.0.0.1', $w1);
+SELECT citus_add_node('127.0.0.1', $w2);
+CREATE EXTENSION counters;
+SELECT counters.enable_citus();
+SQL
+for t in posts_none posts; do
+	sql "$coord" >/dev/null <<SQL
+CREATE TABLE $t (user_id int NOT NULL, blog_id int NOT NULL, id bigserial, rating int NOT NULL DEFAULT 0,
+                 PRIMARY KEY (user_id, id));
+SELECT create_distributed_table('$t', 'user_id');
+SQL
+done
+sql "$coord" >/dev/null <<'SQL'
+SELECT counters.create_counter('ub', $$SELECT user_id, blog_id, count(*) AS posts, sum(rating) AS rating
+                                        FROM posts GROUP BY user_id, blog_id$$);
+SQL
+check() {
+	local n
+	n=$(sql "$coord" <<'SQL'
+SELECT count(*) FROM ub s FULL JOIN (SELECT user_id, blog_id, count(*) AS posts, sum(rating) AS rating FROM posts
+                                      GROUP BY 1, 2) d USING (user_id, blog_id)
+ WHERE s.posts IS DISTINCT FROM d.posts OR s.rating IS DISTINCT FROM d.rating;
+SQL
+	)
+	[ "$n" = 0 ] || fail "counter ub differs from its recount in $n keys ($1)"
+}
+# ms TABLE STATEMENT: the statement's time on the table, in milliseconds
+ms() {
+	local s e
+	s=$(date +%s%N)
+	sql "$coord" <<<"${2//TABLE/$1}" >/dev/null
+	e=$(date +%s%N)
+	echo $(((e - s) / 1000000))
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+insert="INSERT INTO TABLE (user_id, blog_id, rating) SELECT 1 + g % 1000, 1 + g % 7, g % 5 FROM generate_series(1, $ROWS) g"
+update="UPDATE TABLE SET blog_id = blog_id % 7 + 1"
+delete="DELETE FROM TABLE"
+declare -A took
+for round in $(seq 1 "$RUNS"); do
+	for step in insert update delete; do
+		for t in posts_none posts; do
+			took[$step-$t]+="$(ms "$t" "${!step}") "
+		done
+		check "round $round, $step"
+	done
+done
+echo "citus bench: $ROWS rows, medians of $RUNS rounds; counter ub (user_id, blog_id: count, sum) exact after each step"
+printf '%-28s %12s %12s %8s\n' statement "no counter" "counter" ratio
+for step in insert update delete; do
+	a=$(tr ' ' '\n' <<<"${took[$step-posts_none]}" | grep . | median)
+	b=$(tr ' ' '\n' <<<"${took[$step-posts]}" | grep . | median)
+	printf '%-28s %10s ms %10s ms %8s\n' "$step $ROWS rows" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
+done
+printf '\\set u random(1, 1000)\n\\set b random(1, 7)\nINSERT INTO TABLE (user_id, blog_id, rating) VALUES (:u, :b, 1);\n' >"$base/one.tmpl"
+for t in posts_none posts; do sed "s/TABLE/$t/" "$base/one.tmpl" >"$base/$t.pgbench"; done
+chmod 644 "$base"/*.pgbench
+declare -A tps
+for round in $(seq 1 3); do
+	for t in posts_none posts; do
+		out=$("$bindir/pgbench" -n -h 127.0.0.1 -p "$coord" -U postgres -c "$CLIENTS" -j 2 -T "$SECONDS_PER_RUN" \
+			-f "$base/$t.pgbench" postgres 2>&1)
+		grep -q 'number of failed transactions: 0 ' <<<"$out" || { echo "$out"; fail "pgbench failed"; }
+		tps[$t]+="$(grep -o 'tps = [0-9.]*' <<<"$out" | tail -1 | cut -d' ' -f3) "
+	done
+	check "single-row round $round"
+done
+a=$(tr ' ' '\n' <<<"${tps[posts_none]}" | grep . | median)
+b=$(tr ' ' '\n' <<<"${tps[posts]}" | grep . | median)
+printf '%-28s %9s tps %9s tps %8s\n' "$CLIENTS clients, single rows" "${a%.*}" "${b%.*}" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
