@@ -18,8 +18,10 @@
  * node over the connection that wrote the replica and see its rows.
  */
 #include "counters.hpp"
+#include "compat.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "tcop/tcopprot.h"
@@ -499,10 +501,30 @@ EnableCitus(bool explicitly)
 	                           OWNS_ROW),
 	                  SPI_OK_UTILITY);
 	RunAsCatalogOwner("GRANT SELECT, INSERT, DELETE ON counters.counter_replica TO PUBLIC", SPI_OK_UTILITY);
+	/* (every copy's trigger tells its node's backends to compile the source's counters again) */
+	SetLocal("citus.enable_unsafe_triggers", "on");
+	RunAsCatalogOwner("CREATE TRIGGER counters_replica_changed AFTER INSERT OR DELETE ON counters.counter_replica "
+	                  "FOR EACH ROW EXECUTE FUNCTION counters._replica_changed()",
+	                  SPI_OK_UTILITY);
 	RunAsCatalogOwner("SELECT pg_catalog.create_reference_table('counters.counter_replica')", SPI_OK_SELECT);
 	if (!explicitly)
 		ereport(NOTICE, (errmsg("counters keeps the counters of Citus tables in counters.counter_replica on every "
 		                        "node from now on")));
+}
+
+void
+ReplicaChanged(TriggerData *td)
+{
+	HeapTuple row = td->tg_trigtuple; /* (the inserted or the deleted row) */
+	bool isnull;
+	Datum source = heap_getattr(row, 2, RelationGetDescr(td->tg_relation), &isnull);
+	if (isnull)
+		return;
+	/* (a qualified, quoted name; one this node does not have has no compiled counters) */
+	List *names = compat::QualifiedNameList(TextDatumGetCString(source));
+	Oid relid = RangeVarGetRelid(makeRangeVarFromNameList(names), NoLock, true);
+	if (OidIsValid(relid))
+		CacheInvalidateRelcacheByRelid(relid);
 }
 
 void

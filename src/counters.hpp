@@ -586,6 +586,11 @@ void DistributeCounterTable(Oid table, Placement placement, Oid colocate_with, c
  * declaration over a Citus table does it when the caller is that owner).
  */
 void EnableCitus(bool explicitly);
+/*
+ * A row of a copy of counters.counter_replica changed (on every node that holds one): the compiled counters of its
+ * source are dropped from the caches of this node's backends.
+ */
+void ReplicaChanged(TriggerData *td);
 /* Copy counter `name`'s catalog row to counters.counter_replica (or remove it), on the coordinator. */
 void SyncReplica(const char *name);
 /* Refuse (0A000) `what` for a counter of a Citus table. */

@@ -200,6 +200,17 @@ COUNTERS_FUNCTION(counters_distribute)
 	PG_RETURN_VOID();
 }
 
+/* counters._replica_changed(): AFTER INSERT OR DELETE on each copy of counters.counter_replica */
+COUNTERS_FUNCTION(counters_replica_changed)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("counters._replica_changed() must be called as a trigger")));
+	TriggerData *td = (TriggerData *)fcinfo->context;
+	counters::citus::ReplicaChanged(td);
+	return PointerGetDatum(nullptr);
+}
+
 /* counters.enable_citus() */
 COUNTERS_FUNCTION(counters_enable_citus)
 {

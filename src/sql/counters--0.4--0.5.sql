@@ -186,3 +186,9 @@ CREATE FUNCTION counters._owns_relation(rel text) RETURNS boolean
 	LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'USAGE')
         FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(rel) $$;
+
+-- Citus: on every copy of counters.counter_replica, a changed row makes the node's backends compile the counters of
+-- its source again (counters.enable_citus() creates the trigger).
+CREATE FUNCTION counters._replica_changed() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'counters_replica_changed'
+	LANGUAGE C;

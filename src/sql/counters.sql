@@ -266,6 +266,12 @@ CREATE FUNCTION counters._owns_relation(rel text) RETURNS boolean
 AS $$ SELECT pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'USAGE')
         FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(rel) $$;
 
+-- Citus: on every copy of counters.counter_replica, a changed row makes the node's backends compile the counters of
+-- its source again (counters.enable_citus() creates the trigger).
+CREATE FUNCTION counters._replica_changed() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'counters_replica_changed'
+	LANGUAGE C;
+
 -- Citus: keep the counters of Citus tables on every node (counters.counter_replica, a reference table). The
 -- extension's owner runs it once, in a transaction of its own, before other roles declare counters over Citus
 -- tables; the first such declaration by the owner does it too. Run on the coordinator.

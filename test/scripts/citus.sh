@@ -251,6 +251,21 @@ sql "$coord" app <<<"UPDATE dub SET n = n + 1 WHERE user_id < 4; DELETE FROM dub
 sql "$coord" app <<<"SELECT counters.rebuild('dub')" >/dev/null 2>&1
 same dub "$recount_d"
 echo "ok - verify() finds, and rebuild() repairs, a damaged distributed counter"
+# one session (its connections to the workers, whose backends compiled the source's counters): a new counter, new
+# bounds must reach them
+read -r max u b <<<"$(sql "$coord" <<<"SELECT n, user_id, blog_id FROM dub ORDER BY n DESC LIMIT 1" | tr '|' ' ')"
+expect_error "a new counter and new bounds reach the workers' backends" 23514 \
+	"counter \"dub\": n would be $((max + 2)) for key \(user_id, blog_id\)=\($u, $b\), above its maximum $((max + 1))" \
+	"$coord" app <<SQL
+INSERT INTO dposts SELECT 1 + g % 30, 1 + g % 7, g, 3 FROM generate_series(7000001, 7001000) g WHERE 1 + g % 30 <> $u;
+SELECT counters.create_counter('dsum', \$\$SELECT user_id, sum(rating) AS n FROM dposts GROUP BY user_id\$\$);
+INSERT INTO dposts SELECT 1 + g % 30, 1 + g % 7, g, 3 FROM generate_series(7001001, 7002000) g WHERE 1 + g % 30 <> $u;
+SELECT counters.set_bounds('dub', 'n', 0, $((max + 1)));
+INSERT INTO dposts VALUES ($u, $b, 8000001, 1);
+INSERT INTO dposts VALUES ($u, $b, 8000002, 1);
+SQL
+same dsum 'SELECT user_id, sum(rating)::numeric AS n FROM dposts GROUP BY 1'
+sql "$coord" app <<<"SELECT counters.set_bounds('dub', 'n'); SELECT counters.drop_counter('dsum')" >/dev/null
 
 # --- 5. counters.distribute(): a counted local table with rows, without counting them again; a counter cache
 recount_l='SELECT user_id, blog_id, count(*)::numeric AS n FROM lposts GROUP BY 1, 2'
