@@ -581,6 +581,8 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	RequireReadCommitted("counters.alter_counter()");
 	CatalogEntry *c = LookupCounter(name);
 	RequireMaintainer(c);
+	citus::RefuseFeature(name, c->source,
+	                     "alter_counter_concurrently() (it goes through log mode; alter_counter() works)");
 	if (IsSink(c->source))
 		RefuseSinkRecount(c, "redefined");
 	if (definition == nullptr)
@@ -667,6 +669,8 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	RequireReadCommitted("counters.alter_counter_concurrently()");
 	CatalogEntry *c = LookupCounter(name);
 	RequireMaintainer(c);
+	citus::RefuseFeature(name, c->source,
+	                     "alter_counter_concurrently() (it goes through log mode; alter_counter() works)");
 	if (IsSink(c->source))
 		RefuseSinkRecount(c, "redefined");
 	if (!c->owns_target)

@@ -724,6 +724,7 @@ RebuildConcurrently(const char *name)
 	CatalogEntry *e = LookupCounter(name);
 	RequireMaintainer(e);
 	RequireReadCommitted("counters.rebuild_concurrently()");
+	citus::RefuseFeature(name, e->source, "rebuild_concurrently() (it goes through log mode; rebuild() works)");
 	if (IsSink(e->source))
 		RefuseSinkRecount(e, "rebuilt");
 	if (!e->owns_target)

@@ -170,6 +170,12 @@ SQL
 refuse "thresholds" 'counter "dub": counters does not support thresholds on Citus tables yet' <<'SQL'
 SELECT counters.set_thresholds('dub', 'n', '{10}');
 SQL
+refuse "rebuild_concurrently()" 'counter "dub": counters does not support rebuild_concurrently\(\)' <<'SQL'
+CALL counters.rebuild_concurrently('dub');
+SQL
+refuse "create_counter_concurrently()" 'counter "dc": counters does not support log and sharded mode on Citus tables yet' <<'SQL'
+CALL counters.create_counter_concurrently('dc', $$SELECT user_id, count(*) AS n FROM dposts GROUP BY user_id$$);
+SQL
 [ "$(sql "$coord" <<<"SELECT p.colocationid = q.colocationid AND p.partmethod = 'h'
                       AND column_to_column_name(p.logicalrelid, p.partkey) = 'user_id'
                       FROM pg_dist_partition p, pg_dist_partition q
