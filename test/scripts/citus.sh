@@ -14,7 +14,8 @@
 #   4. the write matrix: INSERT, multi-row, COPY, co-located INSERT ... SELECT, UPDATE moving keys, DELETE,
 #      ON CONFLICT, MERGE, ROLLBACK, ROLLBACK TO SAVEPOINT, reading its own writes, writes from a client on a worker;
 #   5. counters.distribute() of a counted local table with rows: no double count; a counter cache co-located;
-#   6. a reference table counted into a reference table: every copy equals the recount; TRUNCATE;
+#   6. a reference table counted into a reference table: every copy equals the recount; TRUNCATE; a partitioned
+#      distributed table;
 #   7. a table distributed behind the counters' back fails every write (0A000), never counts nothing;
 #   8. DDL: ADD/DROP COLUMN, RENAME (the catalog on the workers follows), CREATE INDEX, alter_distributed_table and
 #      undistribute_table refused, DROP TABLE ... CASCADE drops the counter and no other table's shard;
@@ -339,6 +340,21 @@ sql "$coord" app <<<"TRUNCATE tags; TRUNCATE lposts" >/dev/null
 sql "$coord" app <<<"INSERT INTO lposts SELECT 1 + g % 20, 1 + g % 5, g FROM generate_series(1, 500) g" >/dev/null
 same lub "$recount_l"
 echo "ok - TRUNCATE empties the counters of a distributed and a reference table"
+
+# a partitioned distributed table: rows moving between partitions
+sql "$coord" app <<'SQL' >/dev/null
+CREATE TABLE pev (user_id int NOT NULL, day date NOT NULL, v int NOT NULL DEFAULT 1) PARTITION BY RANGE (day);
+CREATE TABLE pev_a PARTITION OF pev FOR VALUES FROM ('2020-01-01') TO ('2025-01-01');
+CREATE TABLE pev_b PARTITION OF pev FOR VALUES FROM ('2025-01-01') TO ('2030-01-01');
+SELECT create_distributed_table('pev', 'user_id');
+INSERT INTO pev SELECT g % 20, date '2024-06-01' + g % 400, 1 FROM generate_series(1, 2000) g;
+SELECT counters.create_counter('pevc', $$SELECT user_id, count(*) AS n, sum(v) AS v FROM pev GROUP BY user_id$$);
+INSERT INTO pev SELECT g % 20, date '2024-10-01' + g % 400, 2 FROM generate_series(1, 2000) g;
+UPDATE pev SET day = day + 200 WHERE user_id < 5;
+DELETE FROM pev WHERE user_id = 7;
+SQL
+same pevc 'SELECT user_id, count(*)::numeric AS n, sum(v)::numeric FROM pev GROUP BY 1'
+echo "ok - a partitioned distributed table, rows moving between partitions"
 
 # --- 7. a counted table distributed behind the counters' back fails every write
 sql "$coord" app <<'SQL' >/dev/null 2>&1
