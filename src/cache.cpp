@@ -392,7 +392,10 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
 				                errmsg("counter \"%s\": its %s is missing on this node", name,
 				                       target_null ? "table" : "definition view"),
-				                errhint("See docs/citus.md.")));
+				                errdetail("Or its row in counters.counter_replica names relations that no declaration "
+				                          "could have: the definition view must be named after the counter, and its "
+				                          "owner must have the privileges of the owners of the source and the table."),
+				                errhint("The source's owner may delete the row; see docs/citus.md.")));
 			bool owns = DatumGetBool(SPI_getbinval(tup, tupdesc, 4, &isnull));
 			Datum log = SPI_getbinval(tup, tupdesc, 5, &isnull);
 			bool log_mode = !isnull;

@@ -441,8 +441,6 @@ namespace {
  * does not have yet: the coordinator writes the row of a renamed table before Citus renames it on the workers; the
  * workers check every row again when they read it (CatalogRelation).
  */
-const char *const OWNS_ROW = "counters._owns_relation(source) AND counters._owns_relation(target) AND "
-                             "counters._owns_relation(query)";
 const char *const MAY_INSERT_ROW = "COALESCE(counters._owns_relation(source), true) AND "
                                    "COALESCE(counters._owns_relation(target), true) AND "
                                    "COALESCE(counters._owns_relation(query), true)";
@@ -495,10 +493,10 @@ EnableCitus(bool explicitly)
 	RunAsCatalogOwner(
 	    psprintf("CREATE POLICY declared ON counters.counter_replica FOR INSERT WITH CHECK (%s)", MAY_INSERT_ROW),
 	    SPI_OK_UTILITY);
-	RunAsCatalogOwner(psprintf("CREATE POLICY dropped ON counters.counter_replica FOR DELETE USING ((%s) OR "
-	                           "pg_catalog.to_regclass(source) IS NULL OR pg_catalog.to_regclass(target) IS NULL OR "
-	                           "pg_catalog.to_regclass(query) IS NULL)",
-	                           OWNS_ROW),
+	/* (the source's owner may remove any counter of it, as counters.detach() can) */
+	RunAsCatalogOwner("CREATE POLICY dropped ON counters.counter_replica FOR DELETE USING "
+	                  "(counters._owns_relation(source) OR pg_catalog.to_regclass(source) IS NULL OR "
+	                  "pg_catalog.to_regclass(target) IS NULL OR pg_catalog.to_regclass(query) IS NULL)",
 	                  SPI_OK_UTILITY);
 	RunAsCatalogOwner("GRANT SELECT, INSERT, DELETE ON counters.counter_replica TO PUBLIC", SPI_OK_UTILITY);
 	/* (every copy's trigger tells its node's backends to compile the source's counters again) */
