@@ -423,7 +423,11 @@ sql "$coord" <<<"SELECT citus_add_node('127.0.0.1', $w3)" >/dev/null
 "$bindir/pgbench" -n -h 127.0.0.1 -p "$coord" -U app -c 8 -j 2 -T 20 -f "$base/insert.sql" -f "$base/move.sql" postgres \
 	>"$base/pgbench.log" 2>&1 &
 bench=$!
-sleep 2
+# (the rebalance starts once the 8 writers are connected)
+for _ in $(seq 1 300); do
+	[ "$(sql "$coord" <<<"SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND application_name = 'pgbench'")" -ge 8 ] && break
+	sql "$coord" <<<"SELECT pg_sleep(0.1)" >/dev/null
+done
 sql "$coord" <<<"SELECT citus_rebalance_start(shard_transfer_mode => 'force_logical'); SELECT citus_rebalance_wait()" >/dev/null
 wait "$bench" || { cat "$base/pgbench.log"; fail "pgbench failed"; }
 grep -q 'number of failed transactions: 0 ' "$base/pgbench.log" || { cat "$base/pgbench.log"; fail "failed transactions"; }
