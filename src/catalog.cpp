@@ -530,6 +530,7 @@ LockSource(Oid source, LOCKMODE mode)
 {
 	LockRelationOid(source, mode);
 	(void)find_all_inheritors(source, mode, nullptr); /* (the partitions: it locks all but the one given) */
+	citus::LockOnEveryNode(source, mode);
 }
 
 /*

@@ -594,6 +594,23 @@ SyncReplica(const char *name)
 }
 
 void
+LockOnEveryNode(Oid rel, LOCKMODE mode)
+{
+	if (!Present() || OnWorker() || KindOfTable(rel) == Kind::Local)
+		return;
+	const char *name = mode == ShareLock ? "SHARE" : mode == ShareRowExclusiveLock ? "SHARE ROW EXCLUSIVE" : nullptr;
+	if (name == nullptr)
+		elog(ERROR, "counters: no LOCK TABLE mode for lock mode %d", mode);
+	Connect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	char *sql = psprintf("LOCK TABLE %s IN %s MODE", QualifiedName(rel), name);
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "counters: \"%s\" failed", sql);
+	UnpinSettings(level);
+	SPI_finish();
+}
+
+void
 RefuseFeature(const char *counter, Oid source, const char *what)
 {
 	CitusRelation r;

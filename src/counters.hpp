@@ -593,6 +593,11 @@ void EnableCitus(bool explicitly);
 void ReplicaChanged(TriggerData *td);
 /* Copy counter `name`'s catalog row to counters.counter_replica (or remove it), on the coordinator. */
 void SyncReplica(const char *name);
+/*
+ * A Citus table locked on every node too (LOCK TABLE, which Citus propagates): writers connected to a worker wait as
+ * well as those writing through the coordinator.
+ */
+void LockOnEveryNode(Oid rel, LOCKMODE mode);
 /* Refuse (0A000) `what` for a counter of a Citus table. */
 void RefuseFeature(const char *counter, Oid source, const char *what);
 /*

@@ -10,7 +10,8 @@
 #   2. refused with 0A000, leaving nothing behind: a key without the distribution column, a target that is not
 #      co-located by it, a distributed source into a local or reference table, a reference source into a distributed
 #      table, a local source into a Citus table, a Citus local table, log mode, thresholds, a parent join, a worker;
-#   3. create_counter over a distributed table: a co-located counter table, the catalog on every node;
+#   3. create_counter over a distributed table: a co-located counter table, the catalog on every node, writers
+#      connected to a worker held while it is declared;
 #   4. the write matrix: INSERT, multi-row, COPY, co-located INSERT ... SELECT, UPDATE moving keys, DELETE,
 #      ON CONFLICT, MERGE, ROLLBACK, ROLLBACK TO SAVEPOINT, reading its own writes, writes from a client on a worker;
 #   5. counters.distribute() of a counted local table with rows: no double count; a counter cache co-located;
@@ -199,6 +200,24 @@ SQL
 	fail "another role deleted a row of the catalog on the workers"
 echo "ok - another role can neither delete nor forge the workers' catalog rows"
 same dub "$recount_d"
+# a declaration holds writers connected to a worker too (LOCK TABLE, propagated), not only the coordinator's
+PGAPPNAME=holder sql "$coord" app >/dev/null <<'SQL' &
+BEGIN;
+SELECT counters.create_counter('dheld', $$SELECT user_id, count(*) AS n FROM dposts GROUP BY user_id$$);
+SELECT pg_sleep(6);
+COMMIT;
+SQL
+held=$!
+for _ in $(seq 1 300); do
+	[ "$(sql "$coord" <<<"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'holder' AND wait_event = 'PgSleep'")" = 1 ] && break
+	sql "$coord" <<<"SELECT pg_sleep(0.1)" >/dev/null
+done
+expect_error "a write through a worker while a counter is declared" 55P03 'canceling statement due to lock timeout' \
+	"$w1" app <<<"SET lock_timeout = '1s'; INSERT INTO dposts VALUES (30, 7, 900000001, 1)"
+wait "$held"
+sql "$w1" app <<<"INSERT INTO dposts VALUES (30, 7, 900000001, 1)" >/dev/null
+same dheld 'SELECT user_id, count(*)::numeric AS n FROM dposts GROUP BY 1'
+sql "$coord" app <<<"SELECT counters.drop_counter('dheld')" >/dev/null
 
 # --- 4. the write matrix, each step compared with the recount
 step() {
