@@ -724,7 +724,9 @@ Distribute(Oid source, const char *column)
 		                errmsg("table %s: counters.distribute() distributes plain tables", table),
 		                errdetail("It is partitioned, or a partition.")));
 	RequireReadCommitted("counters.distribute()");
-	RequireOwnerPrivileges(table, source);
+	if (!HasOwnerPrivileges(source))
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("must be owner of table %s", table),
+		                errdetail("counters.distribute() distributes a table and its counters' tables.")));
 	if (IsSink(source))
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("table %s is a sink", table)));
 	/* every counter of the table must be one counters keeps on Citus; checked before anything changes */
@@ -768,16 +770,19 @@ Distribute(Oid source, const char *column)
 	 */
 	LockSource(source, ShareRowExclusiveLock);
 	BeginDistributedChange();
-	Connect();
-	int level = PinSettings(PIN_SEARCH_PATH);
+	/* (in the caller's context: the list outlives the SPI connection) */
 	List *disabled = NIL;
 	for (int t = 0; t < CAPTURE_TRIGGERS; t++)
-		if (t != TRUNCATE_TRIGGER && TriggerFunction(source, CaptureTriggerName(t)) == CaptureFunction()) {
-			char *sql = psprintf("ALTER TABLE %s DISABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(t)));
-			if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-				elog(ERROR, "counters: \"%s\" failed", sql);
+		if (t != TRUNCATE_TRIGGER && TriggerFunction(source, CaptureTriggerName(t)) == CaptureFunction())
 			disabled = lappend_int(disabled, t);
-		}
+	Connect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	foreach (lc, disabled) {
+		char *sql =
+		    psprintf("ALTER TABLE %s DISABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(lfirst_int(lc))));
+		if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "counters: \"%s\" failed", sql);
+	}
 	Oid argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
 	Datum args[3] = {CStringGetTextDatum(table), CStringGetTextDatum(column), CStringGetTextDatum(table)};
 	if (SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2)", 2, argtypes,

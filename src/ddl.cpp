@@ -490,19 +490,15 @@ OnDdlEnd(EventTriggerData *trigger)
 	if (citus::Present()) {
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "counters: SPI_connect failed");
-		(void)QueryLatest("SELECT DISTINCT k.name FROM pg_catalog.pg_event_trigger_ddl_commands() d "
-		                  "  JOIN counters.counter k ON d.objid OPERATOR(pg_catalog.=) ANY "
-		                  "       (ARRAY[k.source, k.target, k.query]::pg_catalog.oid[]) "
-		                  " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass",
-		                  0, nullptr, nullptr, nullptr, false);
-		List *names = NIL;
-		MemoryContext back = MemoryContextSwitchTo(caller);
-		for (uint64 r = 0; r < SPI_processed; r++)
-			names = lappend(names, SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1));
-		MemoryContextSwitchTo(back);
+		List *changed = OidsOf(caller, "SELECT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() d WHERE "
+		                               "d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass");
 		SPI_finish();
-		foreach (lc, names)
-			citus::SyncReplica((const char *)lfirst(lc));
+		foreach (lc, ReadCatalog(nullptr)) {
+			CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+			if (list_member_oid(changed, e->source) || list_member_oid(changed, e->target) ||
+			    list_member_oid(changed, e->query))
+				citus::SyncReplica(e->name);
+		}
 	}
 	UnpinSettings(level);
 }

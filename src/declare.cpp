@@ -581,8 +581,6 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	RequireReadCommitted("counters.alter_counter()");
 	CatalogEntry *c = LookupCounter(name);
 	RequireMaintainer(c);
-	citus::RefuseFeature(name, c->source,
-	                     "alter_counter_concurrently() (it goes through log mode; alter_counter() works)");
 	if (IsSink(c->source))
 		RefuseSinkRecount(c, "redefined");
 	if (definition == nullptr)
@@ -710,9 +708,9 @@ void
 DropCounter(const char *name)
 {
 	CatalogEntry *c = LookupCounter(name);
+	RequireMaintainer(c);
 	if (citus::IsCitusRelation(c->source))
 		citus::BeginDistributedChange();
-	RequireMaintainer(c);
 	Oid parent = OidIsValid(c->query) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->query))
 	                 ? AnalyzeView(c->name, c->query, CounterOwner(c))->parent
 	                 : InvalidOid;

@@ -250,7 +250,7 @@ RebuildStatement(const CounterShape *s, const char *condition, bool distributed)
 	if (distributed)
 		/*
 		 * Citus: every key that differs is upserted (zeros too), by statements the shards run; the rows of zeros
-		 * are deleted next (DistributedZeroRowsStatement). (xmax tells no insert from an update across nodes.)
+		 * are deleted next (ZeroRowsStatement). (xmax tells no insert from an update across nodes.)
 		 */
 		return psprintf("WITH d AS MATERIALIZED (%s), "
 		                "     upserted AS (INSERT INTO %s AS t (%s) SELECT %s FROM d ORDER BY %s "
