@@ -298,11 +298,20 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls, Datum **prefixes)
 	CompiledCounter *c = r->c;
 	if (DeltaCount(r) == 0)
 		return false;
+	/*
+	 * Deltas are applied with the privileges of the counter table's owner, so that a role that may write the source
+	 * but not the counter table still keeps the counter exact; the keys are compared, and triggers, constraints and
+	 * index expressions the owner put on its table run, as the owner (restricted).
+	 */
+	OwnerScope owner;
+	EnterOwner(&owner, c->owner, 0);
 	uint32 n;
 	DeltaEntry **sorted = NonzeroDeltas(r, &n);
 	n = DropExpired(c, sorted, n);
-	if (n == 0)
+	if (n == 0) {
+		LeaveOwner(&owner);
 		return false;
+	}
 	SortDeltas(r, sorted, n);
 	if (c->window_bucket >= 0)
 		*prefixes = WindowPrefixes(c, sorted, n);
@@ -313,12 +322,6 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls, Datum **prefixes)
 	context.arg = (void *)c->def->name;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	/*
-	 * Deltas are applied with the privileges of the counter table's owner, so that a role that may write the source
-	 * but not the counter table still keeps the counter exact; triggers the owner put on its table run as the owner.
-	 */
-	AsOwner owner;
-	BecomeOwner(&owner, c->owner);
 	/*
 	 * Directly, key by key, where direct.cpp can (an index probe and a row written per key, as a set-based UPDATE
 	 * ... FROM with a nested loop would, without the executor); else, many keys in one statement, unless crossing
@@ -345,7 +348,7 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls, Datum **prefixes)
 		written = ApplyEach(r, sorted, n, params, nulls, DirectBegin(c));
 	}
 	error_context_stack = context.previous;
-	RestoreUser(&owner);
+	LeaveOwner(&owner);
 	pfree(sorted);
 	return written;
 }

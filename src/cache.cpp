@@ -413,8 +413,7 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 			c->write_rel = WriteRelation(name, c->mode, target, log_mode ? DatumGetObjectId(log) : InvalidOid,
 			                             entry->relid, source);
 			c->totals = log_mode && !totals_null ? DatumGetObjectId(totals) : InvalidOid;
-			/* The counter's owner: of the table holding its values (as CounterOwner says for maintenance). */
-			c->owner = RelationOwner(OidIsValid(c->totals) ? c->totals : c->target);
+			c->owner = OwnerOfTable(c->target, c->totals);
 			c->def = AnalyzeView(name, query_oid, c->owner);
 			c->max_slots = DatumGetInt32(SPI_getbinval(tup, tupdesc, 12, &isnull));
 			/* (options are validated when set; the catalog row is trusted no further than that) */
@@ -461,10 +460,10 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 				MemoryContextSwitchTo(cxt);
 			}
 			/* Statements are analysed with the owner's privileges, as they will run (e.g. USAGE on its schema). */
-			AsOwner as;
-			BecomeOwner(&as, c->owner);
+			OwnerScope as;
+			EnterOwner(&as, c->owner, PIN_SEARCH_PATH);
 			PreparePlans(c);
-			RestoreUser(&as);
+			LeaveOwner(&as);
 			/* SPI calls leave CurrentMemoryContext at SPI's procedure context: come back to ours. */
 			MemoryContextSwitchTo(cxt);
 			nbuilt = i + 1;

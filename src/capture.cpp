@@ -177,10 +177,10 @@ CountRow(Run *run, int sign)
 	for (int ci = 0; ci < run->ncounters; ci++) {
 		CounterRun *r = &run->runs[ci];
 		run->counting = ci;
-		AsOwner owner;
-		BecomeOwner(&owner, r->c->owner);
+		OwnerScope owner;
+		EnterOwner(&owner, r->c->owner, 0);
 		CountRowFor(run, r, sign);
-		RestoreUser(&owner);
+		LeaveOwner(&owner);
 	}
 	run->counting = -1;
 	ResetExprContext(run->econtext);
@@ -251,8 +251,8 @@ StartRun(SourceCounters *sc, MemoryContext parent)
 		CounterRun *r = &run->runs[i];
 		r->c = c;
 		/* (as the owner: compiling an expression checks the EXECUTE privilege of its functions) */
-		AsOwner owner;
-		BecomeOwner(&owner, c->owner);
+		OwnerScope owner;
+		EnterOwner(&owner, c->owner, 0);
 		r->quals = def->quals ? ExecInitQual((List *)ForRun(def, (Expr *)def->quals), nullptr) : nullptr;
 		r->key_exprs = (ExprState **)palloc(sizeof(ExprState *) * def->nkeys);
 		for (int k = 0; k < def->nkeys; k++)
@@ -265,7 +265,7 @@ StartRun(SourceCounters *sc, MemoryContext parent)
 			                         ? ExecInitQual(make_ands_implicit(ForRun(def, def->values[v].filter)), nullptr)
 			                         : nullptr;
 		}
-		RestoreUser(&owner);
+		LeaveOwner(&owner);
 		if (OidIsValid(def->parent)) {
 			Relation parent = table_open(def->parent, AccessShareLock);
 			r->parent_slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(parent)), &TTSOpsHeapTuple);
@@ -388,9 +388,8 @@ ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	/* (row-level security that would hide a parent makes this fail, rather than count its rows as orphans) */
-	int level = PinSettings(PIN_ROW_SECURITY);
-	AsOwner owner;
-	BecomeOwner(&owner, r->c->owner);
+	OwnerScope owner;
+	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
 	if (r->c->parent_plan == nullptr) {
 		/* (a generic plan: an index probe per key, whatever the number of keys) */
 		SPIPlanPtr plan = SPI_prepare_cursor(ParentRowsStatement(def), 1, argtypes, CURSOR_OPT_GENERIC_PLAN);
@@ -399,8 +398,7 @@ ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
 		r->c->parent_plan = plan;
 	}
 	int ret = SPI_execute_plan(r->c->parent_plan, &array, nullptr, false, 0);
-	RestoreUser(&owner);
-	UnpinSettings(level);
+	LeaveOwner(&owner);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading the parents of counter \"%s\" failed: %s", def->name,
 		     SPI_result_code_string(ret));
@@ -820,8 +818,8 @@ ZeroCounters(SourceCounters *sc)
 		elog(ERROR, "counters: SPI_connect failed");
 	for (int i = 0; i < sc->ncounters; i++) {
 		CompiledCounter *c = &sc->counters[i];
-		AsOwner owner;
-		BecomeOwner(&owner, c->owner);
+		OwnerScope owner;
+		EnterOwner(&owner, c->owner, 0);
 		if (c->mode == ApplyMode::Log || c->mode == ApplyMode::Sharded)
 			LockRelationOid(c->write_rel, ShareUpdateExclusiveLock);
 		Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
@@ -831,7 +829,7 @@ ZeroCounters(SourceCounters *sc)
 		UnregisterSnapshot(latest);
 		if (ret != SPI_OK_DELETE && ret != SPI_OK_UPDATE)
 			elog(ERROR, "counters: emptying counter \"%s\" failed: %s", c->def->name, SPI_result_code_string(ret));
-		RestoreUser(&owner);
+		LeaveOwner(&owner);
 	}
 	SPI_finish();
 }
@@ -999,9 +997,8 @@ CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, int
 	Oid argtypes[1] = {INT8ARRAYOID};
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
-	int level = PinSettings(PIN_ROW_SECURITY);
-	AsOwner owner;
-	BecomeOwner(&owner, r->c->owner);
+	OwnerScope owner;
+	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
 	/*
 	 * The rows as they were before this statement (cid: what it wrote is not seen), as the latest snapshot has them:
 	 * rows this statement changes count through the source's own capture, with the parent as the statement leaves it.
@@ -1045,8 +1042,7 @@ CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, int
 		ResetExprContext(run->econtext);
 	}
 	error_context_stack = context.previous;
-	RestoreUser(&owner);
-	UnpinSettings(level);
+	LeaveOwner(&owner);
 	SPI_finish();
 }
 

@@ -159,8 +159,8 @@ ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, 
                       bool exactly_one)
 {
 	Oid catalog = RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
-	AsOwner owner;
-	BecomeOwner(&owner, RelationOwner(catalog));
+	OwnerScope owner;
+	EnterOwner(&owner, RelationOwner(catalog), PIN_SEARCH_PATH);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	int ret = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, false, 0);
@@ -168,7 +168,7 @@ ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, 
 		elog(ERROR, "counters: catalog update failed: %s", SPI_result_code_string(ret));
 	uint64 processed = SPI_processed;
 	SPI_finish();
-	RestoreUser(&owner);
+	LeaveOwner(&owner);
 	/* What the rest of this command reads of the catalog (with the latest snapshot) includes this write. */
 	CommandCounterIncrement();
 	return processed;

@@ -321,17 +321,30 @@ void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *
                      const char *nulls);
 
 /*
- * security.cpp: a counter's user-controlled code runs as its owner inside a security-restricted operation, with the
- * settings the extension depends on pinned.
+ * security.cpp: the one way to run a counter's code. Everything user-controlled -- a definition's expressions (and
+ * parsing and planning them), casts and output functions of its key types, threshold callbacks, triggers, policies
+ * and constraints of its tables -- runs between EnterOwner and LeaveOwner: as the counter's owner, inside a
+ * security-restricted operation, with the settings `pins` names pinned, whoever started the work. A function that
+ * reaches SPI or the executor either enters the scope itself or calls RequireOwnerScope first; only catalog.cpp's
+ * fixed queries of the catalogs are exempt (test/scripts/entries.sh checks both, function by function).
  */
-struct AsOwner {
+enum {
+	PIN_SEARCH_PATH = 1,  /* search_path = pg_catalog, pg_temp */
+	PIN_OUTPUT = 2,       /* the settings that change the text of values marked immutable */
+	PIN_ROW_SECURITY = 4, /* row_security = off: a query that policies would filter fails instead */
+	PIN_CALLER_PATH = 8   /* search_path = the caller's, as the caller resolves it (a definition the caller typed) */
+};
+struct OwnerScope {
+	Oid owner;
 	Oid saved_user;
 	int saved_sec;
+	int level; /* the GUC nest level of the pinned settings, or 0 */
 };
-void BecomeOwner(AsOwner *s, Oid owner);
-void RestoreUser(AsOwner *s);
-enum { PIN_SEARCH_PATH = 1, PIN_OUTPUT = 2, PIN_ROW_SECURITY = 4 };
-/* Open a GUC nest level with the given settings pinned; UnpinSettings(level) ends it. */
+void EnterOwner(OwnerScope *scope, Oid owner, int pins);
+void LeaveOwner(OwnerScope *scope);
+/* An internal error unless running as `owner` inside a security-restricted operation (between EnterOwner/Leave). */
+void RequireOwnerScope(Oid owner);
+/* Open a GUC nest level with the given settings pinned; UnpinSettings(level) ends it (pins only, no role change). */
 int PinSettings(int flags);
 void UnpinSettings(int level);
 Oid RelationOwner(Oid relid);
@@ -343,8 +356,13 @@ bool MayMaintain(const CatalogEntry *e);
 void RequireMaintainer(const CatalogEntry *e);
 /* The caller may read the counter (SELECT on its target) or maintain it. */
 bool MayRead(const CatalogEntry *e);
-/* The role maintenance runs as: the owner of the table holding the counter's values. */
+/*
+ * Whose code a counter runs, the one rule: the owner of the table holding its values (its counter table, the totals
+ * of log and sharded mode, or the existing table of counter-cache columns). A counter being declared gets the owner
+ * of its target, or the declaring role when it creates its own table.
+ */
 Oid CounterOwner(const CatalogEntry *e);
+Oid OwnerOfTable(Oid target, Oid totals);
 
 /* The columns of a counter as the maintenance statements need them (maintenance.cpp, statements.cpp). */
 struct CounterShape {

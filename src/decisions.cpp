@@ -196,10 +196,10 @@ CallCallback(const Crossing *x, const Datum *fields, const bool *nulls)
 		fcinfo->args[a].value = nulls[a] ? (Datum)0 : fields[a];
 		fcinfo->args[a].isnull = nulls[a];
 	}
-	AsOwner owner;
-	BecomeOwner(&owner, c->owner);
+	OwnerScope owner;
+	EnterOwner(&owner, c->owner, PIN_SEARCH_PATH);
 	(void)FunctionCallInvoke(fcinfo);
-	RestoreUser(&owner);
+	LeaveOwner(&owner);
 }
 
 /*

@@ -434,8 +434,8 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	 * The relations of the new mode are created by the counter's owner, whoever switches it: a counter's code runs
 	 * as the owner of its tables, and a superuser's switch must not make the superuser that owner.
 	 */
-	AsOwner as;
-	BecomeOwner(&as, CounterOwner(c));
+	OwnerScope as;
+	EnterOwner(&as, CounterOwner(c), PIN_SEARCH_PATH);
 	/* (in this context: SPI's goes away with SPI_finish) */
 	char *nsp = get_namespace_name(get_rel_namespace(c->target));
 	char *rel = get_rel_name(c->target);
@@ -481,7 +481,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		Execute(RenameStatement(c->totals, rel), SPI_OK_UTILITY);
 		SPI_finish();
 	}
-	RestoreUser(&as);
+	LeaveOwner(&as);
 }
 
 namespace {
@@ -522,8 +522,8 @@ RenameCounter(const char *from, const char *to)
 {
 	CatalogEntry *e = LookupCounter(from);
 	RequireMaintainer(e);
-	AsOwner as;
-	BecomeOwner(&as, CounterOwner(e));
+	OwnerScope as;
+	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	RenameWithIndexes(e->query, psprintf("%s_definition", to), from, to);
@@ -533,7 +533,7 @@ RenameCounter(const char *from, const char *to)
 		RenameWithIndexes(e->log, DerivedName(to, e->mode == Mode::Log ? "_log" : "_slots"), from, to);
 	}
 	SPI_finish();
-	RestoreUser(&as);
+	LeaveOwner(&as);
 	Oid argtypes[2] = {TEXTOID, TEXTOID};
 	Datum args[2] = {CStringGetTextDatum(from), CStringGetTextDatum(to)};
 	ExecuteAsCatalogOwner("UPDATE counters.counter SET name = $2 WHERE name OPERATOR(pg_catalog.=) $1", 2, argtypes,

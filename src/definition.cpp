@@ -581,9 +581,8 @@ AnalyzeView(const char *name, Oid view_oid, Oid owner)
 	 * owner, restricted, with the extension's search_path, whoever reads the definition (a writer, maintenance, an
 	 * event trigger, the background worker).
 	 */
-	AsOwner as;
-	BecomeOwner(&as, owner);
-	int level = PinSettings(PIN_SEARCH_PATH);
+	OwnerScope as;
+	EnterOwner(&as, owner, PIN_SEARCH_PATH);
 	Relation view = relation_open(view_oid, AccessShareLock);
 	if (view->rd_rel->relkind != RELKIND_VIEW)
 		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("counter \"%s\": definition \"%s\" is not a view",
@@ -591,8 +590,7 @@ AnalyzeView(const char *name, Oid view_oid, Oid owner)
 	Query *query = (Query *)copyObject(get_view_query(view));
 	CounterDef *def = AnalyzeDefinition(name, query, RelationGetDescr(view));
 	relation_close(view, AccessShareLock);
-	UnpinSettings(level);
-	RestoreUser(&as);
+	LeaveOwner(&as);
 	return def;
 }
 

@@ -149,12 +149,10 @@ RequireAllRowsVisible(const CatalogEntry *e)
 int
 RunAsOwner(const CatalogEntry *e, const char *sql, int nargs, Oid *argtypes, Datum *values, bool read_only)
 {
-	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
-	AsOwner owner;
-	BecomeOwner(&owner, CounterOwner(e));
+	OwnerScope owner;
+	EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
 	int ret = SPI_execute_with_args(sql, nargs, argtypes, values, nullptr, read_only, 0);
-	RestoreUser(&owner);
-	UnpinSettings(level);
+	LeaveOwner(&owner);
 	return ret;
 }
 
@@ -692,9 +690,8 @@ RefreshConcurrently(const char *name, const char *step)
 	uint64 processed[3];
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
-	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
-	AsOwner owner;
-	BecomeOwner(&owner, CounterOwner(e));
+	OwnerScope owner;
+	EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
 	for (int i = 0; i < 3; i++) {
 		SPIPlanPtr plan = SPI_prepare(statements[i], 0, nullptr);
 		if (plan == nullptr)
@@ -704,8 +701,7 @@ RefreshConcurrently(const char *name, const char *step)
 			elog(ERROR, "counters: refreshing counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
 		processed[i] = SPI_processed;
 	}
-	RestoreUser(&owner);
-	UnpinSettings(level);
+	LeaveOwner(&owner);
 	SPI_finish();
 	UnregisterSnapshot(snapshot);
 	SetOption(name, "building", (Datum)0, true);

@@ -20,26 +20,15 @@ extern "C" {
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
 #include "miscadmin.h"
-#include "utils/syscache.h"
+#include "catalog/namespace.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/syscache.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 }
 
 namespace counters {
-
-void
-BecomeOwner(AsOwner *s, Oid owner)
-{
-	GetUserIdAndSecContext(&s->saved_user, &s->saved_sec);
-	SetUserIdAndSecContext(owner, s->saved_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-}
-
-void
-RestoreUser(AsOwner *s)
-{
-	SetUserIdAndSecContext(s->saved_user, s->saved_sec);
-}
 
 namespace {
 
@@ -53,7 +42,64 @@ Pin(const char *name, const char *value)
 	(void)set_config_option(name, value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
+/*
+ * The caller's search_path as the caller resolves it, spelled out: its schemas in the order the caller searches them
+ * (pg_catalog where it is implicitly searched), without its temporary schema, and pg_temp last. Set as the owner's
+ * search_path, names resolve as they did for the caller ("$user" included), and the caller's temporary objects cannot
+ * stand in for anything.
+ */
+char *
+CallerSearchPath()
+{
+	StringInfoData path;
+	initStringInfo(&path);
+	ListCell *lc;
+	foreach (lc, fetch_search_path(true)) {
+		Oid nsp = lfirst_oid(lc);
+		if (isAnyTempNamespace(nsp))
+			continue;
+		char *name = get_namespace_name(nsp);
+		if (name != nullptr)
+			appendStringInfo(&path, "%s, ", quote_identifier(name));
+	}
+	appendStringInfoString(&path, "pg_temp");
+	return path.data;
+}
+
 } // namespace
+
+void
+EnterOwner(OwnerScope *scope, Oid owner, int pins)
+{
+	/* (resolved before the role changes: "$user" and the schemas the caller may use are the caller's) */
+	char *caller_path = (pins & PIN_CALLER_PATH) ? CallerSearchPath() : nullptr;
+	scope->owner = owner;
+	GetUserIdAndSecContext(&scope->saved_user, &scope->saved_sec);
+	SetUserIdAndSecContext(owner, scope->saved_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	scope->level = pins != 0 ? PinSettings(pins & ~PIN_CALLER_PATH) : 0;
+	if (caller_path != nullptr)
+		(void)set_config_option("search_path", caller_path, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+		                        false);
+}
+
+void
+LeaveOwner(OwnerScope *scope)
+{
+	/*
+	 * Every setting changed since EnterOwner goes back, also those the owner's code changed (its `SET search_path =
+	 * ...` must not outlive the work into the caller's session), as after VACUUM or REINDEX.
+	 */
+	if (scope->level != 0)
+		AtEOXact_GUC(false, scope->level);
+	SetUserIdAndSecContext(scope->saved_user, scope->saved_sec);
+}
+
+void
+RequireOwnerScope(Oid owner)
+{
+	if (unlikely(!InSecurityRestrictedOperation() || GetUserId() != owner))
+		elog(ERROR, "counters: a counter's code must run as its owner %u in a security-restricted operation", owner);
+}
 
 int
 PinSettings(int flags)
@@ -170,9 +216,15 @@ MayRead(const CatalogEntry *e)
 }
 
 Oid
+OwnerOfTable(Oid target, Oid totals)
+{
+	return RelationOwner(OidIsValid(totals) ? totals : target);
+}
+
+Oid
 CounterOwner(const CatalogEntry *e)
 {
-	return RelationOwner(OidIsValid(e->totals) ? e->totals : e->target);
+	return OwnerOfTable(e->target, e->totals);
 }
 
 } // namespace counters

@@ -119,10 +119,10 @@ CallWindowCallback(const CompiledCounter *c, Oid callback, const Datum *fields, 
 		fcinfo->args[a].value = null ? (Datum)0 : a < 7 ? fields[a] : NumericGetDatum(int64_to_numeric(1));
 		fcinfo->args[a].isnull = null;
 	}
-	AsOwner owner;
-	BecomeOwner(&owner, c->owner);
+	OwnerScope owner;
+	EnterOwner(&owner, c->owner, PIN_SEARCH_PATH);
 	(void)FunctionCallInvoke(fcinfo);
-	RestoreUser(&owner);
+	LeaveOwner(&owner);
 }
 
 /*
@@ -167,8 +167,8 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 			args[a++] = w->thresholds[i];
 		}
 	}
-	AsOwner owner;
-	BecomeOwner(&owner, c->owner);
+	OwnerScope owner;
+	EnterOwner(&owner, c->owner, 0);
 	int ret;
 	if (prefixes != nullptr) {
 		if (c->window_plans[0] == nullptr) {
@@ -186,7 +186,7 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 		UnregisterSnapshot(latest);
 	} else
 		ret = QueryLatest(WindowSumsStatement(c, bucket, w, false), nargs, argtypes, args, nullptr, false);
-	RestoreUser(&owner);
+	LeaveOwner(&owner);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: window sums of counter \"%s\" failed: %s", c->def->name, SPI_result_code_string(ret));
 	if (prefixes != nullptr && SPI_processed == 0)
@@ -213,7 +213,7 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 		    w->thresholds[i],
 		    BoolGetDatum(prefixes == nullptr),
 		    CStringGetTextDatum(w->width)};
-		BecomeOwner(&owner, catalog_owner);
+		EnterOwner(&owner, catalog_owner, 0);
 		if (c->window_plans[1] == nullptr) {
 			SPIPlanPtr plan = SPI_prepare_cursor(WindowStateStatement(), 7, state_types, CURSOR_OPT_GENERIC_PLAN);
 			if (plan == nullptr || SPI_keepplan(plan) != 0)
@@ -221,7 +221,7 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 			c->window_plans[1] = plan;
 		}
 		ret = SPI_execute_plan(c->window_plans[1], state_args, nullptr, false, 0);
-		RestoreUser(&owner);
+		LeaveOwner(&owner);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "counters: window state of counter \"%s\" failed: %s", c->def->name,
 			     SPI_result_code_string(ret));
