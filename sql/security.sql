@@ -186,6 +186,70 @@ SELECT rolsuper AS mallory_is_superuser FROM pg_roles WHERE rolname = 'counters_
 SELECT * FROM counters.verify();
 RESET ROLE;
 
+--
+-- 4. Re-declaration, whoever starts it. A superuser's routine ALTER COLUMN ... TYPE of the attacker's source drops
+-- and declares the attacker's counter again, alter_counter(definition => ...) and alter_counter_concurrently() do the
+-- same: the definition's code (filling the table, planning), the threshold callback afterwards and the counter's
+-- tables stay the attacker's, restricted. And the definition is read back with search_path pinned: a function a third
+-- role planted in the superuser's search_path is not bound into it.
+--
+SET ROLE NONE; CREATE ROLE counters_sec_planter; RESET ROLE;
+SET ROLE counters_sec_mallory;
+CREATE FUNCTION bucket8(v bigint) RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+	PERFORM sec_test.attack('definition');
+	RETURN v % 3;
+END $$;
+CREATE TABLE m_typed (id int PRIMARY KEY, v int NOT NULL, tag text NOT NULL);
+GRANT INSERT ON m_typed TO PUBLIC;
+INSERT INTO m_typed SELECT i, i, CASE WHEN i % 2 = 0 THEN 'Red' ELSE 'red' END FROM generate_series(1, 6) i;
+SELECT counters.create_counter('m_retyped', 'SELECT sec_test.bucket8(v) AS b, count(*) AS n FROM m_typed GROUP BY 1');
+SELECT counters.set_thresholds('m_retyped', 'n', '{4}', 'on_threshold(text, jsonb, text, numeric, numeric, numeric, text)');
+SELECT counters.create_counter('m_tags', 'SELECT lower(tag) AS tag, count(*) AS n FROM m_typed GROUP BY 1');
+CREATE TABLE private_notes (note text);
+INSERT INTO private_notes VALUES ('mallory''s secret');
+RESET ROLE;
+-- the third role plants lower(varchar), a closer match than lower(text) once the column is varchar
+CREATE SCHEMA sec_plant;
+GRANT USAGE, CREATE ON SCHEMA sec_plant TO counters_sec_planter;
+GRANT USAGE ON SCHEMA sec_plant TO PUBLIC;
+SET ROLE counters_sec_planter;
+CREATE FUNCTION sec_plant.lower(x varchar) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+	PERFORM sec_test.attack('planted: ' || (SELECT string_agg(note, ', ') FROM sec_test.private_notes));
+	RETURN pg_catalog.lower(x::text);
+END $$;
+GRANT EXECUTE ON FUNCTION sec_plant.lower(varchar) TO PUBLIC;
+RESET ROLE;
+SET ROLE counters_sec_mallory;
+GRANT INSERT ON audit TO PUBLIC;
+TRUNCATE audit;
+RESET ROLE;
+SET ROLE NONE;
+SET search_path = sec_plant, sec_test;
+ALTER TABLE m_typed ALTER COLUMN v TYPE bigint;
+ALTER TABLE m_typed ALTER COLUMN tag TYPE varchar(100);
+SELECT EXISTS (SELECT FROM pg_depend d JOIN pg_rewrite r ON d.objid = r.oid JOIN pg_proc p ON d.refobjid = p.oid
+                WHERE r.ev_class = 'sec_test.m_tags_definition'::regclass AND p.pronamespace = 'sec_plant'::regnamespace)
+       AS planted_bound;
+INSERT INTO m_typed SELECT i, i, 'RED' FROM generate_series(7, 12) i;
+SET search_path = sec_test;
+SELECT counters.alter_counter('m_tags', definition => 'SELECT lower(tag) AS tag, count(*) AS n FROM m_typed GROUP BY 1');
+-- (a CALL commits its steps: outside a transaction block, as the superuser)
+CALL counters.alter_counter_concurrently('m_retyped', 'SELECT sec_test.bucket8(v) AS b, count(*) AS n FROM sec_test.m_typed GROUP BY 1');
+INSERT INTO m_typed VALUES (13, 13, 'red');
+SELECT what, who, superuser FROM audit GROUP BY 1, 2, 3 ORDER BY 1, 2;
+SELECT c.relname, c.relowner::regrole AS owner FROM pg_class c
+ WHERE c.relnamespace = 'sec_test'::regnamespace AND c.relname ~ '^m_(retyped|tags)' AND c.relkind IN ('r', 'v') ORDER BY 1;
+SELECT * FROM counters.thresholds WHERE counter = 'm_retyped';
+-- both counters equal their recount
+CREATE TEMP TABLE m_typed_expected AS SELECT v % 3 AS b, count(*) AS n FROM m_typed GROUP BY 1;
+SELECT * FROM regress.diff('m_retyped', 'm_typed_expected');
+CREATE TEMP TABLE m_tags_expected AS SELECT lower(tag::text) AS tag, count(*) AS n FROM m_typed GROUP BY 1;
+SELECT * FROM regress.diff('m_tags', 'm_tags_expected');
+DROP SCHEMA sec_plant CASCADE;
+RESET ROLE;
+
 -- clean up
 SET client_min_messages = warning;
 SET ROLE counters_sec_mallory;
@@ -194,7 +258,7 @@ SET ROLE counters_sec_app;
 SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
 RESET ROLE;
 DROP SCHEMA sec_test CASCADE;
-SET ROLE NONE; DROP OWNED BY counters_sec_mallory, counters_sec_app; RESET ROLE;
-SET ROLE NONE; DROP ROLE counters_sec_mallory, counters_sec_app; RESET ROLE;
+SET ROLE NONE; DROP OWNED BY counters_sec_mallory, counters_sec_app, counters_sec_planter; RESET ROLE;
+SET ROLE NONE; DROP ROLE counters_sec_mallory, counters_sec_app, counters_sec_planter; RESET ROLE;
 RESET client_min_messages;
 RESET search_path;

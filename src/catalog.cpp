@@ -334,10 +334,14 @@ OidOrNull(Oid oid, char *null)
 void
 Register(const char *name, Oid query, Oid target, bool owns)
 {
-	CounterDef *def = AnalyzeView(name, query, RelationOwner(target));
-	RequireOwnerPrivileges(name, def->source);
-	RequireOwnerPrivileges(name, target);
-	RequireOwnerPrivileges(name, query);
+	/* The counter's code runs as its owner, who must have the rights of every owner; so must the caller. */
+	Oid owner = RelationOwner(target);
+	CounterDef *def = AnalyzeView(name, query, owner);
+	Oid named[3] = {def->source, target, query};
+	for (int i = 0; i < 3; i++) {
+		RequireOwnerPrivileges(name, named[i]);
+		RequireOwnerRights(name, named[i], owner);
+	}
 	if (!owns)
 		CheckTargetKeyTypes(def, target);
 	Oid argtypes[5] = {TEXTOID, OIDOID, OIDOID, OIDOID, BOOLOID};

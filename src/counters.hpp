@@ -348,9 +348,13 @@ void RequireOwnerScope(Oid owner);
 int PinSettings(int flags);
 void UnpinSettings(int level);
 Oid RelationOwner(Oid relid);
-bool HasOwnerPrivileges(Oid relid);
-/* 42501 naming the counter unless the caller has the privileges of `relid`'s owner. */
-void RequireOwnerPrivileges(const char *counter, Oid relid);
+bool HasOwnerPrivileges(Oid relid, Oid role = InvalidOid);
+/*
+ * 42501 naming the counter unless the caller (`caller`, when the work already runs as the counter's owner) has the
+ * privileges of `relid`'s owner; and unless the counter's owner `owner` has them (its code runs as that role).
+ */
+void RequireOwnerPrivileges(const char *counter, Oid relid, Oid caller = InvalidOid);
+void RequireOwnerRights(const char *counter, Oid relid, Oid owner);
 /* The caller has the privileges of the owner of every relation of the counter. */
 bool MayMaintain(const CatalogEntry *e);
 void RequireMaintainer(const CatalogEntry *e);

@@ -174,9 +174,10 @@ RelationIn(const char *schema, const char *name)
  * change reads its children by it); neither table is a sink or Citus's.
  */
 void
-RequireParentShape(const char *name, const CounterDef *def)
+RequireParentShape(const char *name, const CounterDef *def, Oid caller)
 {
-	RequireOwnerPrivileges(name, def->parent);
+	RequireOwnerPrivileges(name, def->parent, caller);
+	RequireOwnerRights(name, def->parent, GetUserId());
 	if (citus::IsCitusRelation(def->parent))
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\": counters through a parent row do not count Citus tables", name),
@@ -207,23 +208,54 @@ RequireParentShape(const char *name, const CounterDef *def)
 		                        quote_identifier(get_attname(def->source, def->child_key, false)))));
 }
 
+/* A target in pg_temp (named so, or the caller's temporary table) would vanish with the session. */
+void
+RefuseTemporaryTarget(const char *name, Oid target, const char *schema, const char *table)
+{
+	bool temp = OidIsValid(target) ? get_rel_persistence(target) == RELPERSISTENCE_TEMP
+	                               : schema != nullptr && strcmp(schema, "pg_temp") == 0;
+	if (temp)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": target \"%s\" is a temporary table", name,
+		                       OidIsValid(target) ? get_rel_name(target) : table),
+		                errdetail("A counter is declared for every session; a temporary table belongs to one.")));
+}
+
+/* How a declaration resolves the names of its definition. */
+enum class Names {
+	Caller, /* as the caller resolves them: a definition the caller typed */
+	Pinned  /* with search_path = pg_catalog, pg_temp: a stored definition, deparsed with it (every other name
+	           qualified), which a role that can create functions in the caller's schemas cannot redirect */
+};
+
 /*
  * Create the view, the counter table (or check the existing target), record the counter, fill it and attach the
- * triggers. Returns the relation to read (the table; the view in log and sharded mode, after AlterCounter).
+ * triggers, as the counter's owner `owner` (InvalidOid: a new counter's, the owner of the existing target or the
+ * caller), in a security-restricted operation, whoever declares: the definition's code never runs with the caller's
+ * rights, and the relations created belong to the owner.
  */
 void
-Declare(const char *name, const char *definition, const char *target, bool fill, bool exact)
+Declare(const char *name, const char *definition, const char *target, bool fill, bool exact, Oid owner, Names names)
 {
 	if (definition == nullptr)
 		ereport(ERROR,
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter \"%s\": the definition is null", name)));
 	if (CounterExists(name))
 		ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT), errmsg("counter \"%s\" already exists", name)));
-	/* Names in the definition and the target resolve with the caller's search_path, like any SQL they type. */
-	CounterDef *def = DescribeDefinition(name, definition);
+	/* The target's name resolves with the caller's search_path, like any SQL they type. */
 	char *schema = nullptr;
 	char *table = nullptr;
 	Oid tgt = target != nullptr ? ResolveTarget(name, target, &schema, &table) : InvalidOid;
+	RefuseTemporaryTarget(name, tgt, schema, table);
+	Oid caller = GetUserId();
+	if (OidIsValid(tgt))
+		RequireOwnerPrivileges(name, tgt);
+	if (!OidIsValid(owner))
+		owner = OidIsValid(tgt) ? RelationOwner(tgt) : caller;
+	OwnerScope scope;
+	EnterOwner(&scope, owner, names == Names::Caller ? PIN_CALLER_PATH : PIN_SEARCH_PATH);
+	/* Parsing and planning the definition runs its code: as the owner, restricted, the names resolved as above. */
+	CounterDef *def = DescribeDefinition(name, definition);
 	Oid colocate_with;
 	const char *distribution_column;
 	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
@@ -232,12 +264,11 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	if (placement != citus::Placement::Local)
 		citus::BeginDistributedChange();
 
-	/* Only the source's owner may declare (and so lock it), before anything else. */
-	RequireOwnerPrivileges(name, def->source);
-	if (OidIsValid(tgt))
-		RequireOwnerPrivileges(name, tgt);
+	/* Only the source's owner may declare (and so lock it), before anything else; its code runs as the owner. */
+	RequireOwnerPrivileges(name, def->source, caller);
+	RequireOwnerRights(name, def->source, owner);
 	if (OidIsValid(def->parent))
-		RequireParentShape(name, def);
+		RequireParentShape(name, def, caller);
 	/* No write may slip between the initial fill and the trigger: block writers of the source until commit. */
 	LockSource(def->source, ShareRowExclusiveLock);
 	if (OidIsValid(def->parent))
@@ -256,7 +287,7 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	/*
 	 * The definition becomes a view next to the counter table: PostgreSQL tracks what it depends on, renames follow
 	 * it, pg_dump dumps it as SQL, and selecting from it recomputes the counter from scratch. (Its names resolve as
-	 * the caller's query did: with the caller's search_path.)
+	 * they did when it was parsed above.)
 	 */
 	const char *view_name = psprintf("%s_definition", name);
 	int ret = SPI_execute(CreateViewStatement(schema, view_name, definition), false, 0);
@@ -298,6 +329,7 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	}
 	SPI_finish();
 	Attach(def->source);
+	LeaveOwner(&scope);
 }
 
 } // namespace
@@ -333,21 +365,13 @@ CheckCounterName(const char *name)
 		                          COUNTER_NAME_MAX_BYTES, strlen(name))));
 }
 
-/* A target in pg_temp (named so, or the caller's temporary table) would vanish with the session. */
-void
-RefuseTemporaryTarget(const char *name)
-{
-	CatalogEntry *e = LookupCounter(name);
-	if (get_rel_persistence(e->target) == RELPERSISTENCE_TEMP)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\": target \"%s\" is a temporary table", name, get_rel_name(e->target)),
-		                errdetail("A counter is declared for every session; a temporary table belongs to one.")));
-}
-
 } // namespace
 
+namespace {
+
+/* A counter declared in `mode`, as owner `owner` (InvalidOid: a new counter), its names resolved as `names` says. */
 Oid
-CreateCounter(const char *name, const char *definition, const char *target, const char *mode)
+DeclareCounter(const char *name, const char *definition, const char *target, const char *mode, Oid owner, Names names)
 {
 	RequireReadCommitted("counters.create_counter()");
 	CheckCounterName(name);
@@ -360,11 +384,20 @@ CreateCounter(const char *name, const char *definition, const char *target, cons
 	context.arg = (void *)name;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	Declare(name, definition, target, true, mode == nullptr || ParseMode(name, mode) == Mode::Exact);
+	Declare(name, definition, target, true, mode == nullptr || ParseMode(name, mode) == Mode::Exact, owner, names);
 	AlterCounter(name, mode, -1);
-	RefuseTemporaryTarget(name);
 	error_context_stack = context.previous;
 	return LookupCounter(name)->target;
+}
+
+void CounterConcurrently(const char *name, const char *definition, const char *mode, Oid owner);
+
+} // namespace
+
+Oid
+CreateCounter(const char *name, const char *definition, const char *target, const char *mode)
+{
+	return DeclareCounter(name, definition, target, mode, InvalidOid, Names::Caller);
 }
 
 /*
@@ -374,6 +407,15 @@ CreateCounter(const char *name, const char *definition, const char *target, cons
  */
 void
 CreateCounterConcurrently(const char *name, const char *definition, const char *mode)
+{
+	CounterConcurrently(name, definition, mode, InvalidOid);
+}
+
+namespace {
+
+/* The steps of create_counter_concurrently, declaring as `owner` (InvalidOid: the caller). */
+void
+CounterConcurrently(const char *name, const char *definition, const char *mode, Oid owner)
 {
 	CheckCounterName(name);
 	if (mode == nullptr)
@@ -385,9 +427,8 @@ CreateCounterConcurrently(const char *name, const char *definition, const char *
 	context.previous = error_context_stack;
 	error_context_stack = &context;
 	ConcurrentStep(name, "1 of 3: declaring in log mode (writers wait for the triggers)");
-	Declare(name, definition, nullptr, false, false);
+	Declare(name, definition, nullptr, false, false, owner, Names::Caller);
 	AlterCounter(name, "log", -1);
-	RefuseTemporaryTarget(name);
 	SetOption(name, "building", DirectFunctionCall1(jsonb_in, CStringGetDatum("true")), false);
 	error_context_stack = context.previous;
 	CommitStep();
@@ -401,6 +442,8 @@ CreateCounterConcurrently(const char *name, const char *definition, const char *
 	error_context_stack = context.previous;
 	ConcurrentStep(name, nullptr);
 }
+
+} // namespace
 
 void
 AlterCounter(const char *name, const char *mode_text, int max_slots)
@@ -589,18 +632,21 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	LockSource(c->source, ShareRowExclusiveLock);
 	Kept kept;
 	Keep(c, &kept);
+	/* (the owner stays: the new definition's code runs as the counter's owner, not as whoever changes it) */
+	Oid owner = CounterOwner(c);
 	DropCounter(name);
-	CreateCounter(name, definition, c->owns_target ? nullptr : QualifiedName(c->target),
-	              mode != nullptr ? mode : ModeName(c->mode));
+	DeclareCounter(name, definition, c->owns_target ? nullptr : QualifiedName(c->target),
+	               mode != nullptr ? mode : ModeName(c->mode), owner, Names::Caller);
 	GiveBack(name, &kept);
 }
 
 /* A counter dropped to be declared again (RetypeCounter): what declaring it again takes. */
 struct Saved {
 	char *name;
-	char *definition;
-	char *target; /* NULL: a table of its own */
+	char *definition; /* deparsed with search_path pinned */
+	char *target;     /* NULL: a table of its own */
 	const char *mode;
+	Oid owner;
 	Kept kept;
 };
 
@@ -612,6 +658,7 @@ SaveAndDrop(const CatalogEntry *e)
 	s->name = pstrdup(e->name);
 	s->target = e->owns_target ? nullptr : pstrdup(QualifiedName(e->target));
 	s->mode = ModeName(e->mode);
+	s->owner = CounterOwner(e);
 	Keep(e, &s->kept);
 	/* (with search_path pinned: every name the definition uses comes out qualified) */
 	int level = PinSettings(PIN_SEARCH_PATH);
@@ -650,7 +697,8 @@ DeclareSaved(void *saved, const char *why)
 	context.arg = (void *)s->name;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	CreateCounter(s->name, s->definition, s->target, s->mode);
+	/* (as its owner, whoever retyped the column; the text re-read with the search_path it was deparsed with) */
+	DeclareCounter(s->name, s->definition, s->target, s->mode, s->owner, Names::Pinned);
 	error_context_stack = context.previous;
 	GiveBack(s->name, &s->kept);
 	ereport(NOTICE, (errmsg("counter \"%s\" was declared again %s, and recounted", s->name, why)));
@@ -691,7 +739,7 @@ AlterCounterConcurrently(const char *name, const char *definition)
 		                   name),
 		         errhint("Drop it with counters.drop_counter('%s') if it was left behind, then try again.", tmp)));
 	const char *mode = ModeName(c->mode);
-	CreateCounterConcurrently(tmp, definition, mode);
+	CounterConcurrently(tmp, definition, mode, CounterOwner(c));
 	CommitStep();
 	ConcurrentStep(name, "4: replacing the counter with the new definition (writers wait)");
 	c = LookupCounter(name);

@@ -149,22 +149,42 @@ RelationOwner(Oid relid)
 }
 
 bool
-HasOwnerPrivileges(Oid relid)
+HasOwnerPrivileges(Oid relid, Oid role)
 {
-	return has_privs_of_role(GetUserId(), RelationOwner(relid));
+	return has_privs_of_role(OidIsValid(role) ? role : GetUserId(), RelationOwner(relid));
+}
+
+namespace {
+
+const char *
+RelationKind(Oid relid)
+{
+	return get_rel_relkind(relid) == RELKIND_VIEW ? "view" : "table";
+}
+
+} // namespace
+
+void
+RequireOwnerPrivileges(const char *counter, Oid relid, Oid caller)
+{
+	if (!HasOwnerPrivileges(relid, caller))
+		ereport(ERROR,
+		        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		         errmsg("counter \"%s\": must be owner of %s %s", counter, RelationKind(relid), QualifiedName(relid)),
+		         errdetail("Declaring, changing, maintaining or dropping a counter requires the privileges of the "
+		                   "owner of every table and view it reads and writes.")));
 }
 
 void
-RequireOwnerPrivileges(const char *counter, Oid relid)
+RequireOwnerRights(const char *counter, Oid relid, Oid owner)
 {
-	if (!HasOwnerPrivileges(relid))
-		ereport(
-		    ERROR,
-		    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-		     errmsg("counter \"%s\": must be owner of %s %s", counter,
-		            get_rel_relkind(relid) == RELKIND_VIEW ? "view" : "table", QualifiedName(relid)),
-		     errdetail("Declaring, changing, maintaining or dropping a counter requires the privileges of the owner "
-		               "of every table and view it reads and writes.")));
+	if (!HasOwnerPrivileges(relid, owner))
+		ereport(ERROR,
+		        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		         errmsg("counter \"%s\": its owner %s lacks the privileges of the owner of %s %s", counter,
+		                quote_identifier(GetUserNameFromId(owner, false)), RelationKind(relid), QualifiedName(relid)),
+		         errdetail("A counter's code runs as its owner, whoever declares or changes it: the owner must have "
+		                   "the privileges of the owner of every table and view the counter reads and writes.")));
 }
 
 namespace {
