@@ -250,6 +250,37 @@ SELECT * FROM regress.diff('m_tags', 'm_tags_expected');
 DROP SCHEMA sec_plant CASCADE;
 RESET ROLE;
 
+--
+-- 5. Rendering a key runs the key type's code. jsonb renders a value of a type with a cast to json through that cast,
+-- and any role may create a type and its cast. Keys are rendered for a threshold's callback (exact mode: by the
+-- writing statement; log mode: by compaction, which the background worker runs as the bootstrap superuser) and by
+-- top(): always as the counter's owner, restricted. A NOTIFY carries no key, so it renders none.
+--
+SET ROLE counters_sec_mallory;
+CREATE TYPE mood AS ENUM ('sad', 'happy');
+CREATE FUNCTION mood_json(m mood) RETURNS json LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+	PERFORM sec_test.attack('cast');
+	RETURN pg_catalog.to_json(m::text);
+END $$;
+CREATE CAST (mood AS json) WITH FUNCTION mood_json(mood);
+CREATE TABLE m_moods (id int PRIMARY KEY, mood mood NOT NULL);
+GRANT INSERT ON m_moods TO PUBLIC;
+SELECT counters.create_counter('m_mood', 'SELECT mood, count(*) AS n FROM m_moods GROUP BY mood');
+SELECT counters.set_thresholds('m_mood', 'n', '{2}', 'on_threshold(text, jsonb, text, numeric, numeric, numeric, text)');
+SELECT counters.create_counter('m_mood_log', 'SELECT mood, count(*) AS n FROM m_moods GROUP BY mood', mode => 'log');
+SELECT counters.set_thresholds('m_mood_log', 'n', '{2}', 'on_threshold(text, jsonb, text, numeric, numeric, numeric, text)');
+TRUNCATE audit;
+RESET ROLE;
+SET ROLE NONE;
+SET search_path = sec_test;
+INSERT INTO m_moods VALUES (1, 'happy'), (2, 'happy'), (3, 'sad');
+SELECT counters.compact('m_mood_log');
+SELECT * FROM counters.top('m_mood', 'n', 2);
+SELECT * FROM counters.top('m_mood_log', 'n', 2);
+SELECT what, who, superuser FROM audit GROUP BY 1, 2, 3 ORDER BY 1, 2;
+RESET ROLE;
+
 -- clean up
 SET client_min_messages = warning;
 SET ROLE counters_sec_mallory;

@@ -103,6 +103,8 @@ void ApplyCounters(CounterRun **list, int n);
 List *StartCrossings();
 List *TakeCrossings(List *enclosing);
 void AnnounceCrossings(List *crossings);
+/* NOTIFY "counters.<counter>" of a crossing of `column`'s thresholds (listed, repeating or window). */
+void NotifyCrossing(const char *counter, const char *column);
 void InitDecisions();
 
 } // namespace counters

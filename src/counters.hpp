@@ -255,6 +255,11 @@ CrossesAtWrite(const CompiledCounter *c)
 bool IsThresholdCallback(Oid proc);
 /* An integer or numeric value as numeric. */
 Datum ToNumeric(Datum value, Oid type);
+/*
+ * A key as jsonb, {"<name>": value, ...}, as jsonb_build_object renders it: inside the owner's scope only (a cast to
+ * json of a key's type, which a role may create, is the owner's code to run).
+ */
+Datum RenderKey(Oid owner, int n, const char *const *names, const Datum *values, const bool *nulls, const Oid *types);
 
 /* A counter's mode, as counters.counter.mode names it. */
 enum class Mode { Exact, Log, Sharded };
@@ -514,8 +519,9 @@ char *BoundsViolation(const char *column, Datum min, bool min_null, Datum max, b
 char *CountWhereStatement(Oid rel, const char *condition);
 char *KeyFilterCheckStatement(const CounterShape *s, const char *filter);
 /*
- * The top statement: (key jsonb, value numeric) rows, or with `rowtype` (the row type of the relation the counter is
- * read from) that relation's non-dropped columns in order, the values of the counter's columns in their types.
+ * The top statement: (the key columns..., value numeric) rows, or with `rowtype` (the row type of the relation the
+ * counter is read from) that relation's non-dropped columns in order, the values of the counter's columns in their
+ * types.
  */
 char *TopStatement(const CounterShape *s, int col, const char *limit, const char *filter, TupleDesc rowtype = nullptr);
 

@@ -2,10 +2,12 @@
  * decisions.cpp: what a counter's new value decides, as its deltas are applied.
  *
  *   bounds      a value outside counters.set_bounds() is an error (check_violation) naming the counter and the key;
- *   thresholds  a value that crosses one of counters.set_thresholds() is an event: a NOTIFY on channel
- *               "counters.<counter>" with a JSON payload, and the column's callback, called as the counter's owner.
- *               Repeating thresholds (every => N: N, 2N, ... and -N, -2N, ...) make one event per key and statement
- *               however many multiples it crossed, at the farthest one, with the count.
+ *   thresholds  a value that crosses one of counters.set_thresholds() is an event: the column's callback, called
+ *               with its key and values as the counter's owner, and a NOTIFY on channel "counters.<counter>" that
+ *               wakes listeners and carries nothing a role could not read in counters.counter (the counter and column:
+ *               any role may LISTEN, and any role may NOTIFY). Repeating thresholds (every => N: N, 2N, ... and -N,
+ *               -2N, ...) make one event per key and statement however many multiples it crossed, at the farthest
+ *               one, with the count.
  *
  * Crossings are noted while the statement's deltas are applied and announced once all of them are: a callback sees
  * every counter of the statement up to date.
@@ -24,6 +26,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
+#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -93,7 +96,7 @@ BuildObject(Oid function, Oid result_type, int n, const char *const *names, cons
 	return result;
 }
 
-/* The key of a crossing as jsonb: {"<key column>": value, ...}. */
+/* The key of a crossing as jsonb: {"<key column>": value, ...} (as the counter's owner: see CallCallback). */
 Datum
 CrossingKey(const Crossing *x)
 {
@@ -101,17 +104,15 @@ CrossingKey(const Crossing *x)
 	Oid *types = (Oid *)palloc(sizeof(Oid) * def->nkeys);
 	for (int k = 0; k < def->nkeys; k++)
 		types[k] = def->keys[k].type;
-	return BuildObject(F_JSONB_BUILD_OBJECT_ANY, JSONBOID, def->nkeys, x->c->key_columns, x->keys, x->key_nulls, types);
+	return RenderKey(x->c->owner, def->nkeys, x->c->key_columns, x->keys, x->key_nulls, types);
 }
 
 /*
- * The fields of a crossing, as the callback takes them and the NOTIFY payload names them: counter, key (jsonb, as
- * top() renders keys), column, old, new, threshold, direction; then, for repeating thresholds only, every and crossed
- * (a callback may take them too: NULL and 1 for a listed threshold).
+ * The fields of a crossing, as the callback takes them: counter, key (jsonb, as top() renders keys), column, old, new,
+ * threshold, direction; then every and crossed (the step of repeating thresholds and the multiples crossed: NULL and
+ * 1 for a listed threshold), which a callback may take too.
  */
 enum { CROSSING_FIELDS = 7, ALL_CROSSING_FIELDS = 9 };
-const char *const field_names[ALL_CROSSING_FIELDS] = {"counter",   "key",       "column", "old",    "new",
-                                                      "threshold", "direction", "every",  "crossed"};
 const Oid field_types[ALL_CROSSING_FIELDS] = {TEXTOID,    JSONBOID, TEXTOID,    NUMERICOID, NUMERICOID,
                                               NUMERICOID, TEXTOID,  NUMERICOID, NUMERICOID};
 
@@ -137,13 +138,6 @@ FloorDiv(Datum x, Datum step)
 	return q;
 }
 
-/* The number of fields of a crossing: more for repeating thresholds. */
-int
-FieldCount(const Crossing *x)
-{
-	return x->every != (Datum)0 ? ALL_CROSSING_FIELDS : CROSSING_FIELDS;
-}
-
 /* All ALL_CROSSING_FIELDS fields of a crossing; nulls[] says which are NULL (every, for a listed threshold). */
 void
 CrossingFields(const Crossing *x, Datum *fields, bool *nulls)
@@ -163,9 +157,12 @@ CrossingFields(const Crossing *x, Datum *fields, bool *nulls)
 	nulls[7] = x->every == (Datum)0;
 }
 
-/* Call the callback of a crossing's column: the owner's code, run as the owner, restricted (its result ignored). */
+/*
+ * Call the callback of a crossing's column: the owner's code, run as the owner, restricted (its result ignored). The
+ * key is rendered there too: jsonb calls a cast to json of a key's type that a role created, and its output function.
+ */
 void
-CallCallback(const Crossing *x, const Datum *fields, const bool *nulls)
+CallCallback(const Crossing *x)
 {
 	CompiledCounter *c = x->c;
 	const CounterDef *def = c->def;
@@ -184,21 +181,26 @@ CallCallback(const Crossing *x, const Datum *fields, const bool *nulls)
 		                       GetUserNameFromId(c->owner, false), format_procedure(callback))));
 	FmgrInfo flinfo;
 	fmgr_info(callback, &flinfo);
+	OwnerScope owner;
+	EnterOwner(&owner, c->owner, PIN_SEARCH_PATH | PIN_OUTPUT);
+	Datum fields[ALL_CROSSING_FIELDS];
+	bool nulls[ALL_CROSSING_FIELDS];
+	CrossingFields(x, fields, nulls);
 	/* (seven arguments, or all nine: IsThresholdCallback() said so) */
 	int nargs = flinfo.fn_nargs;
 	/* (a STRICT callback is not called with a NULL argument, as SQL would not call it) */
+	bool call = true;
 	for (int a = 0; flinfo.fn_strict && a < nargs; a++)
-		if (nulls[a])
-			return;
-	LOCAL_FCINFO(fcinfo, ALL_CROSSING_FIELDS);
-	InitFunctionCallInfoData(*fcinfo, &flinfo, nargs, InvalidOid, nullptr, nullptr);
-	for (int a = 0; a < nargs; a++) {
-		fcinfo->args[a].value = nulls[a] ? (Datum)0 : fields[a];
-		fcinfo->args[a].isnull = nulls[a];
+		call &= !nulls[a];
+	if (call) {
+		LOCAL_FCINFO(fcinfo, ALL_CROSSING_FIELDS);
+		InitFunctionCallInfoData(*fcinfo, &flinfo, nargs, InvalidOid, nullptr, nullptr);
+		for (int a = 0; a < nargs; a++) {
+			fcinfo->args[a].value = nulls[a] ? (Datum)0 : fields[a];
+			fcinfo->args[a].isnull = nulls[a];
+		}
+		(void)FunctionCallInvoke(fcinfo);
 	}
-	OwnerScope owner;
-	EnterOwner(&owner, c->owner, PIN_SEARCH_PATH);
-	(void)FunctionCallInvoke(fcinfo);
 	LeaveOwner(&owner);
 }
 
@@ -235,6 +237,13 @@ SubtransactionCallback(SubXactEvent event, SubTransactionId sub, SubTransactionI
 }
 
 } // namespace
+
+Datum
+RenderKey(Oid owner, int n, const char *const *names, const Datum *values, const bool *nulls, const Oid *types)
+{
+	RequireOwnerScope(owner);
+	return BuildObject(F_JSONB_BUILD_OBJECT_ANY, JSONBOID, n, names, values, nulls, types);
+}
 
 Datum
 ToNumeric(Datum value, Oid type)
@@ -392,8 +401,8 @@ TakeCrossings(List *enclosing)
 }
 
 /*
- * Announce each crossing: NOTIFY on channel "counters.<counter>" (delivered if the transaction commits) with a JSON
- * payload, then the counter's callback for the column, if any.
+ * Announce each crossing: NOTIFY on channel "counters.<counter>" (delivered if the transaction commits), then the
+ * counter's callback for the column, if any.
  */
 void
 AnnounceCrossings(List *list)
@@ -401,18 +410,31 @@ AnnounceCrossings(List *list)
 	ListCell *lc;
 	foreach (lc, list) {
 		Crossing *x = (Crossing *)lfirst(lc);
-		const CounterDef *def = x->c->def;
-		Datum fields[ALL_CROSSING_FIELDS];
-		bool nulls[ALL_CROSSING_FIELDS];
-		CrossingFields(x, fields, nulls);
-		Datum payload =
-		    BuildObject(F_JSONB_BUILD_OBJECT_ANY, JSONBOID, FieldCount(x), field_names, fields, nulls, field_types);
-		Async_Notify(psprintf("counters.%s", def->name), DatumGetCString(DirectFunctionCall1(jsonb_out, payload)));
-		if (notified_counter[0] == '\0') {
-			strlcpy(notified_counter, def->name, sizeof(notified_counter));
-			notified_level = GetCurrentTransactionNestLevel();
-		}
-		CallCallback(x, fields, nulls);
+		NotifyCrossing(x->c->def->name, x->c->def->values[x->v].column_name);
+		CallCallback(x);
+	}
+}
+
+void
+NotifyCrossing(const char *counter, const char *column)
+{
+	/*
+	 * The payload names the counter and the column, as counters.thresholds shows them to every role: no key, no
+	 * value. Any role may LISTEN on any channel, and NOTIFY on it too, so a notification is a hint to look, never a
+	 * fact: the facts go to the callback, as the owner, which may keep them where the counter's grants apply.
+	 * (Identical payloads of one transaction are delivered once.)
+	 */
+	StringInfoData payload;
+	initStringInfo(&payload);
+	appendStringInfoString(&payload, "{\"counter\": ");
+	escape_json(&payload, counter);
+	appendStringInfoString(&payload, ", \"column\": ");
+	escape_json(&payload, column);
+	appendStringInfoChar(&payload, '}');
+	Async_Notify(psprintf("counters.%s", counter), payload.data);
+	if (notified_counter[0] == '\0') {
+		strlcpy(notified_counter, counter, sizeof(notified_counter));
+		notified_level = GetCurrentTransactionNestLevel();
 	}
 }
 

@@ -363,9 +363,40 @@ SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 
 namespace {
 
+/* top()'s (key jsonb, value numeric) rows from its statement's (keys..., value) rows, the keys rendered as the owner.
+ */
+void
+RenderTopKeys(const CatalogEntry *e, const CounterShape *s, TupleDesc desc, FunctionCallInfo fcinfo)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+	TupleDesc got = SPI_tuptable->tupdesc;
+	int nkeys = s->def->nkeys;
+	const char **names = (const char **)palloc(sizeof(char *) * nkeys);
+	Oid *types = (Oid *)palloc(sizeof(Oid) * nkeys);
+	for (int i = 0, k = 0; i < s->ncolumns; i++)
+		if (s->is_key[i]) {
+			names[k] = s->table_names[i];
+			types[k] = TupleDescAttr(got, k)->atttypid;
+			k++;
+		}
+	Datum *in_values = (Datum *)palloc(sizeof(Datum) * got->natts);
+	bool *in_nulls = (bool *)palloc(sizeof(bool) * got->natts);
+	Oid owner = CounterOwner(e);
+	OwnerScope scope;
+	EnterOwner(&scope, owner, PIN_SEARCH_PATH | PIN_OUTPUT);
+	for (uint64 r = 0; r < SPI_processed; r++) {
+		heap_deform_tuple(SPI_tuptable->vals[r], got, in_values, in_nulls);
+		Datum values[2] = {RenderKey(owner, nkeys, names, in_values, in_nulls, types), in_values[nkeys]};
+		bool nulls[2] = {false, in_nulls[nkeys]};
+		tuplestore_putvalues(rsinfo->setResult, desc, values, nulls);
+	}
+	LeaveOwner(&scope);
+}
+
 /*
  * The k largest keys of counter `e` by value column `col`, read with the caller's rights, into the function's
- * result: (key jsonb, value numeric) rows, or (rows) whole rows of the row type of the relation it is read from.
+ * result: (key jsonb, value numeric) rows, or (rows) whole rows of the row type of the relation it is read from. The
+ * key is rendered as jsonb as the counter's owner (its type's cast to json is the owner's code to run).
  */
 void
 RunTop(const CatalogEntry *e, const CounterShape *s, int col, Datum k, bool k_null, const char *filter, bool rows,
@@ -390,6 +421,12 @@ RunTop(const CatalogEntry *e, const CounterShape *s, int col, Datum k, bool k_nu
 	 * they are NULL here), in the result's types: unless the relation changed between the caller's plan and now.
 	 */
 	TupleDesc got = SPI_tuptable->tupdesc;
+	if (!rows) {
+		RenderTopKeys(e, s, desc, fcinfo);
+		UnpinSettings(level);
+		SPI_finish();
+		return;
+	}
 	int *source = (int *)palloc(sizeof(int) * desc->natts);
 	int next = 0;
 	bool mismatch = false;

@@ -813,9 +813,8 @@ TopStatement(const CounterShape *s, int col, const char *limit, const char *filt
 {
 	const char *cond = filter ? psprintf("(%s)", filter) : "true";
 	const char *value = Quoted(s->table_names[col]);
-	StringInfoData keys, json, match, null_match, any_null, nonzero, xcols;
+	StringInfoData keys, match, null_match, any_null, nonzero, xcols;
 	initStringInfo(&keys);
-	initStringInfo(&json);
 	initStringInfo(&match);
 	initStringInfo(&null_match);
 	initStringInfo(&any_null);
@@ -827,7 +826,6 @@ TopStatement(const CounterShape *s, int col, const char *limit, const char *filt
 		if (s->is_key[i]) {
 			bool first = keys.len == 0;
 			appendStringInfo(&keys, "%s%s", first ? "" : ", ", c);
-			appendStringInfo(&json, "%s%s, %s", first ? "" : ", ", quote_literal_cstr(s->table_names[i]), c);
 			appendStringInfo(&match, "%sx.%s OPERATOR(pg_catalog.=) p.%s", first ? "" : " AND ", c, c);
 			appendStringInfo(&null_match, "%sx.%s IS NOT DISTINCT FROM p.%s", first ? "" : " AND ", c, c);
 			appendStringInfo(&any_null, "%sx.%s IS NULL", first ? "" : " OR ", c);
@@ -837,10 +835,12 @@ TopStatement(const CounterShape *s, int col, const char *limit, const char *filt
 	}
 	if (s->e->mode == Mode::Exact) {
 		const char *target = QualifiedName(s->e->target);
-		/* typed: the whole rows of the table, in its type (dropped columns left out: the caller skips them) */
+		/*
+		 * typed: the whole rows of the table, in its type (dropped columns left out: the caller skips them); else the
+		 * key columns and the value (the caller renders the key as the counter's owner)
+		 */
 		const char *select =
-		    rowtype ? psprintf("%s.*", target)
-		            : psprintf("pg_catalog.jsonb_build_object(%s), %s::pg_catalog.numeric", json.data, value);
+		    rowtype ? psprintf("%s.*", target) : psprintf("%s, %s::pg_catalog.numeric", keys.data, value);
 		return psprintf("SELECT %s FROM %s WHERE %s ORDER BY %s DESC, %s LIMIT %s", select, target, cond, value,
 		                keys.data, limit);
 	}
@@ -862,11 +862,11 @@ TopStatement(const CounterShape *s, int col, const char *limit, const char *filt
 	                "        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s WHERE %s) u "
 	                " GROUP BY %s HAVING %s ORDER BY %s DESC, %s LIMIT %s",
 	                keys.data, log, cond, keys.data, totals, cond, value, keys.data, limit,
-	                rowtype ? TopRowColumns(s, rowtype)
-	                        : psprintf("pg_catalog.jsonb_build_object(%s), pg_catalog.sum(%s)", json.data, value),
+	                rowtype ? TopRowColumns(s, rowtype) : psprintf("%s, pg_catalog.sum(%s)", keys.data, value),
 	                xcols.data, totals, match.data, xcols.data, log, match.data, xcols.data, totals, null_match.data,
 	                any_null.data, xcols.data, log, null_match.data, any_null.data, keys.data, nonzero.data,
-	                rowtype ? psprintf("pg_catalog.sum(%s)", value) : "2", keys.data, limit);
+	                rowtype ? psprintf("pg_catalog.sum(%s)", value) : psprintf("%d", s->def->nkeys + 1), keys.data,
+	                limit);
 }
 
 /* ---- applying deltas (prepared once per counter by cache.cpp) ---- */
@@ -1202,8 +1202,7 @@ WindowStateStatement()
 {
 	/*
 	 * $1 counter, $2 column, $3 prefixes (jsonb[]) and $4 their window sums, $5 thresholds, $6 whether every prefix
-	 * is in $3 (a prefix with a crossing recorded but absent has a sum of 0), $7 the width. Returns up, the NOTIFY
-	 * payload, prefix, new, threshold.
+	 * is in $3 (a prefix with a crossing recorded but absent has a sum of 0). Returns up, prefix, new, threshold.
 	 */
 	return pstrdup(
 	    "WITH t AS (SELECT p.prefix, p.s, th.th FROM ROWS FROM (pg_catalog.unnest($3::pg_catalog.jsonb[]), "
@@ -1225,10 +1224,7 @@ WindowStateStatement()
 	    "           SELECT false, d.prefix, d.threshold, "
 	    "                  COALESCE((SELECT t.s FROM t WHERE t.prefix OPERATOR(pg_catalog.=) d.prefix LIMIT 1), 0) "
 	    "             FROM downs d) "
-	    "SELECT c.up, pg_catalog.jsonb_build_object('counter', $1, 'key', c.prefix, 'column', $2, 'window', $7, "
-	    "       'new', c.s, 'threshold', c.threshold, 'direction', CASE WHEN c.up THEN 'up' ELSE 'down' "
-	    "END)::pg_catalog.text, "
-	    "       c.prefix, c.s, c.threshold "
+	    "SELECT c.up, c.prefix, c.s, c.threshold "
 	    "  FROM c ORDER BY c.prefix, c.threshold");
 }
 

@@ -225,17 +225,17 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "counters: window state of counter \"%s\" failed: %s", c->def->name,
 			     SPI_result_code_string(ret));
-		/* up, payload, prefix, new, threshold */
+		/* up, prefix, new, threshold */
 		for (uint64 r = 0; r < SPI_processed; r++) {
 			HeapTuple tup = SPI_tuptable->vals[r];
 			bool up = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
-			Async_Notify(psprintf("counters.%s", c->def->name), SPI_getvalue(tup, SPI_tuptable->tupdesc, 2));
+			NotifyCrossing(c->def->name, w->columns[i]);
 			Datum fields[7] = {CStringGetTextDatum(c->def->name),
-			                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull),
+			                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull),
 			                   CStringGetTextDatum(w->columns[i]),
 			                   (Datum)0,
+			                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull),
 			                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 4, &isnull),
-			                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 5, &isnull),
 			                   CStringGetTextDatum(up ? "up" : "down")};
 			bool nulls[7] = {false, false, false, true, false, false, false};
 			CallWindowCallback(c, w->callbacks[i], fields, nulls);
