@@ -322,6 +322,46 @@ ViewsReading(Oid rel, Oid except)
 	return result;
 }
 
+} // namespace
+
+char *
+CheckOptionViews(Oid rel)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[1] = {OIDOID};
+	Datum args[1] = {ObjectIdGetDatum(rel)};
+	/* (names as the message shows them: schema-qualified) */
+	int level = PinSettings(PIN_SEARCH_PATH);
+	(void)QueryLatest("WITH RECURSIVE v(oid) AS ("
+	                  "  SELECT r.ev_class FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_rewrite r "
+	                  "    ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass "
+	                  "   AND d.objid OPERATOR(pg_catalog.=) r.oid "
+	                  "   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+	                  "   AND d.refobjid OPERATOR(pg_catalog.=) $1 AND r.ev_class OPERATOR(pg_catalog.<>) $1 "
+	                  "  UNION "
+	                  "  SELECT r.ev_class FROM v JOIN pg_catalog.pg_depend d "
+	                  "    ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass "
+	                  "   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+	                  "   AND d.refobjid OPERATOR(pg_catalog.=) v.oid "
+	                  "  JOIN pg_catalog.pg_rewrite r ON d.objid OPERATOR(pg_catalog.=) r.oid "
+	                  "   AND r.ev_class OPERATOR(pg_catalog.<>) v.oid) "
+	                  "SELECT pg_catalog.string_agg(c.oid::pg_catalog.regclass::pg_catalog.text, ', ' "
+	                  "                             ORDER BY c.oid::pg_catalog.regclass::pg_catalog.text) "
+	                  "  FROM v JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) v.oid "
+	                  " WHERE c.relkind OPERATOR(pg_catalog.=) 'v' AND EXISTS (SELECT FROM "
+	                  "       pg_catalog.unnest(c.reloptions) o WHERE o OPERATOR(pg_catalog.~~) 'check_option=%')",
+	                  1, argtypes, args, nullptr);
+	char *views = SPI_processed == 1 ? SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) : nullptr;
+	char *result = views ? MemoryContextStrdup(caller, views) : nullptr;
+	UnpinSettings(level);
+	SPI_finish();
+	return result;
+}
+
+namespace {
+
 Datum
 OidOrNull(Oid oid, char *null)
 {

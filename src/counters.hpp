@@ -494,8 +494,15 @@ void AttachParent(Oid parent);
 void DetachParent(Oid parent);
 bool JoinsParent(Oid parent);
 void SetSink(Oid source, bool sink);
-/* 0A000 if sink `rel` has what a sink cannot keep: a foreign key, a generated column. */
+/* 0A000 if sink `rel` has what a sink cannot keep: a foreign key, row-level security, a generated column. */
 void RequireSinkShape(Relation rel);
+/*
+ * 0A000 if views with a check option read `rel` (directly or through other views), which its being a sink would
+ * bypass: when making it a sink, or (making_sink false) after a view was created or changed.
+ */
+void RefuseCheckOptionViews(Oid rel, bool making_sink);
+/* The views with a check option that read `rel`, directly or through other views, as a list, or NULL. */
+char *CheckOptionViews(Oid rel);
 void RefuseSinkRecount(const CatalogEntry *e, const char *what);
 void CopySelectGrants(Oid from, Oid to);
 /* The roles other than its owner that hold SELECT on `rel`. */

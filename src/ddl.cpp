@@ -266,6 +266,17 @@ CheckAlterTable(AlterTableStmt *stmt, List **leaving, List **joining, Oid *paren
 				RetypeCounters(catalog, relid, cmd->name);
 			break;
 		}
+		case AT_EnableRowSecurity:
+		case AT_ForceRowSecurity:
+			if (IsSink(relid))
+				ereport(ERROR,
+				        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				         errmsg("table %s is a sink: row-level security cannot be enabled on it", QualifiedName(relid)),
+				         errdetail("Policies check the rows a statement stores; the rows of a sink are never stored, "
+				                   "so a writer could count rows the policies refuse."),
+				         errhint("counters.set_sink('%s', false) makes it a table that stores its rows again.",
+				                 QualifiedName(relid))));
+			break;
 		case AT_AddInherit: {
 			if (catalog == nullptr)
 				catalog = ReadCatalog(nullptr);
@@ -477,10 +488,22 @@ OnDdlEnd(EventTriggerData *trigger)
 		                   "   AND NOT c.relispartition AND pg_catalog.pg_has_role(c.relowner, 'USAGE') "
 		                   "   AND NOT EXISTS (SELECT FROM counters.counter k "
 		                   "                    WHERE k.source OPERATOR(pg_catalog.=) t.tgrelid)");
+	/* a view created or changed: none with a check option may read a sink (the sinks, then the views) */
+	List *sinks = NIL;
+	List *views = OidsOf(caller, "SELECT c.oid FROM pg_catalog.pg_event_trigger_ddl_commands() d "
+	                             "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid "
+	                             "   AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+	                             " WHERE c.relkind OPERATOR(pg_catalog.=) 'v'");
+	if (views != NIL)
+		sinks = OidsOf(caller, "SELECT DISTINCT t.tgrelid FROM pg_catalog.pg_trigger t "
+		                       " WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_counters_sink' "
+		                       "   AND t.tgfoid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure");
 	ListCell *lc;
 	foreach (lc, renames)
 		ExecuteDdl((const char *)lfirst(lc));
 	SPI_finish();
+	foreach (lc, sinks)
+		RefuseCheckOptionViews(lfirst_oid(lc), false);
 	foreach (lc, sources)
 		Attach(lfirst_oid(lc));
 	foreach (lc, leftovers)

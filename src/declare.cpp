@@ -932,11 +932,21 @@ IsSink(Oid rel)
 	return TriggerFunction(rel, CaptureTriggerName(SINK_TRIGGER)) == CaptureFunction();
 }
 
-/* What a sink cannot keep: checks that need stored rows, columns computed after BEFORE triggers. */
+/*
+ * What a sink cannot keep: checks that need stored rows (a foreign key, row-level security's WITH CHECK), columns
+ * computed after BEFORE triggers.
+ */
 void
 RequireSinkShape(Relation rel)
 {
 	const char *name = QualifiedName(RelationGetRelid(rel));
+	if (rel->rd_rel->relrowsecurity)
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("table %s cannot be a sink: it has row-level security enabled", name),
+		         errdetail("Policies check the rows a statement stores; the rows of a sink are never stored, so a "
+		                   "writer could count rows the policies refuse."),
+		         errhint("Disable row-level security on it (ALTER TABLE %s DISABLE ROW LEVEL SECURITY).", name)));
 	if (RelationGetFKeyList(rel) != NIL)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("table %s cannot be a sink: it has a foreign key", name),
@@ -954,6 +964,25 @@ RequireSinkShape(Relation rel)
 			     errdetail("Generated columns are computed after the BEFORE triggers, where a sink counts rows."),
 			     errhint("Count the expression in the counter's definition instead.")));
 	}
+}
+
+void
+RefuseCheckOptionViews(Oid rel, bool making_sink)
+{
+	char *views = CheckOptionViews(rel);
+	if (views == nullptr)
+		return;
+	const char *name = QualifiedName(rel);
+	const char *detail = "A view's check option checks the rows stored through it; the rows of a sink are never "
+	                     "stored, so a writer could count rows the view refuses.";
+	if (making_sink)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("table %s cannot be a sink: views with a check option read it: %s", name, views),
+		                errdetail("%s", detail),
+		                errhint("Remove the check options (ALTER VIEW ... RESET (check_option)) first.")));
+	ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+	                errmsg("views with a check option cannot read sink %s: %s", name, views), errdetail("%s", detail),
+	                errhint("Create or change the view without WITH CHECK OPTION.")));
 }
 
 /*
@@ -996,6 +1025,7 @@ SetSink(Oid source, bool sink)
 	Relation rel = table_open(source, NoLock);
 	RequireSinkShape(rel);
 	table_close(rel, NoLock);
+	RefuseCheckOptionViews(source, true);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	if (QueryLatest(psprintf("SELECT 1 FROM ONLY %s LIMIT 1", name), 0, nullptr, nullptr, nullptr) != SPI_OK_SELECT)

@@ -192,3 +192,12 @@ AS $$ SELECT pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'USAGE')
 CREATE FUNCTION counters._replica_changed() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'counters_replica_changed'
 	LANGUAGE C;
+
+-- ---- views with a check option over sinks are refused ----
+-- counters_ddl_end fires after CREATE VIEW and ALTER VIEW too: a view whose check option would never be checked on
+-- the rows of a sink is refused (an event trigger's tags cannot be altered: it is created again).
+DROP EVENT TRIGGER counters_ddl_end;
+CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
+	WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE VIEW')
+	EXECUTE FUNCTION counters._on_ddl_end();
+-- ---- end of views over sinks ----
