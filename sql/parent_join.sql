@@ -52,6 +52,17 @@ UPDATE posts SET published = NOT published WHERE id IN (1, 2);
 UPDATE posts SET blog_id = 7 WHERE id = 5;
 UPDATE posts SET author = author WHERE id = 3;
 SELECT * FROM check_all();
+-- A BEFORE ROW trigger of the parent's own that changes a counted column: whatever its name (it fires after any
+-- trigger whose name sorts before it), the row as finally written counts.
+CREATE FUNCTION publish_blog_9() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.blog_id = 9 THEN NEW.published := true; END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER zzzz_publish BEFORE UPDATE ON posts FOR EACH ROW EXECUTE FUNCTION publish_blog_9();
+UPDATE posts SET blog_id = 9, published = false WHERE id IN (3, 5);
+SELECT * FROM check_all();
+DROP TRIGGER zzzz_publish ON posts;
 -- Foreign-key actions: a cascaded delete, a cascaded key change.
 DELETE FROM posts WHERE id = 6;
 UPDATE posts SET id = 100 WHERE id = 8;

@@ -92,6 +92,9 @@ FreePlans(CompiledCounter *counters, int n)
 		if (counters[i].parent_plan != nullptr)
 			SPI_freeplan(counters[i].parent_plan);
 		counters[i].parent_plan = nullptr;
+		if (counters[i].child_plan != nullptr)
+			SPI_freeplan(counters[i].child_plan);
+		counters[i].child_plan = nullptr;
 	}
 }
 

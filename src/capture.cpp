@@ -360,9 +360,97 @@ CompareInt64(const void *a, const void *b)
 }
 
 /*
+ * Parent keys. A child's statement that reads the parent of key k, and a parent's insert (or key change) to k, cannot
+ * see each other's rows until they commit: each alone would count the child nowhere (with a foreign key, the child's
+ * check fails instead). So they take locks of their own on (parent, k), held until their transactions end: a child's
+ * statement shares them, a parent's write takes them exclusively. The later one waits for the earlier to end, then
+ * reads with the latest snapshot and counts what it committed. They are advisory locks of the counters' own kind
+ * (pg_locks: locktype advisory, classid the parent's OID, objsubid PARENT_KEY_LOCK or PARENT_TABLE_LOCK). Past
+ * KEY_LOCKS_PER_TRANSACTION keys of one parent and side in a transaction, one lock on the whole parent takes their
+ * place (a child's share lock, a parent's exclusive one), so that bulk statements do not fill the lock table; the keys'
+ * side locks the whole parent weakly first (a child: row share, a parent: row exclusive), so that it waits for the
+ * other side's whole-parent lock.
+ */
+enum : uint16 { PARENT_TABLE_LOCK = 0x6370, PARENT_KEY_LOCK = 0x636B };
+enum { KEY_LOCKS_PER_TRANSACTION = 64 };
+
+struct KeyLocks {
+	Oid parent;
+	int keys[2]; /* key locks taken in this transaction: by children's statements, by parents' writes */
+};
+
+MemoryContext key_locks_cxt = nullptr; /* under TopTransactionContext */
+List *key_locks = NIL;                 /* KeyLocks * */
+
+void
+ForgetKeyLocks(void *)
+{
+	key_locks_cxt = nullptr;
+	key_locks = NIL;
+}
+
+KeyLocks *
+KeyLocksOf(Oid parent)
+{
+	ListCell *lc;
+	foreach (lc, key_locks)
+		if (((KeyLocks *)lfirst(lc))->parent == parent)
+			return (KeyLocks *)lfirst(lc);
+	if (key_locks_cxt == nullptr) {
+		key_locks_cxt = AllocSetContextCreate(TopTransactionContext, "counters key locks", ALLOCSET_SMALL_SIZES);
+		MemoryContextCallback *cb =
+		    (MemoryContextCallback *)MemoryContextAlloc(key_locks_cxt, sizeof(MemoryContextCallback));
+		cb->func = ForgetKeyLocks;
+		cb->arg = nullptr;
+		MemoryContextRegisterResetCallback(key_locks_cxt, cb);
+	}
+	MemoryContext old = MemoryContextSwitchTo(key_locks_cxt);
+	KeyLocks *held = (KeyLocks *)palloc0(sizeof(KeyLocks));
+	held->parent = parent;
+	key_locks = lappend(key_locks, held);
+	MemoryContextSwitchTo(old);
+	return held;
+}
+
+void
+LockParentTag(Oid parent, uint32 key, uint16 kind, LOCKMODE mode)
+{
+	LOCKTAG tag;
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, parent, key, kind);
+	(void)LockAcquire(&tag, mode, false, false);
+}
+
+/*
+ * Lock keys `keys` (n, sorted) of `parent`: shared for a child's statement, exclusively for a parent's write
+ * (parent_side). (A lock a transaction holds is taken again from its own table, without waiting: after a subtransaction
+ * rolled back, with the locks it took, the next statement takes them again.)
+ */
+void
+LockParentKeys(Oid parent, const int64 *keys, int n, bool parent_side)
+{
+	if (n == 0)
+		return;
+	KeyLocks *held = KeyLocksOf(parent);
+	int *taken = &held->keys[parent_side ? 1 : 0];
+	if (*taken + n > KEY_LOCKS_PER_TRANSACTION) {
+		LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? ExclusiveLock : ShareLock);
+		*taken = KEY_LOCKS_PER_TRANSACTION + 1;
+		return;
+	}
+	LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? RowExclusiveLock : RowShareLock);
+	for (int i = 0; i < n; i++)
+		LockParentTag(parent, (uint32)((uint64)keys[i] ^ ((uint64)keys[i] >> 32)), PARENT_KEY_LOCK,
+		              parent_side ? ExclusiveLock : ShareLock);
+	*taken += n;
+}
+
+/*
  * The parent rows of counter `r`'s rows with keys `keys` (n of them, sorted, distinct), read as the counter's owner
- * with a fresh snapshot and locked FOR SHARE: a concurrent change of a parent waits for this transaction, then counts
- * this statement's rows itself; this statement waits for one in progress, then reads the parent as it committed.
+ * with the latest snapshot, whatever the isolation level, and locked FOR SHARE: a concurrent change of a parent waits
+ * for this transaction, then counts this statement's rows itself; this statement waits for one in progress, then
+ * reads the parent as it committed (at REPEATABLE READ, a parent changed meanwhile is a serialization failure). A
+ * parent inserted, or given one of these keys, by a transaction this one cannot see yet waits for this one, or is
+ * waited for (LockParentKeys).
  */
 void
 ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
@@ -385,6 +473,7 @@ ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
 		elems[i] = Int64GetDatum(keys[i]);
 	Datum array = PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
 	Oid argtypes[1] = {INT8ARRAYOID};
+	LockParentKeys(def->parent, keys, n, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	/* (row-level security that would hide a parent makes this fail, rather than count its rows as orphans) */
@@ -397,7 +486,9 @@ ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
 			elog(ERROR, "counters: preparing the parents of counter \"%s\" failed", def->name);
 		r->c->parent_plan = plan;
 	}
-	int ret = SPI_execute_plan(r->c->parent_plan, &array, nullptr, false, 0);
+	Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+	int ret = SPI_execute_snapshot(r->c->parent_plan, &array, nullptr, latest, InvalidSnapshot, false, false, 0);
+	UnregisterSnapshot(latest);
 	LeaveOwner(&owner);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading the parents of counter \"%s\" failed: %s", def->name,
@@ -700,29 +791,6 @@ WaitingRows(Relation rel)
 	return w;
 }
 
-struct ParentWaiting {
-	Oid relid;
-	SubTransactionId subxid;
-	Run *run;
-};
-
-MemoryContext parent_cxt = nullptr; /* under TopTransactionContext */
-List *parent_waiting = NIL;         /* ParentWaiting * */
-
-void
-ForgetParentWaiting(void *)
-{
-	parent_cxt = nullptr;
-	parent_waiting = NIL;
-}
-
-void
-EndParentWaiting(ParentWaiting *w)
-{
-	MemoryContextDelete(w->run->cxt);
-	parent_waiting = list_delete_ptr(parent_waiting, w);
-}
-
 void
 SinkSubXactCallback(SubXactEvent event, SubTransactionId subxid, SubTransactionId parent, void *)
 {
@@ -735,20 +803,10 @@ SinkSubXactCallback(SubXactEvent event, SubTransactionId subxid, SubTransactionI
 		foreach (lc, ended)
 			EndSinkRows((SinkRows *)lfirst(lc));
 		list_free(ended);
-		ended = NIL;
-		foreach (lc, parent_waiting)
-			if (((ParentWaiting *)lfirst(lc))->subxid == subxid)
-				ended = lappend(ended, lfirst(lc));
-		foreach (lc, ended)
-			EndParentWaiting((ParentWaiting *)lfirst(lc));
-		list_free(ended);
 	} else if (event == SUBXACT_EVENT_COMMIT_SUB) {
 		foreach (lc, sink_rows)
 			if (((SinkRows *)lfirst(lc))->subxid == subxid)
 				((SinkRows *)lfirst(lc))->subxid = parent;
-		foreach (lc, parent_waiting)
-			if (((ParentWaiting *)lfirst(lc))->subxid == subxid)
-				((ParentWaiting *)lfirst(lc))->subxid = parent;
 	}
 }
 
@@ -761,12 +819,6 @@ SinkXactCallback(XactEvent event, void *)
 		                       QualifiedName(((SinkRows *)linitial(sink_rows))->relid)),
 		                errdetail("Its trigger counters_sink_end did not fire (disabled?)."),
 		                errhint("Enable the triggers of the sink, or re-create them with counters.attach().")));
-	if ((event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE) && parent_waiting != NIL)
-		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		                errmsg("changes of parent rows of %s were not counted",
-		                       QualifiedName(((ParentWaiting *)linitial(parent_waiting))->relid)),
-		                errdetail("Its trigger counters_parent_end did not fire (disabled?)."),
-		                errhint("Enable the triggers of the table, or re-create them with counters.attach().")));
 }
 
 /* A relation that carries the capture triggers must feed a counter: otherwise they count nothing, silently. */
@@ -928,37 +980,30 @@ namespace {
 
 /*
  * Counters through a parent row, the parent's side. A parent's UPDATE or DELETE moves its children's contributions
- * from the old parent row to the new one: its children are counted out with the old row and in with the new one by
- * the BEFORE ROW trigger zz_counters_parent, before foreign-key actions change the children (they then find no
- * parent, or the new one, and count accordingly). Those deltas wait per parent and subtransaction, like a sink's rows,
- * until counters_parent_end (AFTER, for each statement) adds them to the statement's deltas for the source.
+ * from the old parent row to the new one: its children, as they were before the statement, are counted out with the
+ * old row and in with the new one, as the row is finally written (AFTER ROW trigger counters_parent_row, after every
+ * BEFORE ROW trigger had its say). Foreign-key actions that then delete or re-point the children count nothing more
+ * (the children find no parent, or the new one, as the statement left it). The deltas join the statement's deltas for
+ * the source, applied with them when the statement ends.
  */
-ParentWaiting *
-WaitingParent(Relation rel, SourceCounters *pc)
+
+/* The command of the statement being counted: what it wrote has this cmin (its frame's; else the current one). */
+CommandId
+StatementCommand()
 {
-	SubTransactionId subxid = GetCurrentSubTransactionId();
-	ListCell *lc;
-	foreach (lc, parent_waiting) {
-		ParentWaiting *w = (ParentWaiting *)lfirst(lc);
-		if (w->relid == RelationGetRelid(rel) && w->subxid == subxid)
-			return w;
-	}
-	if (parent_cxt == nullptr) {
-		parent_cxt = AllocSetContextCreate(TopTransactionContext, "counters parent deltas", ALLOCSET_SMALL_SIZES);
-		MemoryContextCallback *cb =
-		    (MemoryContextCallback *)MemoryContextAlloc(parent_cxt, sizeof(MemoryContextCallback));
-		cb->func = ForgetParentWaiting;
-		cb->arg = nullptr;
-		MemoryContextRegisterResetCallback(parent_cxt, cb);
-	}
-	MemoryContext old = MemoryContextSwitchTo(parent_cxt);
-	ParentWaiting *w = (ParentWaiting *)palloc0(sizeof(ParentWaiting));
-	w->relid = RelationGetRelid(rel);
-	w->subxid = subxid;
-	w->run = StartRun(pc, parent_cxt);
-	parent_waiting = lappend(parent_waiting, w);
-	MemoryContextSwitchTo(old);
-	return w;
+	return current_frame != nullptr ? current_frame->cid : GetCurrentCommandId(false);
+}
+
+/* The statement's run of counter `name` of `sc`'s source, and its CounterRun (in the frame, or a run of its own). */
+CounterRun *
+SourceCounterRun(SourceCounters *sc, const char *name, Run **run)
+{
+	*run = current_frame != nullptr ? FrameRun(current_frame, sc) : StartRun(sc, CurrentMemoryContext);
+	for (int i = 0; i < (*run)->ncounters; i++)
+		if (strcmp((*run)->runs[i].c->def->name, name) == 0)
+			return &(*run)->runs[i];
+	elog(ERROR, "counters: counter \"%s\" is not compiled for its source", name);
+	pg_unreachable();
 }
 
 /* Whether an UPDATE of a parent changed a column counter `r` reads. */
@@ -981,11 +1026,13 @@ ParentChanged(CounterRun *r, TupleDesc desc, HeapTuple old_tuple, HeapTuple new_
 }
 
 /*
- * Count (sign) the source's rows whose key is one of `keys` with their parent: `parent` when given, else the one
- * `parents` (key -> tuple) holds. Rows are read with the latest snapshot, this command's changes included.
+ * Count (sign) the source's rows whose key is one of `keys` (n, distinct) with their parent: `parent` when given, else
+ * the one `parents` (key -> ParentEntry) holds. Rows are read as they were before the statement (`cid`: what it
+ * wrote is not seen), as the latest snapshot has them: rows the statement changes count through the source's own
+ * capture, with the parent as the statement leaves it.
  */
 void
-CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, int sign, CommandId cid)
+CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, HTAB *parents, int sign, CommandId cid)
 {
 	const CounterDef *def = r->c->def;
 	if (n == 0)
@@ -994,21 +1041,21 @@ CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, int
 	for (int i = 0; i < n; i++)
 		elems[i] = Int64GetDatum(keys[i]);
 	Datum array = PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
-	Oid argtypes[1] = {INT8ARRAYOID};
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	OwnerScope owner;
 	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
-	/*
-	 * The rows as they were before this statement (cid: what it wrote is not seen), as the latest snapshot has them:
-	 * rows this statement changes count through the source's own capture, with the parent as the statement leaves it.
-	 */
-	SPIPlanPtr plan = SPI_prepare(ChildRowsStatement(def), 1, argtypes);
-	if (plan == nullptr)
-		elog(ERROR, "counters: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	if (r->c->child_plan == nullptr) {
+		/* (a generic plan: an index probe per key, however many keys) */
+		Oid argtypes[1] = {INT8ARRAYOID};
+		SPIPlanPtr plan = SPI_prepare_cursor(ChildRowsStatement(def), 1, argtypes, CURSOR_OPT_GENERIC_PLAN);
+		if (plan == nullptr || SPI_keepplan(plan) != 0)
+			elog(ERROR, "counters: preparing the rows of counter \"%s\" failed", def->name);
+		r->c->child_plan = plan;
+	}
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 	snapshot->curcid = cid;
-	int ret = SPI_execute_snapshot(plan, &array, nullptr, snapshot, InvalidSnapshot, true, false, 0);
+	int ret = SPI_execute_snapshot(r->c->child_plan, &array, nullptr, snapshot, InvalidSnapshot, true, false, 0);
 	UnregisterSnapshot(snapshot);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading the rows of counter \"%s\" failed: %s", def->name, SPI_result_code_string(ret));
@@ -1026,7 +1073,7 @@ CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, int
 		child.t_data = th;
 		HeapTuple p = parent;
 		if (p == nullptr) {
-			ParentEntry *found = (ParentEntry *)hash_search(r->parents, &key, HASH_FIND, nullptr);
+			ParentEntry *found = (ParentEntry *)hash_search(parents, &key, HASH_FIND, nullptr);
 			if (found == nullptr)
 				continue;
 			p = found->tuple;
@@ -1046,70 +1093,62 @@ CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, int
 	SPI_finish();
 }
 
-/* Add a parent's write's deltas to the statement's deltas of each source (or apply them, outside a statement). */
-void
-MergeParentRun(Run *pending)
-{
-	for (int i = 0; i < pending->ncounters; i++) {
-		CounterRun *r = &pending->runs[i];
-		if (DeltaCount(r) == 0)
-			continue;
-		SourceCounters *sc = GetSourceCounters(r->c->def->source);
-		Run *target = current_frame != nullptr ? FrameRun(current_frame, sc) : StartRun(sc, CurrentMemoryContext);
-		for (int j = 0; j < target->ncounters; j++)
-			if (strcmp(target->runs[j].c->def->name, r->c->def->name) == 0)
-				DeltaMerge(&target->runs[j], r);
-		if (current_frame == nullptr)
-			FinishRun(target);
-	}
-}
-
 /* The parent rows of a statement's new parents (AFTER INSERT): their children, if any, count in. */
 void
 ParentInserted(Relation rel, SourceCounters *pc, Tuplestorestate *new_rows)
 {
-	Run *run = StartRun(pc, CurrentMemoryContext);
+	/* (the keys, sorted and distinct, and the parent rows by key; a key the unique index allows once) */
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "counters new parents", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
 	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsMinimalTuple);
-	for (int ci = 0; ci < run->ncounters; ci++) {
-		CounterRun *r = &run->runs[ci];
-		const CounterDef *def = r->c->def;
-		MemoryContext old = MemoryContextSwitchTo(run->cxt);
-		HASHCTL ctl;
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(int64);
-		ctl.entrysize = sizeof(ParentEntry);
-		ctl.hcxt = run->cxt;
-		r->parents = hash_create("counters new parents", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		int cap = 64, n = 0;
-		int64 *keys = (int64 *)palloc(sizeof(int64) * cap);
-		tuplestore_rescan(new_rows);
-		while (tuplestore_gettupleslot(new_rows, true, false, slot)) {
-			bool isnull;
-			Datum key = slot_getattr(slot, def->parent_key, &isnull);
-			if (isnull)
-				continue;
-			int64 k = IntegerDatum(def->join_type, key);
-			ParentEntry *e = (ParentEntry *)hash_search(r->parents, &k, HASH_ENTER, nullptr);
-			e->tuple = ExecCopySlotHeapTuple(slot);
-			if (n == cap) {
-				cap *= 2;
-				keys = (int64 *)repalloc(keys, sizeof(int64) * cap);
-			}
-			keys[n++] = k;
+	const CounterDef *first = pc->counters[0].def;
+	HASHCTL ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(ParentEntry);
+	ctl.hcxt = cxt;
+	HTAB *parents = hash_create("counters new parents", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	int cap = 64, n = 0;
+	int64 *keys = (int64 *)palloc(sizeof(int64) * cap);
+	tuplestore_rescan(new_rows);
+	while (tuplestore_gettupleslot(new_rows, true, false, slot)) {
+		bool isnull;
+		Datum key = slot_getattr(slot, first->parent_key, &isnull);
+		if (isnull)
+			continue;
+		int64 k = IntegerDatum(first->join_type, key);
+		bool found;
+		ParentEntry *e = (ParentEntry *)hash_search(parents, &k, HASH_ENTER, &found);
+		e->tuple = ExecCopySlotHeapTuple(slot);
+		if (found)
+			continue;
+		if (n == cap) {
+			cap *= 2;
+			keys = (int64 *)repalloc(keys, sizeof(int64) * cap);
 		}
-		MemoryContextSwitchTo(old);
-		CountChildren(run, r, keys, n, nullptr, 1,
-		              current_frame != nullptr ? current_frame->cid : GetCurrentCommandId(false));
+		keys[n++] = k;
 	}
 	ExecDropSingleTupleTableSlot(slot);
-	MergeParentRun(run);
-	FreeExprContext(run->econtext, true);
-	MemoryContextDelete(run->cxt);
+	qsort(keys, n, sizeof(int64), CompareInt64);
+	MemoryContextSwitchTo(old);
+	/* A child written meanwhile to one of these keys, by a transaction this one cannot see, waits (or is waited for).
+	 */
+	LockParentKeys(RelationGetRelid(rel), keys, n, true);
+	CommandId cid = StatementCommand();
+	for (int ci = 0; ci < pc->ncounters; ci++) {
+		Run *run;
+		CounterRun *r =
+		    SourceCounterRun(GetSourceCounters(pc->counters[ci].def->source), pc->counters[ci].def->name, &run);
+		CountChildren(run, r, keys, n, nullptr, parents, 1, cid);
+		if (current_frame == nullptr)
+			FinishRun(run);
+	}
+	MemoryContextDelete(cxt);
 }
 
 } // namespace
 
-/* zz_counters_parent: before a parent row is updated or deleted, its children move to the new row or away. */
+/* counters_parent_row: after a parent row was updated or deleted, its children move to the new row or away. */
 void
 ParentRow(TriggerData *td)
 {
@@ -1118,28 +1157,32 @@ ParentRow(TriggerData *td)
 	if (pc->ncounters == 0)
 		return;
 	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
-	ParentWaiting *w = WaitingParent(rel, pc);
 	HeapTuple old_tuple = td->tg_trigtuple;
 	HeapTuple new_tuple = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : nullptr;
 	TupleDesc desc = RelationGetDescr(rel);
-	for (int i = 0; i < w->run->ncounters; i++) {
-		CounterRun *r = &w->run->runs[i];
-		if (new_tuple != nullptr && !ParentChanged(r, desc, old_tuple, new_tuple))
-			continue;
+	CommandId cid = StatementCommand();
+	for (int i = 0; i < pc->ncounters; i++) {
+		const CounterDef *pdef = pc->counters[i].def;
+		Run *run;
+		CounterRun *r = SourceCounterRun(GetSourceCounters(pdef->source), pdef->name, &run);
 		const CounterDef *def = r->c->def;
-		bool isnull;
-		Datum key = heap_getattr(old_tuple, def->parent_key, desc, &isnull);
-		if (!isnull) {
-			int64 k = IntegerDatum(def->join_type, key);
-			CountChildren(w->run, r, &k, 1, old_tuple, -1, GetCurrentCommandId(false));
-		}
-		if (new_tuple != nullptr) {
-			key = heap_getattr(new_tuple, def->parent_key, desc, &isnull);
-			if (!isnull) {
+		if (new_tuple == nullptr || ParentChanged(r, desc, old_tuple, new_tuple)) {
+			bool isnull;
+			Datum key = heap_getattr(old_tuple, def->parent_key, desc, &isnull);
+			int64 old_key = isnull ? 0 : IntegerDatum(def->join_type, key);
+			if (!isnull)
+				CountChildren(run, r, &old_key, 1, old_tuple, nullptr, -1, cid);
+			key = new_tuple != nullptr ? heap_getattr(new_tuple, def->parent_key, desc, &isnull) : (Datum)0;
+			if (new_tuple != nullptr && !isnull) {
 				int64 k = IntegerDatum(def->join_type, key);
-				CountChildren(w->run, r, &k, 1, new_tuple, 1, GetCurrentCommandId(false));
+				/* (a key the parent takes: a child written to it meanwhile waits, or is waited for) */
+				if (k != old_key)
+					LockParentKeys(RelationGetRelid(rel), &k, 1, true);
+				CountChildren(run, r, &k, 1, new_tuple, nullptr, 1, cid);
 			}
 		}
+		if (current_frame == nullptr)
+			FinishRun(run);
 	}
 	UnpinSettings(level);
 }
@@ -1152,19 +1195,9 @@ Capture(TriggerData *td)
 	/* The statement triggers on the parent of counters through a parent row. */
 	if (strncmp(td->tg_trigger->tgname, "counters_parent_", 16) == 0) {
 		SourceCounters *pc = GetParentCounters(RelationGetRelid(rel));
+		/* (counters_parent_begin, BEFORE the statement, loads this library before its AFTER triggers: nothing else) */
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
-		if (strcmp(td->tg_trigger->tgname, ParentTriggerName(PARENT_END_TRIGGER)) == 0) {
-			SubTransactionId subxid = GetCurrentSubTransactionId();
-			ListCell *lc;
-			foreach (lc, parent_waiting) {
-				ParentWaiting *w = (ParentWaiting *)lfirst(lc);
-				if (w->relid == RelationGetRelid(rel) && w->subxid == subxid) {
-					MergeParentRun(w->run);
-					EndParentWaiting(w);
-					break;
-				}
-			}
-		} else if (pc->ncounters > 0 && strcmp(td->tg_trigger->tgname, ParentTriggerName(PARENT_INSERT_TRIGGER)) == 0) {
+		if (pc->ncounters > 0 && strcmp(td->tg_trigger->tgname, ParentTriggerName(PARENT_INSERT_TRIGGER)) == 0) {
 			if (td->tg_newtable == nullptr)
 				ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				                errmsg("counters.capture() on \"%s\" needs REFERENCING NEW TABLE",

@@ -83,7 +83,6 @@ struct CounterRun {
 void DeltaStart(CounterRun *r);           /* a new, empty table in r->delta_cxt */
 DeltaEntry *DeltaOfRowKey(CounterRun *r); /* r->row_key's entry, added (with a copy of the key) if new */
 void DeltaAddNumeric(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value);
-void DeltaMerge(CounterRun *into, CounterRun *from); /* add every delta of `from` (the same counter) to `into` */
 uint32 DeltaCount(const CounterRun *r);
 DeltaEntry **NonzeroDeltas(CounterRun *r, uint32 *n);           /* in no particular order */
 void SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n); /* by key, in the keys' btree order, NULLS LAST */

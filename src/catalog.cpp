@@ -577,6 +577,23 @@ LockSource(Oid source, LOCKMODE mode)
 	citus::LockOnEveryNode(source, mode);
 }
 
+Oid
+CounterParent(const CatalogEntry *e)
+{
+	if (!OidIsValid(e->query) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
+		return InvalidOid;
+	return AnalyzeView(e->name, e->query, CounterOwner(e))->parent;
+}
+
+void
+LockCounterSources(const CatalogEntry *e, LOCKMODE mode)
+{
+	LockSource(e->source, mode);
+	Oid parent = CounterParent(e);
+	if (OidIsValid(parent))
+		LockSource(parent, mode);
+}
+
 /*
  * The options of counter `name` (NULL if none), read with the latest snapshot: kept across a change of definition.
  */

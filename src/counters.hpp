@@ -173,6 +173,7 @@ struct CompiledCounter {
 	WindowConfig *window;       /* ... and the window (NULL: none) */
 	SPIPlanPtr window_plans[2]; /* the window sums of the prefixes written, what changed (prepared when first used) */
 	SPIPlanPtr parent_plan;     /* a counter through a parent row: its parents by key (prepared when first used) */
+	SPIPlanPtr child_plan;      /* ... and the source's rows by key (when a parent's write first counts them) */
 	bool has_rls;               /* ... has row-level security enabled */
 };
 
@@ -220,7 +221,7 @@ void InitCache();
 void Capture(TriggerData *td);
 /* The sink trigger: take the row for counting at the statement's end; the trigger returns NULL: it is not stored. */
 void SinkRow(TriggerData *td);
-/* zz_counters_parent: a parent row about to change moves its children's contributions. */
+/* counters_parent_row: a parent row that changed moves its children's contributions. */
 void ParentRow(TriggerData *td);
 void InitCapture();
 /* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
@@ -283,6 +284,13 @@ struct CatalogEntry {
  * the partitioned table, and must wait too.
  */
 void LockSource(Oid source, LOCKMODE mode);
+/*
+ * The tables whose writes a counter follows, locked in one order: its source (and partitions), then the parent it
+ * joins (a counter through a parent row). Every change of a counter that must keep writers out locks them so.
+ */
+void LockCounterSources(const CatalogEntry *e, LOCKMODE mode);
+/* The parent of a counter through a parent row (InvalidOid: none, or its definition view is gone). */
+Oid CounterParent(const CatalogEntry *e);
 /* Whether view `view` reads column `attnum` of `rel` (pg_depend). */
 bool ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum);
 /* Whether counter `name` has option `option` in its catalog row (bounds, thresholds), as the latest snapshot sees. */
@@ -448,11 +456,12 @@ enum {
 };
 const char *CaptureTriggerName(int trigger);
 /*
- * The triggers on the parent of counters through a parent row: zz_counters_parent (BEFORE UPDATE OR DELETE, for each
- * row), counters_parent_insert (AFTER INSERT, new table), counters_parent_end (AFTER UPDATE OR DELETE), and
- * counters_parent_truncate (AFTER TRUNCATE).
+ * The triggers on the parent of counters through a parent row: counters_parent_begin (BEFORE INSERT OR UPDATE OR
+ * DELETE, for each statement: loads the library, so that the statement's frame is there), counters_parent_row (AFTER
+ * UPDATE OR DELETE, for each row), counters_parent_insert (AFTER INSERT, new table), and counters_parent_truncate
+ * (AFTER TRUNCATE).
  */
-enum { PARENT_ROW_TRIGGER, PARENT_INSERT_TRIGGER, PARENT_END_TRIGGER, PARENT_TRUNCATE_TRIGGER, PARENT_TRIGGERS };
+enum { PARENT_BEGIN_TRIGGER, PARENT_ROW_TRIGGER, PARENT_INSERT_TRIGGER, PARENT_TRUNCATE_TRIGGER, PARENT_TRIGGERS };
 const char *ParentTriggerName(int trigger);
 char *CreateParentTriggerStatement(int trigger, Oid rel);
 char *CreateTriggerStatement(int trigger, Oid rel, bool is_source);
@@ -460,6 +469,20 @@ char *DropTriggerStatement(int trigger, Oid rel);
 /* The function of trigger `name` on `rel`, or InvalidOid; the OID of counters.capture(). */
 Oid TriggerFunction(Oid rel, const char *name);
 Oid CaptureFunction();
+
+/*
+ * The one way to change a counter (declare.cpp): the caller's right to (the privileges of the owner of every relation
+ * it names) checked, the tables whose writes it follows locked in one order (LockCounterSources, in `mode`; NoLock:
+ * none) and the catalog read again once they are (a change that committed meanwhile is seen), then the counter's
+ * owner's scope entered: whatever the change creates belongs to the owner, and the owner's code it runs runs as the
+ * owner. EndChange leaves it.
+ */
+struct Change {
+	CatalogEntry *e;
+	OwnerScope scope;
+};
+CatalogEntry *BeginChange(Change *change, const char *name, LOCKMODE mode);
+void EndChange(Change *change);
 
 /* Declaring, switching and dropping counters, attaching their triggers (declare.cpp). */
 Oid CreateCounter(const char *name, const char *definition, const char *target, const char *mode);

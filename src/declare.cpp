@@ -39,6 +39,42 @@ namespace counters {
 
 namespace {
 
+/* The same counter: the same relations in the same mode (a change that committed meanwhile leaves neither). */
+bool
+SameCounter(const CatalogEntry *a, const CatalogEntry *b)
+{
+	return a->source == b->source && a->target == b->target && a->query == b->query && a->totals == b->totals &&
+	       a->log == b->log && a->mode == b->mode;
+}
+
+} // namespace
+
+CatalogEntry *
+BeginChange(Change *change, const char *name, LOCKMODE mode)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	for (CatalogEntry *locked = nullptr; mode != NoLock && (locked == nullptr || !SameCounter(locked, e));) {
+		/* (taken again if the counter changed while this waited: its source or parent may be others now) */
+		LockCounterSources(e, mode);
+		locked = e;
+		e = LookupCounter(name);
+		RequireMaintainer(e);
+	}
+	change->e = e;
+	/* (no setting pinned here: each statement pins its own, and a definition the caller typed resolves as theirs) */
+	EnterOwner(&change->scope, CounterOwner(e), 0);
+	return e;
+}
+
+void
+EndChange(Change *change)
+{
+	LeaveOwner(&change->scope);
+}
+
+namespace {
+
 /* Execute one generated statement (SPI connected), with search_path pinned. */
 void
 Execute(const char *sql, int expected)
@@ -468,17 +504,20 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		         errmsg("counter \"%s\": a counter kept in columns of an existing table can only be exact", name)));
 	/* (folding the log or slots after locking writers out must see every delta committed before the lock) */
 	RequireReadCommitted("counters.alter_counter()");
-	if (c->mode != Mode::Exact && mode != Mode::Exact) {
+	if (c->mode != Mode::Exact && mode != Mode::Exact)
 		AlterCounter(name, "exact", -1);
-		c = LookupCounter(name);
-	}
-	LockSource(c->source, ShareRowExclusiveLock);
 	/*
-	 * The relations of the new mode are created by the counter's owner, whoever switches it: a counter's code runs
-	 * as the owner of its tables, and a superuser's switch must not make the superuser that owner.
+	 * Writers wait; the relations of the new mode are created by the counter's owner, whoever switches it: a counter's
+	 * code runs as the owner of its tables, and a superuser's switch must not make the superuser that owner.
 	 */
-	OwnerScope as;
-	EnterOwner(&as, CounterOwner(c), PIN_SEARCH_PATH);
+	Change change;
+	c = BeginChange(&change, name, ShareRowExclusiveLock);
+	if (c->mode == mode || (c->mode != Mode::Exact && mode != Mode::Exact)) {
+		/* (another transaction switched it while this one waited: from there, or already done) */
+		EndChange(&change);
+		AlterCounter(name, mode_text, max_slots);
+		return;
+	}
 	/* (in this context: SPI's goes away with SPI_finish) */
 	char *nsp = get_namespace_name(get_rel_namespace(c->target));
 	char *rel = get_rel_name(c->target);
@@ -524,7 +563,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		Execute(RenameStatement(c->totals, rel), SPI_OK_UTILITY);
 		SPI_finish();
 	}
-	LeaveOwner(&as);
+	EndChange(&change);
 }
 
 namespace {
@@ -622,18 +661,20 @@ void
 AlterDefinition(const char *name, const char *definition, const char *mode)
 {
 	RequireReadCommitted("counters.alter_counter()");
-	CatalogEntry *c = LookupCounter(name);
-	RequireMaintainer(c);
-	if (IsSink(c->source))
-		RefuseSinkRecount(c, "redefined");
 	if (definition == nullptr)
 		ereport(ERROR,
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter \"%s\": the definition is null", name)));
-	LockSource(c->source, ShareRowExclusiveLock);
+	/* (writers wait until the transaction ends: the counter is dropped and declared again in it) */
+	Change change;
+	CatalogEntry *c = BeginChange(&change, name, ShareRowExclusiveLock);
+	if (IsSink(c->source))
+		RefuseSinkRecount(c, "redefined");
 	Kept kept;
 	Keep(c, &kept);
 	/* (the owner stays: the new definition's code runs as the counter's owner, not as whoever changes it) */
 	Oid owner = CounterOwner(c);
+	/* (the new definition is parsed with the caller's search_path, resolved as the caller: out of the scope again) */
+	EndChange(&change);
 	DropCounter(name);
 	DeclareCounter(name, definition, c->owns_target ? nullptr : QualifiedName(c->target),
 	               mode != nullptr ? mode : ModeName(c->mode), owner, Names::Caller);
@@ -742,10 +783,11 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	CounterConcurrently(tmp, definition, mode, CounterOwner(c));
 	CommitStep();
 	ConcurrentStep(name, "4: replacing the counter with the new definition (writers wait)");
-	c = LookupCounter(name);
-	LockSource(c->source, ShareRowExclusiveLock);
+	Change change;
+	c = BeginChange(&change, name, ShareRowExclusiveLock);
 	Kept kept;
 	Keep(c, &kept);
+	EndChange(&change);
 	DropCounter(name);
 	RenameCounter(tmp, name);
 	GiveBack(name, &kept);
@@ -755,8 +797,9 @@ AlterCounterConcurrently(const char *name, const char *definition)
 void
 DropCounter(const char *name)
 {
-	CatalogEntry *c = LookupCounter(name);
-	RequireMaintainer(c);
+	/* (writers in flight apply their deltas first, to the relations dropped here) */
+	Change change;
+	CatalogEntry *c = BeginChange(&change, name, ShareRowExclusiveLock);
 	if (citus::IsCitusRelation(c->source))
 		citus::BeginDistributedChange();
 	Oid parent = OidIsValid(c->query) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->query))
@@ -781,6 +824,7 @@ DropCounter(const char *name)
 	} else if (c->owns_target)
 		Execute(DropStatement("TABLE", c->target), SPI_OK_UTILITY);
 	SPI_finish();
+	EndChange(&change);
 }
 
 List *

@@ -166,29 +166,6 @@ DeltaAddNumeric(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value)
 	MemoryContextSwitchTo(old);
 }
 
-void
-DeltaMerge(CounterRun *into, CounterRun *from)
-{
-	const CounterDef *def = from->c->def;
-	uint32 n;
-	DeltaEntry **entries = NonzeroDeltas(from, &n);
-	for (uint32 i = 0; i < n; i++) {
-		DeltaEntry *e = entries[i];
-		for (int k = 0; k < def->nkeys; k++) {
-			into->row_key.values[k] = e->key[k];
-			into->row_key.nulls[k] = e->KeyNulls(def->nkeys)[k];
-		}
-		DeltaEntry *to = DeltaOfRowKey(into);
-		for (int v = 0; v < def->nvalues; v++) {
-			if (def->values[v].accum == AccumKind::Int64)
-				to->Ints(def->nvalues)[v] += e->Ints(def->nvalues)[v];
-			else if (e->Numerics(def->nvalues)[v] != (Datum)0)
-				DeltaAddNumeric(into, to, v, 1, e->Numerics(def->nvalues)[v]);
-		}
-	}
-	pfree(entries);
-}
-
 uint32
 DeltaCount(const CounterRun *r)
 {

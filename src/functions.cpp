@@ -82,11 +82,11 @@ COUNTERS_FUNCTION(counters_capture)
 		counters::SinkRow(td);
 		return PointerGetDatum(nullptr); /* (the row is not stored) */
 	}
-	if (TRIGGER_FIRED_FOR_ROW(td->tg_event) && TRIGGER_FIRED_BEFORE(td->tg_event) &&
+	if (TRIGGER_FIRED_FOR_ROW(td->tg_event) && TRIGGER_FIRED_AFTER(td->tg_event) &&
 	    !TRIGGER_FIRED_BY_INSERT(td->tg_event) &&
 	    strcmp(td->tg_trigger->tgname, counters::ParentTriggerName(counters::PARENT_ROW_TRIGGER)) == 0) {
 		counters::ParentRow(td);
-		return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple);
+		return PointerGetDatum(nullptr);
 	}
 	if (!TRIGGER_FIRED_FOR_STATEMENT(td->tg_event))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),

@@ -579,22 +579,21 @@ namespace {
 int64
 RebuildOne(const CatalogEntry *e, const char *condition, bool named)
 {
-	/* Writers of the source wait until the rebuild commits; readers go on. */
-	LockSource(e->source, ShareLock);
+	/* Writers of the source (and parent) wait until the rebuild commits; readers go on. */
+	Change change;
+	e = BeginChange(&change, e->name, ShareLock);
 	if (IsSink(e->source)) {
 		if (named)
 			RefuseSinkRecount(e, "rebuilt");
 		ereport(NOTICE,
 		        (errmsg("counter \"%s\" is not rebuilt: its source %s is a sink", e->name, QualifiedName(e->source))));
+		EndChange(&change);
 		return 0;
 	}
 	RequireAllRowsVisible(e);
 	if (e->mode != Mode::Exact)
 		(void)CompactOne(e);
 	CounterShape *s = BuildShape(e);
-	/* (a counter through a parent row: the parent's writers wait too) */
-	if (OidIsValid(s->def->parent))
-		LockRelationOid(s->def->parent, ShareLock);
 	if (condition != nullptr)
 		CheckCondition(e, s, condition);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -620,6 +619,7 @@ RebuildOne(const CatalogEntry *e, const char *condition, bool named)
 	Oid types[1] = {TIMESTAMPTZOID};
 	Datum values[1] = {Now()};
 	NoteMaintenance(e->name, 1, columns, types, values, nullptr);
+	EndChange(&change);
 	return inserted + updated + deleted;
 }
 

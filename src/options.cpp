@@ -138,8 +138,10 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 		                       col.definition_name, NumericText(max))));
 	if (!min_null || !max_null) {
 		RequireReadCommitted("counters.set_bounds()");
-		/* No write slips in between the check and the bounds taking effect. */
-		LockSource(e->source, ShareLock);
+		/* No write slips in between the check and the bounds taking effect; the check reads as the owner. */
+		Change change;
+		e = BeginChange(&change, name, ShareLock);
+		RequireExactMode(e, "bounds");
 		char *outside = BoundsViolation(col.table_name, min, min_null, max, max_null);
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "counters: SPI_connect failed");
@@ -155,6 +157,7 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 			                       (long long)violating, col.definition_name, min_null ? "-infinity" : NumericText(min),
 			                       max_null ? "infinity" : NumericText(max)),
 			                errhint("SELECT * FROM %s WHERE %s lists them.", QualifiedName(e->target), outside)));
+		EndChange(&change);
 	}
 	StringInfoData entry;
 	initStringInfo(&entry);

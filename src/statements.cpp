@@ -709,7 +709,7 @@ CreateTriggerStatement(int trigger, Oid rel, bool is_source)
 const char *
 ParentTriggerName(int trigger)
 {
-	static const char *const names[] = {"zz_counters_parent", "counters_parent_insert", "counters_parent_end",
+	static const char *const names[] = {"counters_parent_begin", "counters_parent_row", "counters_parent_insert",
 	                                    "counters_parent_truncate"};
 	static_assert(lengthof(names) == PARENT_TRIGGERS, "a name for every parent trigger");
 	return names[trigger];
@@ -721,17 +721,17 @@ CreateParentTriggerStatement(int trigger, Oid rel)
 	const char *on = QualifiedName(rel);
 	const char *name = ParentTriggerName(trigger);
 	switch (trigger) {
+	case PARENT_BEGIN_TRIGGER:
+		return psprintf("CREATE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE "
+		                "FUNCTION counters.capture()",
+		                name, on);
 	case PARENT_ROW_TRIGGER:
-		return psprintf("CREATE TRIGGER %s BEFORE UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION "
+		return psprintf("CREATE TRIGGER %s AFTER UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION "
 		                "counters.capture()",
 		                name, on);
 	case PARENT_INSERT_TRIGGER:
 		return psprintf("CREATE TRIGGER %s AFTER INSERT ON %s REFERENCING NEW TABLE AS counters_new FOR EACH "
 		                "STATEMENT EXECUTE FUNCTION counters.capture()",
-		                name, on);
-	case PARENT_END_TRIGGER:
-		return psprintf("CREATE TRIGGER %s AFTER UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE FUNCTION "
-		                "counters.capture()",
 		                name, on);
 	default:
 		return psprintf("CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()",
