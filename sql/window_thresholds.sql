@@ -100,6 +100,11 @@ SELECT counters.create_counter('tag_hourly_log', $$
 	SELECT region, date_trunc('hour', used_at) AS hour, count(*) AS uses FROM uses GROUP BY region, date_trunc('hour', used_at)$$,
 	mode => 'log');
 SELECT counters.set_window_thresholds('tag_hourly_log', 'uses', '{5}', 'hour', '1 day');
+-- (nor can a counter with window thresholds leave exact mode, also not for rebuild_concurrently())
+SELECT counters.alter_counter('tag_hourly', 'log');
+SELECT counters.alter_counter('tag_hourly', 'sharded');
+CALL counters.rebuild_concurrently('tag_hourly');
+SELECT mode FROM counters.counter WHERE name = 'tag_hourly';
 SET ROLE NONE;
 CREATE ROLE window_other;
 GRANT USAGE ON SCHEMA window_test TO window_other;

@@ -435,6 +435,42 @@ Forget(const char *name)
 }
 
 void
+RequireModeAllowed(const char *name, Oid source, Mode mode, Oid table, Oid except)
+{
+	if (mode == Mode::Exact)
+		return;
+	citus::RefuseFeature(name, source, "log and sharded mode");
+	if (HasOption(name, "bounds"))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\" has bounds, which only exact mode can check at write time", name),
+		                errhint("Remove them first with counters.set_bounds(name, column_name).")));
+	if (HasOption(name, "window"))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\" has window thresholds, which only exact mode checks", name),
+		                errdetail("The window sums are read from the counter's rows after each write."),
+		                errhint("Remove them first with counters.set_window_thresholds(name, column_name, '{}').")));
+	if (HasOption(name, "keep_zero"))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\" keeps rows whose values are all zero, which only exact mode does", name),
+		                errhint("Remove it first with counters.set_keep_zero(name, false).")));
+	/*
+	 * Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending deltas
+	 * under its name. A user's view over the table would follow the rename and silently miss pending deltas.
+	 */
+	char *views = ViewsReading(table, except);
+	/* (the relation users read, and the totals: the counter table renamed, or already) */
+	const char *read = get_rel_name(except);
+	const char *totals = table == except ? DerivedName(get_rel_name(table), "_totals") : get_rel_name(table);
+	if (views != nullptr)
+		ereport(ERROR, (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+		                errmsg("counter \"%s\": views read its table: %s", name, views),
+		                errdetail("Leaving exact mode renames the counter table to \"%s\" and makes \"%s\" a view of "
+		                          "totals plus pending deltas; these views would go on reading the totals alone.",
+		                          totals, read),
+		                errhint("Drop the views, switch the mode, then create them again over \"%s\".", read)));
+}
+
+void
 SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 {
 	CatalogEntry *e = LookupCounter(name);
@@ -449,31 +485,7 @@ SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		         errmsg("counter \"%s\": log and sharded mode have totals and a log, exact mode neither", name)));
 	if (mode != Mode::Exact)
-		citus::RefuseFeature(name, e->source, "log and sharded mode");
-	if (mode != Mode::Exact && HasOption(name, "bounds"))
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\" has bounds, which only exact mode can check at write time", name),
-		                errhint("Remove them first with counters.set_bounds(name, column_name).")));
-	if (mode != Mode::Exact && HasOption(name, "keep_zero"))
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\" keeps rows whose values are all zero, which only exact mode does", name),
-		                errhint("Remove it first with counters.set_keep_zero(name, false).")));
-	/*
-	 * Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending deltas
-	 * under its name. A user's view over the table would follow the rename and silently miss pending deltas.
-	 */
-	if (OidIsValid(totals)) {
-		char *views = ViewsReading(totals, target);
-		if (views != nullptr)
-			ereport(ERROR,
-			        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
-			         errmsg("counter \"%s\": views read its table: %s", name, views),
-			         errdetail("Leaving exact mode renames the counter table to \"%s\" and makes \"%s\" a view of "
-			                   "totals plus pending deltas; these views would go on reading the totals alone.",
-			                   get_rel_name(totals), get_rel_name(target)),
-			         errhint("Drop the views, switch the mode, then create them again over \"%s\".",
-			                 get_rel_name(target))));
-	}
+		RequireModeAllowed(name, e->source, mode, totals, target);
 	Oid argtypes[5] = {TEXTOID, OIDOID, TEXTOID, OIDOID, OIDOID};
 	char nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	Datum values[5] = {CStringGetTextDatum(name), ObjectIdGetDatum(target), CStringGetTextDatum(ModeName(mode)),

@@ -319,6 +319,11 @@ void Register(const char *name, Oid query, Oid target, bool owns);
 void Unregister(const CatalogEntry *e);
 CatalogEntry *Forget(const char *name);
 void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
+/*
+ * 0A000 (or 2BP01) unless counter `name` of `source` may leave exact mode for `mode`: what only exact mode keeps
+ * (bounds, window thresholds, keep_zero), Citus, views other than `except` reading its table `table`.
+ */
+void RequireModeAllowed(const char *name, Oid source, Mode mode, Oid table, Oid except);
 void SetOption(const char *name, const char *key, Datum value, bool isnull);
 /* A counter's options (jsonb), and writing them back to its new definition `def` (what still applies). */
 Datum ReadOptions(const char *name, bool *isnull);

@@ -487,8 +487,8 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	CatalogEntry *c = LookupCounter(name);
 	RequireMaintainer(c);
 	Mode mode = mode_text != nullptr ? ParseMode(name, mode_text) : c->mode; /* (NULL: max_slots alone) */
-	if (mode != Mode::Exact)
-		citus::RefuseFeature(name, c->source, "log and sharded mode");
+	if (mode != c->mode)
+		RequireModeAllowed(name, c->source, mode, c->mode == Mode::Exact ? c->target : c->totals, c->target);
 	if (max_slots != -1 && (mode != Mode::Sharded || max_slots < 1 || max_slots > 1024))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": max_slots applies to sharded mode, from 1 to 1024", name)));
