@@ -113,6 +113,36 @@ INSERT INTO orders SELECT i, 1 + i % 4, i * 1.5, i % 3, CASE WHEN i % 2 = 0 THEN
   FROM generate_series(1, 20) i;
 SELECT * FROM check_all();
 
+-- A row that takes another key (UPDATE of a key column): its counter columns count for the new key, recounted, not
+-- carried from the old one. Without a foreign key the orders stay with the old id (no row: skipped) and come back
+-- with it; with ON UPDATE CASCADE they follow, and their deltas add to the recount (not to the values the row
+-- carried: 20 instead of 10). A key set to what it was changes nothing.
+UPDATE customers SET id = 50 WHERE id = 2;
+SELECT * FROM check_all();
+SELECT id, order_count, total, paid_qty FROM customers WHERE id IN (2, 50);
+UPDATE customers SET id = 2 WHERE id = 50;
+SELECT * FROM check_all();
+UPDATE customers SET id = id, name = name WHERE id = 1;
+SELECT * FROM check_all();
+CREATE TABLE stores (id int PRIMARY KEY, purchase_count int NOT NULL DEFAULT 0);
+CREATE TABLE purchases (id serial PRIMARY KEY, store_id int NOT NULL REFERENCES stores ON UPDATE CASCADE);
+INSERT INTO stores SELECT g FROM generate_series(1, 3) g;
+INSERT INTO purchases (store_id) SELECT 1 + g % 3 FROM generate_series(1, 30) g;
+SELECT counters.create_counter('store_purchases', $$
+	SELECT store_id AS id, count(*) AS purchase_count FROM purchases GROUP BY store_id$$, target => 'stores');
+CREATE VIEW stores_counted AS SELECT id, purchase_count FROM stores;
+CREATE VIEW expect_stores_counted AS
+	SELECT s.id, (SELECT count(*) FROM purchases x WHERE x.store_id = s.id) AS purchase_count FROM stores s;
+INSERT INTO checks VALUES ('stores_counted', 'expect_stores_counted');
+UPDATE stores SET id = 10 WHERE id = 1;
+UPDATE stores SET id = id + 100;
+SELECT * FROM stores ORDER BY id;
+SELECT * FROM check_all();
+SELECT tgname, tgattr FROM pg_trigger WHERE tgrelid = 'stores'::regclass AND tgname LIKE 'counters%';
+SELECT counters.drop_counter('store_purchases');
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'stores'::regclass AND tgname LIKE 'counters%';
+DELETE FROM checks WHERE counter = 'stores_counted'::regclass;
+
 -- A composite key: a unique constraint on exactly the key columns, in any order.
 CREATE TABLE customer_status (status text NOT NULL, customer_id int NOT NULL, n int NOT NULL DEFAULT 0,
                               UNIQUE (customer_id, status));

@@ -201,10 +201,20 @@ CREATE FUNCTION note(counter text, key jsonb, column_name text, old numeric, new
 	INSERT INTO upgrade_test.crossings VALUES ((key ->> 'blog_id')::int, threshold, direction)
 $$;
 SELECT counters.set_thresholds('blog_posts', 'posts', '{12}', 'note'::regproc);
+CREATE TABLE blogs (id int PRIMARY KEY, post_count int NOT NULL DEFAULT 0);
+INSERT INTO blogs SELECT g FROM generate_series(1, 5) g;
+SELECT counters.create_counter('blog_cache', 'SELECT blog_id AS id, count(*) AS post_count FROM posts GROUP BY blog_id',
+                               target => 'blogs');
+-- (as a 0.4 library left it: without the trigger 0.5 gives an existing table that keeps counter-cache columns)
+DROP TRIGGER counters_target_key ON blogs;
 ALTER EXTENSION counters UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'counters';
 SELECT * FROM member_diff;
 SELECT counter, column_name, thresholds, callback, every FROM counters.thresholds;
+-- (the update gave the counter cache's table its trigger: a row taking another key takes that key's values)
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'blogs'::regclass AND NOT tgisinternal ORDER BY 1;
+UPDATE blogs SET id = 50 WHERE id = 1;
+SELECT * FROM counters.verify('blog_cache');
 INSERT INTO posts (blog_id) SELECT 2 FROM generate_series(1, 3);
 SELECT counters.set_thresholds('blog_posts', 'posts', '{12}', 'note'::regproc, every => 5);
 INSERT INTO posts (blog_id) SELECT 3 FROM generate_series(1, 12);

@@ -471,6 +471,18 @@ const char *ParentTriggerName(int trigger);
 char *CreateParentTriggerStatement(int trigger, Oid rel);
 char *CreateTriggerStatement(int trigger, Oid rel, bool is_source);
 char *DropTriggerStatement(int trigger, Oid rel);
+/*
+ * The trigger counters_target_key on an existing table that keeps counter-cache columns (BEFORE UPDATE OF the key
+ * columns of its counters, for each row), its statements, and the recount it runs for a row's new key.
+ */
+extern const char *const target_key_trigger;
+char *CreateTargetKeyTriggerStatement(Oid target, List *columns);
+char *DropTargetKeyTriggerStatement(Oid target);
+char *KeyRecountStatement(const CounterDef *def, Oid view, Oid target);
+/* counters_target_key on `target`, for the key columns of the counters kept in it (dropped when none is). */
+void AttachTarget(Oid target);
+/* counters_target_key: a row that takes another key takes that key's values (returns the row to store). */
+HeapTuple TargetKeyRow(TriggerData *td);
 /* The function of trigger `name` on `rel`, or InvalidOid; the OID of counters.capture(). */
 Oid TriggerFunction(Oid rel, const char *name);
 Oid CaptureFunction();

@@ -587,6 +587,10 @@ OnSqlDrop()
 		if (!list_member_oid(dropped, c->source) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->source)) &&
 		    ReadCatalogOfSource(c->source) == NIL && HasOwnerPrivileges(c->source))
 			Detach(c->source);
+		/* (an existing table that kept its columns: its trigger follows the counters still kept there) */
+		if (!c->owns_target && !list_member_oid(dropped, c->target) &&
+		    SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->target)) && HasOwnerPrivileges(c->target))
+			AttachTarget(c->target);
 		ereport(NOTICE, (errmsg("counter \"%s\" was dropped with the objects it depends on", c->name)));
 	}
 	UnpinSettings(level);

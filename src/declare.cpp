@@ -808,6 +808,8 @@ DropCounter(const char *name)
 	Unregister(c);
 	if (ReadCatalogOfSource(c->source) == NIL)
 		Detach(c->source);
+	if (!c->owns_target)
+		AttachTarget(c->target);
 	if (OidIsValid(parent)) {
 		/* (the parent's triggers stay while another counter joins it, whose cache must forget this one) */
 		CacheInvalidateRelcacheByRelid(parent);
@@ -867,10 +869,15 @@ CopySelectGrants(Oid from, Oid to)
 void
 Attach(Oid source)
 {
-	/* the parents of its counters through a parent row get their triggers */
+	/* the parents of its counters through a parent row get their triggers, and the tables of its counter caches */
 	ListCell *pc;
 	foreach (pc, ParentsOfSource(source))
 		AttachParent(lfirst_oid(pc));
+	foreach (pc, ReadCatalogOfSource(source)) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(pc);
+		if (!e->owns_target)
+			AttachTarget(e->target);
+	}
 	bool sink = IsSink(source);
 	if (citus::IsCitusRelation(source))
 		citus::BeginDistributedChange();
@@ -946,6 +953,39 @@ ParentsOfSource(Oid source)
 			parents = list_append_unique_oid(parents, parent);
 	}
 	return parents;
+}
+
+/*
+ * counters_target_key on an existing table that keeps counter-cache columns, for the key columns of every counter
+ * kept there (their union), replaced whenever they change; dropped when no counter is kept there any more.
+ */
+void
+AttachTarget(Oid target)
+{
+	List *columns = NIL;
+	ListCell *lc;
+	foreach (lc, ReadCatalogOfRelation(target)) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (e->owns_target || e->target != target || !OidIsValid(e->query) ||
+		    !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
+			continue;
+		CounterDef *def = AnalyzeView(e->name, e->query, CounterOwner(e));
+		for (int k = 0; k < def->nkeys; k++) {
+			bool known = false;
+			ListCell *c;
+			foreach (c, columns)
+				known |= strcmp((const char *)lfirst(c), def->keys[k].column_name) == 0;
+			if (!known)
+				columns = lappend(columns, (void *)def->keys[k].column_name);
+		}
+	}
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	if (TriggerFunction(target, target_key_trigger) == CaptureFunction())
+		Execute(DropTargetKeyTriggerStatement(target), SPI_OK_UTILITY);
+	if (columns != NIL)
+		Execute(CreateTargetKeyTriggerStatement(target, columns), SPI_OK_UTILITY);
+	SPI_finish();
 }
 
 void

@@ -82,6 +82,9 @@ COUNTERS_FUNCTION(counters_capture)
 		counters::SinkRow(td);
 		return PointerGetDatum(nullptr); /* (the row is not stored) */
 	}
+	if (TRIGGER_FIRED_FOR_ROW(td->tg_event) && TRIGGER_FIRED_BEFORE(td->tg_event) &&
+	    TRIGGER_FIRED_BY_UPDATE(td->tg_event) && strcmp(td->tg_trigger->tgname, counters::target_key_trigger) == 0)
+		return PointerGetDatum(counters::TargetKeyRow(td));
 	if (TRIGGER_FIRED_FOR_ROW(td->tg_event) && TRIGGER_FIRED_AFTER(td->tg_event) &&
 	    !TRIGGER_FIRED_BY_INSERT(td->tg_event) &&
 	    strcmp(td->tg_trigger->tgname, counters::ParentTriggerName(counters::PARENT_ROW_TRIGGER)) == 0) {

@@ -745,6 +745,55 @@ DropTriggerStatement(int trigger, Oid rel)
 	return psprintf("DROP TRIGGER %s ON %s", CaptureTriggerName(trigger), QualifiedName(rel));
 }
 
+/* The trigger on an existing table that keeps counter-cache columns: its rows' keys changing (see TargetKeyRow). */
+const char *const target_key_trigger = "counters_target_key";
+
+/*
+ * CREATE TRIGGER counters_target_key BEFORE UPDATE OF id ON public.blogs FOR EACH ROW
+ *     EXECUTE FUNCTION counters.capture()
+ */
+char *
+CreateTargetKeyTriggerStatement(Oid target, List *columns)
+{
+	StringInfoData cols;
+	initStringInfo(&cols);
+	ListCell *lc;
+	foreach (lc, columns)
+		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", Quoted((const char *)lfirst(lc)));
+	return psprintf("CREATE TRIGGER %s BEFORE UPDATE OF %s ON %s FOR EACH ROW EXECUTE FUNCTION counters.capture()",
+	                target_key_trigger, cols.data, QualifiedName(target));
+}
+
+char *
+DropTargetKeyTriggerStatement(Oid target)
+{
+	return psprintf("DROP TRIGGER %s ON %s", target_key_trigger, QualifiedName(target));
+}
+
+/*
+ * A counter-cache counter's values for one key, recounted from its definition, in the types of the target's columns
+ * (one row, zeros when the key has none):
+ *     SELECT COALESCE(pg_catalog.sum(d.post_count), 0)::integer FROM public.blog_posts_definition d
+ *      WHERE d.id IS NOT DISTINCT FROM $1
+ */
+char *
+KeyRecountStatement(const CounterDef *def, Oid view, Oid target)
+{
+	StringInfoData values, match;
+	initStringInfo(&values);
+	initStringInfo(&match);
+	for (int v = 0; v < def->nvalues; v++) {
+		const char *column = def->values[v].column_name;
+		AttrNumber attnum = get_attnum(target, column);
+		appendStringInfo(&values, "%sCOALESCE(pg_catalog.sum(d.%s), 0)::%s", v ? ", " : "", Quoted(column),
+		                 format_type_extended(get_atttype(target, attnum), -1, FORMAT_TYPE_FORCE_QUALIFY));
+	}
+	for (int k = 0; k < def->nkeys; k++)
+		appendStringInfo(&match, "%sd.%s IS NOT DISTINCT FROM $%d", k ? " AND " : "", Quoted(def->keys[k].column_name),
+		                 k + 1);
+	return psprintf("SELECT %s FROM %s d WHERE %s", values.data, QualifiedName(view), match.data);
+}
+
 /* ---- bounds and top() ---- */
 
 char *

@@ -201,3 +201,10 @@ CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
 	WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE VIEW')
 	EXECUTE FUNCTION counters._on_ddl_end();
 -- ---- end of views over sinks ----
+
+-- ---- counter-cache rows that take another key ----
+-- An existing table that keeps counter-cache columns gets the trigger counters_target_key (BEFORE UPDATE OF the key
+-- columns): a row whose key changes takes the new key's values, recounted. attach() of each counted table creates it
+-- for the tables of that table's counters (and changes nothing else: its triggers exist).
+SELECT counters.attach(s.source) FROM (SELECT DISTINCT c.source FROM counters.counter c) s;
+-- ---- end of counter-cache rows ----
