@@ -220,9 +220,12 @@ DROP TABLE blogs;
 --
 -- 4. The counter table itself. Renaming it (or its columns, or moving it to another schema) is followed: the
 --    catalog names it by its new name, writes keep being counted. Renaming the schema it lives in must be followed
---    too. DROP TABLE of the counter table, DROP VIEW of the definition view or of a log/sharded counter's view, or
---    DROP TABLE ... CASCADE of its totals table drops that counter entirely. A column dropped from a counter table
---    makes writes to the source fail with an error naming the counter; a retyped one must never be miscounted.
+--    too. A counter's own relations are guarded as its columns are: DROP TABLE of the counter table, DROP VIEW of the
+--    definition view or of a log/sharded counter's view, DROP TABLE (... CASCADE) of its totals, log or slots, and
+--    TRUNCATE of any of its tables are refused (2BP01): the counter would fail, or read zero while its source keeps
+--    its rows. drop_counter() drops it; DROP SCHEMA ... CASCADE of the schema that holds them drops it too. A column
+--    dropped from a counter table behind the extension's back makes writes to the source fail with an error naming
+--    the counter; a retyped one must never be miscounted.
 --
 CREATE TABLE comments (id serial PRIMARY KEY, post_id int NOT NULL, score int NOT NULL DEFAULT 1);
 INSERT INTO comments (post_id, score) SELECT 1 + g % 5, g % 4 FROM generate_series(1, 40) g;
@@ -265,27 +268,47 @@ SELECT * FROM drift();
 DROP SCHEMA lifecycle_other CASCADE;
 SELECT * FROM catalog_rows();
 
--- DROP TABLE of the counter table: the counter goes, and with it the source's triggers (it was the last counter).
+-- DROP TABLE or TRUNCATE of the counter table: refused, the counter keeps counting.
 DROP TABLE lifecycle_moved.comment_counts;
+\echo SQLSTATE :SQLSTATE
+DROP TABLE lifecycle_moved.comment_counts CASCADE;
+\echo SQLSTATE :SQLSTATE
+TRUNCATE lifecycle_moved.comment_counts;
+\echo SQLSTATE :SQLSTATE
+INSERT INTO comments (post_id) VALUES (1);
+SELECT * FROM drift();
+-- DROP SCHEMA ... CASCADE of its schema: the counter goes, and with it the source's triggers (it was the last one).
+DROP SCHEMA lifecycle_moved CASCADE;
 DELETE FROM checks;
 SELECT * FROM catalog_rows();
 SELECT * FROM relations();
 SELECT * FROM capture_triggers();
 INSERT INTO comments (post_id) VALUES (1);
 
--- DROP VIEW of the definition view, of a sharded counter's view; DROP TABLE of a log counter's totals (its view
--- depends on it: refused without CASCADE) and of the log table.
+-- DROP VIEW of the definition view, of a sharded counter's view; DROP TABLE of a log counter's totals and of the
+-- log table, with or without CASCADE; TRUNCATE of the log: refused. drop_counter() drops each.
 SELECT counters.create_counter('by_view', 'SELECT post_id, count(*) AS n FROM comments GROUP BY post_id');
 SELECT counters.create_counter('by_sharded', 'SELECT post_id, count(*) AS n FROM comments GROUP BY post_id', mode => 'sharded');
 SELECT counters.create_counter('by_totals', 'SELECT post_id, count(*) AS n FROM comments GROUP BY post_id', mode => 'log');
 SELECT counters.create_counter('by_log', 'SELECT post_id, count(*) AS n FROM comments GROUP BY post_id', mode => 'log');
 SELECT * FROM relations();
 DROP VIEW by_view_definition;
+\echo SQLSTATE :SQLSTATE
 DROP VIEW by_sharded;
+\echo SQLSTATE :SQLSTATE
 DROP TABLE by_totals_totals;
 \echo SQLSTATE :SQLSTATE
 DROP TABLE by_totals_totals CASCADE;
+\echo SQLSTATE :SQLSTATE
 DROP TABLE by_log_log CASCADE;
+\echo SQLSTATE :SQLSTATE
+TRUNCATE by_log_log;
+\echo SQLSTATE :SQLSTATE
+INSERT INTO comments (post_id) VALUES (2);
+SELECT count(*) FILTER (WHERE n IS DISTINCT FROM (SELECT count(*) FROM comments c WHERE c.post_id = v.post_id)) AS wrong
+  FROM (SELECT post_id, n FROM by_view UNION ALL SELECT post_id, n FROM by_sharded
+        UNION ALL SELECT post_id, n FROM by_totals UNION ALL SELECT post_id, n FROM by_log) v;
+SELECT counters.drop_counter(name) FROM counters.counter WHERE name LIKE 'by\_%' ORDER BY name;
 SELECT * FROM catalog_rows();
 SELECT * FROM relations();
 SELECT * FROM capture_triggers();
@@ -627,5 +650,5 @@ SELECT * FROM capture_triggers();
 
 -- clean up (the extension stays installed, as the regression run installed it)
 RESET search_path;
-DROP SCHEMA lifecycle_test, lifecycle_moved CASCADE;
+DROP SCHEMA lifecycle_test CASCADE;
 SELECT extname, extnamespace::regnamespace FROM pg_extension WHERE extname = 'counters';

@@ -72,10 +72,16 @@ CREATE TABLE keep_me AS SELECT * FROM articles;
 DROP TABLE articles CASCADE;
 SELECT * FROM leftovers();
 
--- 4. DROP TABLE of the counter table drops the counter (and the source's triggers with the last one).
+-- 4. DROP TABLE of the counter table, or TRUNCATE, by itself: refused (2BP01), as for its columns. drop_counter()
+--    drops the counter (and the source's triggers with the last one).
 ALTER TABLE keep_me ADD PRIMARY KEY (id);
 SELECT counters.create_counter('blog_stats', 'SELECT channel_id, count(*) AS posts FROM keep_me GROUP BY channel_id');
 DROP TABLE blog_stats;
+\echo SQLSTATE :SQLSTATE
+TRUNCATE blog_stats;
+\echo SQLSTATE :SQLSTATE
+SELECT count(*) > 0 AS still_counted FROM blog_stats;
+SELECT counters.drop_counter('blog_stats');
 SELECT * FROM leftovers();
 INSERT INTO keep_me (id, channel_id, hidden) VALUES (1000, 1, false);
 

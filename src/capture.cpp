@@ -1228,6 +1228,12 @@ Capture(TriggerData *td)
 	 * (directly or inside a function) get the same text in every session.
 	 */
 	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
+	/* counters_guard: a counter's own table is not truncated by itself */
+	if (TRIGGER_FIRED_BY_TRUNCATE(ev) && strcmp(td->tg_trigger->tgname, guard_trigger) == 0) {
+		GuardCounterRelation(RelationGetRelid(rel), "truncate");
+		UnpinSettings(level);
+		return;
+	}
 	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
 	/*
 	 * Citus: a shard's TRUNCATE trigger does nothing (the shell's, on the coordinator, empties the counter tables as a

@@ -11,6 +11,7 @@
 
 extern "C" {
 #include "storage/lmgr.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -129,6 +130,46 @@ ReadCatalogOfRelation(Oid rel)
 	return ReadCatalogWhere(
 	    "$1::pg_catalog.regclass OPERATOR(pg_catalog.=) ANY (ARRAY[c.target, c.totals, c.log, c.query])", OIDOID,
 	    ObjectIdGetDatum(rel), false);
+}
+
+CatalogEntry *
+OwnerCounterOf(Oid rel, const char **what)
+{
+	ListCell *lc;
+	foreach (lc, ReadCatalogOfRelation(rel)) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (rel == e->query)
+			*what = "the definition";
+		else if (rel == e->log)
+			*what = e->mode == Mode::Log ? "the pending deltas" : "the slots";
+		else if (rel == e->totals)
+			*what = "the folded values";
+		else if (rel == e->target && e->mode != Mode::Exact)
+			*what = "the values (totals and pending deltas)";
+		else if (rel == e->target && e->owns_target)
+			*what = "the values";
+		else
+			continue;
+		return e;
+	}
+	return nullptr;
+}
+
+void
+GuardCounterRelation(Oid rel, const char *command)
+{
+	const char *what;
+	CatalogEntry *e = OwnerCounterOf(rel, &what);
+	if (e == nullptr)
+		return;
+	ereport(ERROR, (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+	                errmsg("cannot %s %s %s: it holds %s of counter \"%s\"", command,
+	                       get_rel_relkind(rel) == RELKIND_VIEW ? "view" : "table", QualifiedName(rel), what, e->name),
+	                errdetail("A counter's relations go with the counter; without this one it would fail, or read zero "
+	                          "while its source keeps its rows."),
+	                errhint("counters.drop_counter('%s') drops the counter with its relations; counters.rebuild('%s') "
+	                        "recounts it.",
+	                        e->name, e->name)));
 }
 
 CatalogEntry *

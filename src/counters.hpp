@@ -299,6 +299,14 @@ bool HasOption(const char *name, const char *option);
 List *ReadCatalog(const char *name);
 /* The counters one of whose relations (target, totals, log or slots, definition view) is `rel`, in name order. */
 List *ReadCatalogOfRelation(Oid rel);
+/*
+ * The counter one of whose own relations `rel` is (its definition view, the table it created, its totals, log or
+ * slots, the view of log and sharded mode; not an existing table that keeps counter-cache columns), or NULL; and what
+ * `rel` is to it, for a message.
+ */
+CatalogEntry *OwnerCounterOf(Oid rel, const char **what);
+/* 2BP01 if `rel` is one of a counter's own relations: `command` (DROP, TRUNCATE) would leave the counter wrong. */
+void GuardCounterRelation(Oid rel, const char *command);
 /* The counter named `name`, or an error (42704). */
 CatalogEntry *LookupCounter(const char *name);
 const char *ModeName(Mode mode);
@@ -476,6 +484,10 @@ char *DropTriggerStatement(int trigger, Oid rel);
  * columns of its counters, for each row), its statements, and the recount it runs for a row's new key.
  */
 extern const char *const target_key_trigger;
+/* counters_guard (BEFORE TRUNCATE, for each statement) on a counter's own tables, and making sure they have it. */
+extern const char *const guard_trigger;
+char *CreateGuardTriggerStatement(Oid rel);
+void GuardOwnTables(const CatalogEntry *e);
 char *CreateTargetKeyTriggerStatement(Oid target, List *columns);
 char *DropTargetKeyTriggerStatement(Oid target);
 char *KeyRecountStatement(const CounterDef *def, Oid view, Oid target);

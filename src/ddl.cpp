@@ -347,11 +347,16 @@ OnDdlStart(EventTriggerData *trigger)
 	List *leaving = NIL;
 	List *joining = NIL;
 	Oid parent = InvalidOid;
-	if (IsA(tree, DropStmt) && ((DropStmt *)tree)->removeType == OBJECT_TABLE) {
+	if (IsA(tree, DropStmt) &&
+	    (((DropStmt *)tree)->removeType == OBJECT_TABLE || ((DropStmt *)tree)->removeType == OBJECT_VIEW)) {
+		/* A counter's own relations go with drop_counter(), as its columns cannot be dropped by themselves. */
 		ListCell *lc;
 		foreach (lc, ((DropStmt *)tree)->objects) {
 			Oid relid = LookupTable(makeRangeVarFromNameList((List *)lfirst(lc)));
-			if (OidIsValid(relid))
+			if (!OidIsValid(relid))
+				continue;
+			GuardCounterRelation(relid, "drop");
+			if (((DropStmt *)tree)->removeType == OBJECT_TABLE)
 				leaving = lappend_oid(leaving, relid);
 		}
 	} else if (IsA(tree, DropStmt) && ((DropStmt *)tree)->removeType == OBJECT_SCHEMA) {

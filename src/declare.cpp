@@ -549,6 +549,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		CopySelectGrants(totals, view);
 		SPI_finish();
 		SetMode(name, view, mode, totals, log);
+		GuardOwnTables(LookupCounter(name));
 	} else {
 		SPI_finish();
 		(void)Compact(name);
@@ -877,6 +878,8 @@ Attach(Oid source)
 		CatalogEntry *e = (CatalogEntry *)lfirst(pc);
 		if (!e->owns_target)
 			AttachTarget(e->target);
+		else
+			GuardOwnTables(e);
 	}
 	bool sink = IsSink(source);
 	if (citus::IsCitusRelation(source))
@@ -953,6 +956,18 @@ ParentsOfSource(Oid source)
 			parents = list_append_unique_oid(parents, parent);
 	}
 	return parents;
+}
+
+void
+GuardOwnTables(const CatalogEntry *e)
+{
+	Oid tables[3] = {e->mode == Mode::Exact && e->owns_target ? e->target : InvalidOid, e->totals, e->log};
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	for (int i = 0; i < 3; i++)
+		if (OidIsValid(tables[i]) && !OidIsValid(TriggerFunction(tables[i], guard_trigger)))
+			Execute(CreateGuardTriggerStatement(tables[i]), SPI_OK_UTILITY);
+	SPI_finish();
 }
 
 /*

@@ -81,7 +81,16 @@ DirectAllowed(Relation rel)
 {
 	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID)
 		return false;
-	if (rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity)
+	/* (a TRUNCATE trigger, such as counters_guard, has nothing to do with the rows written here) */
+	TriggerDesc *td = rel->trigdesc;
+	if (td != nullptr &&
+	    (td->trig_insert_before_row || td->trig_insert_after_row || td->trig_insert_instead_row ||
+	     td->trig_insert_before_statement || td->trig_insert_after_statement || td->trig_update_before_row ||
+	     td->trig_update_after_row || td->trig_update_instead_row || td->trig_update_before_statement ||
+	     td->trig_update_after_statement || td->trig_delete_before_row || td->trig_delete_after_row ||
+	     td->trig_delete_instead_row || td->trig_delete_before_statement || td->trig_delete_after_statement))
+		return false;
+	if (rel->rd_rel->relrowsecurity)
 		return false;
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
 	if (constr != nullptr && constr->has_generated_stored)

@@ -745,6 +745,17 @@ DropTriggerStatement(int trigger, Oid rel)
 	return psprintf("DROP TRIGGER %s ON %s", CaptureTriggerName(trigger), QualifiedName(rel));
 }
 
+/* The trigger on a counter's own tables that refuses their TRUNCATE (GuardCounterRelation). */
+const char *const guard_trigger = "counters_guard";
+
+/* CREATE TRIGGER counters_guard BEFORE TRUNCATE ON public.blog_posts FOR EACH STATEMENT EXECUTE ... */
+char *
+CreateGuardTriggerStatement(Oid rel)
+{
+	return psprintf("CREATE TRIGGER %s BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()",
+	                guard_trigger, QualifiedName(rel));
+}
+
 /* The trigger on an existing table that keeps counter-cache columns: its rows' keys changing (see TargetKeyRow). */
 const char *const target_key_trigger = "counters_target_key";
 

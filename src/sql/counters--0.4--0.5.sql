@@ -202,9 +202,20 @@ CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
 	EXECUTE FUNCTION counters._on_ddl_end();
 -- ---- end of views over sinks ----
 
--- ---- counter-cache rows that take another key ----
+-- ---- a counter's own relations are guarded ----
+-- counters_ddl_start fires for DROP VIEW too: a counter's definition view, and the view of log and sharded mode, are
+-- dropped with the counter (drop_counter), not by themselves; so are its tables. (Created again: an event trigger's
+-- tags cannot be altered.) Their TRUNCATE is refused by the trigger counters_guard, which attach() creates.
+DROP EVENT TRIGGER counters_ddl_start;
+CREATE EVENT TRIGGER counters_ddl_start ON ddl_command_start
+	WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'DROP OWNED', 'DROP SCHEMA', 'DROP TABLE', 'DROP VIEW')
+	EXECUTE FUNCTION counters._on_ddl_start();
+-- ---- end of guarded relations ----
+
+-- ---- the triggers of counter caches and of counters' own tables ----
 -- An existing table that keeps counter-cache columns gets the trigger counters_target_key (BEFORE UPDATE OF the key
--- columns): a row whose key changes takes the new key's values, recounted. attach() of each counted table creates it
--- for the tables of that table's counters (and changes nothing else: its triggers exist).
+-- columns): a row whose key changes takes the new key's values, recounted; a counter's own tables get
+-- counters_guard (BEFORE TRUNCATE). attach() of each counted table creates them for that table's counters (and
+-- changes nothing else: its triggers exist).
 SELECT counters.attach(s.source) FROM (SELECT DISTINCT c.source FROM counters.counter c) s;
--- ---- end of counter-cache rows ----
+-- ---- end of the triggers ----

@@ -297,12 +297,12 @@ COMMENT ON FUNCTION counters.distribute(regclass, text) IS
 -- Before DDL that changes what a counted table holds or is: count the rows of partitions that join or leave a
 -- counted table (DROP TABLE, ATTACH/DETACH PARTITION, DROP SCHEMA, DROP OWNED), and refuse what would make a counter
 -- silently wrong or break writes (a counted table becoming a partition or inheritance child or parent, dropping or
--- retyping a counter table's counted columns).
+-- retyping a counter table's counted columns, dropping one of a counter's own tables or views by itself).
 CREATE FUNCTION counters._on_ddl_start() RETURNS event_trigger
 	AS 'MODULE_PATHNAME', 'counters_on_ddl_start'
 	LANGUAGE C;
 CREATE EVENT TRIGGER counters_ddl_start ON ddl_command_start
-	WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'DROP OWNED', 'DROP SCHEMA', 'DROP TABLE')
+	WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'DROP OWNED', 'DROP SCHEMA', 'DROP TABLE', 'DROP VIEW')
 	EXECUTE FUNCTION counters._on_ddl_start();
 COMMENT ON FUNCTION counters._on_ddl_start() IS
 	'event trigger (counters_ddl_start): counts partitions that join or leave a counted table, refuses DDL that would make a counter wrong';
