@@ -162,6 +162,19 @@ GuardCounterRelation(Oid rel, const char *command)
 	CatalogEntry *e = OwnerCounterOf(rel, &what);
 	if (e == nullptr)
 		return;
+	const char *conversion = citus::Conversion();
+	if (conversion != nullptr)
+		ereport(
+		    ERROR,
+		    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		     errmsg("counter \"%s\": %s%s would convert its table with Citus, dropping the counter", e->name,
+		            conversion, strchr(conversion, ' ') != nullptr ? "" : "()"),
+		     errdetail("Citus converts a table by creating a new one in its place; %s %s holds %s of the counter, "
+		               "and would be dropped with the old one.",
+		               get_rel_relkind(rel) == RELKIND_VIEW ? "view" : "table", QualifiedName(rel), what),
+		     errhint("Drop the counter with counters.drop_counter('%s'), convert the table, and declare the counter "
+		             "again; counters.distribute() distributes a counted table with its counters.",
+		             e->name)));
 	ereport(ERROR, (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 	                errmsg("cannot %s %s %s: it holds %s of counter \"%s\"", command,
 	                       get_rel_relkind(rel) == RELKIND_VIEW ? "view" : "table", QualifiedName(rel), what, e->name),

@@ -815,20 +815,37 @@ Distribute(Oid source, const char *column)
 	CacheInvalidateRelcacheByRelid(source);
 }
 
+const char *
+Conversion()
+{
+	if (!Present() || debug_query_string == nullptr)
+		return nullptr;
+	/*
+	 * Citus's table conversions drop the table (and the views over it) and create a new one in its place; adding a
+	 * foreign key from a local table to a reference table converts every local table of the foreign key graph into a
+	 * Citus local table so.
+	 */
+	char *query = asc_tolower(debug_query_string, strlen(debug_query_string));
+	static const char *const conversions[] = {"alter_distributed_table",
+	                                          "undistribute_table",
+	                                          "alter_table_set_access_method",
+	                                          "citus_add_local_table_to_metadata",
+	                                          "create_distributed_table_concurrently",
+	                                          "create_reference_table",
+	                                          "citus_schema_distribute"};
+	for (const char *c : conversions)
+		if (strstr(query, c) != nullptr)
+			return c;
+	if (strstr(query, "alter table") != nullptr && strstr(query, "references") != nullptr)
+		return "a foreign key to a reference table";
+	return nullptr;
+}
+
 void
 RefuseConversion(List *dropped)
 {
-	if (!Present() || debug_query_string == nullptr)
-		return;
-	/* Citus's table conversions drop the table and rename a new one into its place: the counter would be lost */
-	char *query = asc_tolower(debug_query_string, strlen(debug_query_string));
-	static const char *const conversions[] = {"alter_distributed_table", "undistribute_table",
-	                                          "alter_table_set_access_method"};
-	const char *conversion = nullptr;
-	for (const char *c : conversions)
-		if (strstr(query, c) != nullptr)
-			conversion = c;
-	if (conversion == nullptr)
+	const char *conversion = Conversion();
+	if (conversion == nullptr || strchr(conversion, ' ') != nullptr)
 		return;
 	ListCell *lc;
 	foreach (lc, ReadCatalog(nullptr)) {

@@ -702,6 +702,11 @@ void RefuseCapture(Relation rel);
 void Distribute(Oid source, const char *column);
 /* In sql_drop: refuse (0A000) a Citus table conversion that drops a counter's source or table. */
 void RefuseConversion(List *dropped);
+/*
+ * The Citus conversion the statement being run would make (its function's name, or "a foreign key to a reference
+ * table", which makes Citus convert local tables), or NULL: what drops a counter's relations behind its back.
+ */
+const char *Conversion();
 } // namespace citus
 
 /* The compaction background worker (worker.cpp): GUCs, and workers registered when preloaded. */

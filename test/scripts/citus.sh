@@ -19,7 +19,9 @@
 #      distributed table;
 #   7. a table distributed behind the counters' back fails every write (0A000), never counts nothing;
 #   8. DDL: ADD/DROP COLUMN, RENAME (the catalog on the workers follows), CREATE INDEX, alter_distributed_table and
-#      undistribute_table refused, DROP TABLE ... CASCADE drops the counter and no other table's shard;
+#      undistribute_table refused, and the conversions into a Citus local table (a foreign key to a reference table,
+#      citus_add_local_table_to_metadata) and create_distributed_table_concurrently; DROP TABLE ... CASCADE drops the
+#      counter and no other table's shard;
 #   9. rebalancing: a blocking move, a split, and a third worker added and rebalanced (logical replication) under
 #      pgbench (8 clients inserting and moving keys): no failed transaction, exact after each;
 #  10. drop_counter: no capture trigger left but inert TRUNCATE ones; writes and TRUNCATE go on.
@@ -156,7 +158,8 @@ SQL
 [ "$(sql "$coord" <<<"SELECT count(*) FROM pg_class WHERE relname ~ '^r[0-9]+(_definition)?$'")" = 0 ] ||
 	fail "refused declarations left relations"
 [ "$(sql "$coord" <<<"SELECT count(*) FROM pg_trigger WHERE tgfoid = 'counters.capture()'::regprocedure
-                      AND tgrelid <> 'posts'::regclass")" = 0 ] || fail "refused declarations left capture triggers"
+                      AND tgrelid <> 'posts'::regclass AND tgname <> 'counters_guard'")" = 0 ] ||
+	fail "refused declarations left capture triggers"
 
 # --- 3. create_counter over a distributed table
 recount_d='SELECT user_id, blog_id, count(*)::numeric AS n, sum(rating)::numeric FROM dposts GROUP BY 1, 2'
@@ -410,6 +413,39 @@ expect_error "alter_distributed_table of a counted table" 0A000 \
 	'counter "lbu": alter_distributed_table\(\) would drop its source table|counter "lub": alter_distributed_table' "$coord" app <<<"SELECT alter_distributed_table('lposts', shard_count := 6, cascade_to_colocated := false)"
 expect_error "undistribute_table of a counted table" 0A000 'counter "lbu": undistribute_table\(\) would drop its source table|counter "lub": undistribute_table' \
 	"$coord" app <<<"SELECT undistribute_table('lposts')"
+# Conversions into Citus local tables, and create_distributed_table_concurrently, would drop the counter's view (and
+# table) behind its back: refused, naming the counter, which keeps counting; a counter cache of the table too.
+sql "$coord" <<'SQL' >/dev/null 2>&1
+CREATE TABLE conv_plans (id int PRIMARY KEY);
+SELECT create_reference_table('conv_plans');
+INSERT INTO conv_plans VALUES (0), (1);
+GRANT ALL ON conv_plans TO app;
+SQL
+sql "$coord" app <<'SQL' >/dev/null 2>&1
+CREATE TABLE conv_orgs (id bigint PRIMARY KEY, ticket_count bigint NOT NULL DEFAULT 0);
+CREATE TABLE conv_tickets (org_id bigint NOT NULL REFERENCES conv_orgs (id), id bigint PRIMARY KEY, plan_id int NOT NULL);
+INSERT INTO conv_orgs SELECT g FROM generate_series(1, 5) g;
+INSERT INTO conv_tickets SELECT 1 + g % 5, g, g % 2 FROM generate_series(1, 50) g;
+SELECT counters.create_counter('conv_cache', $$SELECT org_id AS id, count(*) AS ticket_count FROM conv_tickets GROUP BY org_id$$,
+                               target => 'conv_orgs');
+SELECT counters.create_counter('conv_n', $$SELECT plan_id, count(*) AS n FROM conv_tickets GROUP BY plan_id$$);
+CREATE TABLE conv_logs (id int PRIMARY KEY, k int NOT NULL);
+INSERT INTO conv_logs SELECT g, g % 3 FROM generate_series(1, 30) g;
+SELECT counters.create_counter('conv_logs_n', $$SELECT k, count(*) AS n FROM conv_logs GROUP BY k$$);
+SQL
+expect_error "a foreign key from a counted table to a reference table (Citus converts it)" 0A000 \
+	'counter "conv_(cache|n)": a foreign key to a reference table would convert its table with Citus' "$coord" app <<<"ALTER TABLE conv_tickets ADD FOREIGN KEY (plan_id) REFERENCES conv_plans (id)"
+expect_error "citus_add_local_table_to_metadata of a counted table" 0A000 \
+	'counter "conv_(cache|n)": citus_add_local_table_to_metadata\(\) would convert its table' "$coord" app <<<"SELECT citus_add_local_table_to_metadata('conv_tickets', cascade_via_foreign_keys => true)"
+expect_error "create_distributed_table_concurrently of a counted table" 0A000 \
+	'counter "conv_logs_n": .* would convert its table with Citus' "$coord" app <<<"SET citus.enable_unsafe_triggers = on; SELECT create_distributed_table_concurrently('conv_logs', 'k')"
+sql "$coord" app <<<"INSERT INTO conv_tickets SELECT 1 + g % 5, g, g % 2 FROM generate_series(51, 80) g" >/dev/null
+same conv_n 'SELECT plan_id, count(*) FROM conv_tickets GROUP BY 1'
+sql "$coord" app <<<"INSERT INTO conv_logs SELECT g, g % 4 FROM generate_series(31, 40) g" >/dev/null
+same conv_logs_n 'SELECT k, count(*) FROM conv_logs GROUP BY 1'
+[ "$(sql "$coord" <<<"SELECT count(*) FROM conv_orgs o WHERE ticket_count <> (SELECT count(*) FROM conv_tickets t WHERE t.org_id = o.id)")" = 0 ] ||
+	fail "the counter cache conv_cache differs from its recount"
+echo "ok - refused conversions leave the counters counting"
 ddl <<<"DROP TABLE lposts CASCADE" 2>/dev/null
 [ "$(sql "$coord" <<<"SELECT count(*) FROM counters.counter WHERE name IN ('lub', 'lbu')")" = 0 ] &&
 	[ "$(sql "$w1" <<<"SELECT count(*) FROM counters.counter_replica WHERE name IN ('lub', 'lbu')")" = 0 ] ||
