@@ -153,6 +153,18 @@ CREATE TABLE join_test.their_tags (id int PRIMARY KEY, name text);
 ALTER TABLE join_test.their_tags OWNER TO join_other;
 SET ROLE counters_app;
 SELECT counters.create_counter('tag_posts', 'SELECT t.name, count(*) AS n FROM post_tags pt JOIN their_tags t ON pt.tag_id = t.id GROUP BY t.name');
+-- A joined parent cannot get inheritance children or become a partition or a child (a write through it would not
+-- fire its triggers): refused, as for the counted table, and writes to the counted table go on.
+CREATE TABLE old_posts () INHERITS (posts);
+CREATE TABLE posts_archive (LIKE posts);
+ALTER TABLE posts_archive INHERIT posts;
+CREATE TABLE posts_by_id (LIKE posts) PARTITION BY RANGE (id);
+ALTER TABLE posts_by_id ATTACH PARTITION posts FOR VALUES FROM (0) TO (1000000);
+CREATE TABLE all_posts (LIKE posts);
+ALTER TABLE posts INHERIT all_posts;
+DROP TABLE posts_archive, posts_by_id, all_posts;
+INSERT INTO comments (post_id) VALUES (1);
+SELECT * FROM check_all();
 
 -- Dropping the last counter joined to a parent removes the parent's triggers.
 SELECT counters.drop_counter('blog_comments');

@@ -45,14 +45,17 @@ LookupTable(RangeVar *rv)
 	return rv ? RangeVarGetRelid(rv, NoLock, true) : InvalidOid;
 }
 
-/* The counter whose source is `relid`, or NULL. */
+/*
+ * The counter whose source is `relid`, or that joins it as the parent of its rows, or NULL: writes to such a table
+ * must fire its own triggers, so it cannot gain inheritance children or become a partition or a child.
+ */
 CatalogEntry *
 CounterOfSource(List *catalog, Oid relid)
 {
 	ListCell *lc;
 	foreach (lc, catalog) {
 		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
-		if (e->source == relid)
+		if (e->source == relid || CounterParent(e) == relid)
 			return e;
 	}
 	return nullptr;
