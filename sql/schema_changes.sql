@@ -45,6 +45,26 @@ ALTER TABLE articles DROP COLUMN score;
 ALTER TABLE articles ALTER COLUMN channel_id TYPE bigint;
 \echo SQLSTATE :SQLSTATE
 SELECT * FROM counters.verify();
+-- A retype that fails inside a savepoint (or an exception block) takes its re-declaration with it: the next,
+-- unrelated ALTER TABLE of the transaction neither fails nor brings back a counter dropped in between.
+BEGIN;
+SAVEPOINT a;
+ALTER TABLE articles ALTER COLUMN channel_id TYPE bigint USING (channel_id / 0);
+ROLLBACK TO a;
+ALTER TABLE articles ADD COLUMN tmp int;
+SELECT counters.drop_counter('blog_stats');
+ALTER TABLE articles DROP COLUMN tmp;
+SELECT count(*) AS counters FROM counters.counter;
+ROLLBACK;
+DO $$
+BEGIN
+	ALTER TABLE schema_test.articles ALTER COLUMN channel_id TYPE bigint USING (channel_id / 0);
+EXCEPTION WHEN division_by_zero THEN
+	NULL;
+END $$;
+ALTER TABLE articles ADD COLUMN tmp int;
+ALTER TABLE articles DROP COLUMN tmp;
+SELECT * FROM counters.verify();
 -- the migration by hand, as before 0.5, in one transaction: the counter is exact again afterwards (writers wait)
 BEGIN;
 SELECT pg_get_viewdef('blog_stats_definition') AS definition \gset

@@ -632,7 +632,8 @@ CounterDef *AnalyzeView(const char *name, Oid view, Oid owner);
 /* A relation's schema-qualified, quoted name. */
 char *QualifiedName(Oid relid);
 
-/* The event triggers (ddl.cpp): ddl_command_start, ddl_command_end, sql_drop. */
+/* The event triggers (ddl.cpp): ddl_command_start, ddl_command_end, sql_drop; InitDdl from _PG_init. */
+void InitDdl();
 void OnDdlStart(EventTriggerData *trigger);
 void OnDdlEnd(EventTriggerData *trigger);
 void OnSqlDrop();

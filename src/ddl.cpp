@@ -176,13 +176,36 @@ RefuseStructureChange(const CatalogEntry *e, Oid relid, const char *what)
  * recounted: refused.
  */
 MemoryContext retyped_cxt = nullptr; /* under TopTransactionContext, while counters wait to be declared again */
-List *retyped = NIL;                 /* their saved state (SaveAndDrop) */
+/*
+ * Their saved state (SaveAndDrop), each with the subtransaction that dropped it: an ALTER TABLE that fails in a
+ * subtransaction (a savepoint rolled back, an exception block) takes its drop back, and its entry with it.
+ */
+struct Retyped {
+	SubTransactionId subxid;
+	void *saved;
+};
+List *retyped = NIL; /* Retyped * */
 
 void
 ForgetRetyped(void *)
 {
 	retyped_cxt = nullptr;
 	retyped = NIL;
+}
+
+void
+RetypedSubXactCallback(SubXactEvent event, SubTransactionId subxid, SubTransactionId parent, void *)
+{
+	ListCell *lc;
+	foreach (lc, retyped) {
+		Retyped *r = (Retyped *)lfirst(lc);
+		if (r->subxid != subxid)
+			continue;
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+			retyped = foreach_delete_current(retyped, lc);
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+			r->subxid = parent;
+	}
 }
 
 void
@@ -212,7 +235,10 @@ RetypeCounters(List *catalog, Oid relid, const char *column)
 			MemoryContextRegisterResetCallback(retyped_cxt, cb);
 		}
 		MemoryContext old = MemoryContextSwitchTo(retyped_cxt);
-		retyped = lappend(retyped, SaveAndDrop(e));
+		Retyped *r = (Retyped *)palloc(sizeof(Retyped));
+		r->subxid = GetCurrentSubTransactionId();
+		r->saved = SaveAndDrop(e);
+		retyped = lappend(retyped, r);
 		MemoryContextSwitchTo(old);
 	}
 }
@@ -340,6 +366,12 @@ CheckCreateTable(CreateStmt *stmt)
 } // namespace
 
 void
+InitDdl()
+{
+	RegisterSubXactCallback(RetypedSubXactCallback, nullptr);
+}
+
+void
 OnDdlStart(EventTriggerData *trigger)
 {
 	Node *tree = trigger->parsetree;
@@ -450,7 +482,7 @@ OnDdlEnd(EventTriggerData *trigger)
 		retyped = NIL;
 		ListCell *lc;
 		foreach (lc, saved)
-			DeclareSaved(lfirst(lc), "for the new type of a column it reads");
+			DeclareSaved(((Retyped *)lfirst(lc))->saved, "for the new type of a column it reads");
 	}
 	MemoryContext caller = CurrentMemoryContext;
 	int level = PinSettings(PIN_SEARCH_PATH);

@@ -67,6 +67,7 @@ _PG_init(void)
 	MarkGUCPrefixReserved("counters");
 	counters::InitCache();
 	counters::InitCapture();
+	counters::InitDdl();
 }
 
 /* counters.capture(): the generic statement-level trigger, and the row trigger of sinks. */
