@@ -44,8 +44,8 @@ CALL counters.create_counter_concurrently('bad_mode', 'SELECT blog_id, count(*) 
 CALL counters.create_counter_concurrently('not_counted', 'SELECT blog_id, max(rating) AS n FROM posts GROUP BY blog_id');
 SELECT count(*) AS counters FROM counters.counter;
 
--- A counter whose fill fails in step 2 (a division by zero on one row) stays in log mode, marked building:
--- compaction refuses it until rebuild_concurrently completes it.
+-- A counter whose fill fails in step 2 (a division by zero on one row) stays in log mode, marked building (with the
+-- mode it is going to): compaction refuses it until rebuild_concurrently completes it, in that mode.
 ALTER TABLE posts ADD COLUMN weight int NOT NULL DEFAULT 1;
 UPDATE posts SET weight = 0 WHERE id = 1;
 CALL counters.create_counter_concurrently('inverse', 'SELECT blog_id, sum(100 / weight) AS inverse FROM posts GROUP BY blog_id');

@@ -615,6 +615,11 @@ void ConcurrentStep(const char *name, const char *step);
 void CommitStep();
 void RefreshConcurrently(const char *name, const char *step);
 void RebuildConcurrently(const char *name);
+/*
+ * A concurrent declaration or rebuild under way (option "building"): where it is going, the mode and (sharded, > 0)
+ * max_slots that rebuild_concurrently() completes it to if it stops after its first step.
+ */
+void MarkBuilding(const char *name, Mode mode, int max_slots);
 void Verify(const char *name, FunctionCallInfo fcinfo);
 void RequireReadCommitted(const char *what);
 /*

@@ -465,7 +465,7 @@ CounterConcurrently(const char *name, const char *definition, const char *mode, 
 	ConcurrentStep(name, "1 of 3: declaring in log mode (writers wait for the triggers)");
 	Declare(name, definition, nullptr, false, false, owner, Names::Caller);
 	AlterCounter(name, "log", -1);
-	SetOption(name, "building", DirectFunctionCall1(jsonb_in, CStringGetDatum("true")), false);
+	MarkBuilding(name, ParseMode(name, mode), -1);
 	error_context_stack = context.previous;
 	CommitStep();
 	/* From here on the counter exists: an error says what is left and how to finish it. */

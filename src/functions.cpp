@@ -161,9 +161,9 @@ COUNTERS_FUNCTION(counters_alter_counter)
 	int max_slots = PG_ARGISNULL(2) ? -1 : PG_GETARG_INT32(2);
 	/* (0.4's alter_counter(name, mode, max_slots) has no definition argument) */
 	const char *definition = PG_NARGS() > 3 ? TextArg(fcinfo, 3) : nullptr;
-	if (definition == nullptr && mode == nullptr)
+	if (definition == nullptr && mode == nullptr && max_slots == -1)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-		                errmsg("counter \"%s\": alter_counter() needs a mode or a definition", name)));
+		                errmsg("counter \"%s\": alter_counter() needs a mode, max_slots or a definition", name)));
 	if (definition != nullptr) {
 		counters::AlterDefinition(name, definition, mode);
 		if (max_slots == -1)

@@ -714,6 +714,54 @@ RefreshConcurrently(const char *name, const char *step)
 	NoteMaintenance(e->name, 1, columns, types, values, nullptr);
 }
 
+namespace {
+
+/*
+ * Where a concurrent declaration or rebuild is going (its "building" option, which step 1 sets and step 2 removes):
+ * the mode it ends in and, sharded, its max_slots; or, when none is under way, the counter's own. Read with the
+ * latest snapshot.
+ */
+void
+ReadDestination(const CatalogEntry *e, Mode *mode, int *max_slots)
+{
+	*mode = e->mode;
+	*max_slots = -1;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(e->name)};
+	(void)QueryLatest("SELECT options OPERATOR(pg_catalog.->) 'building' OPERATOR(pg_catalog.->>) 'mode', "
+	                  "COALESCE(options OPERATOR(pg_catalog.->) 'building' OPERATOR(pg_catalog.->>) 'max_slots', "
+	                  "options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4 "
+	                  "FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1",
+	                  1, argtypes, args, nullptr);
+	if (SPI_processed == 1) {
+		char *destination = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		if (destination != nullptr)
+			*mode = strcmp(destination, "sharded") == 0 ? Mode::Sharded
+			        : strcmp(destination, "log") == 0   ? Mode::Log
+			                                            : Mode::Exact;
+		bool isnull;
+		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		if (!isnull && *mode == Mode::Sharded)
+			*max_slots = DatumGetInt32(d);
+	}
+	SPI_finish();
+}
+
+} // namespace
+
+void
+MarkBuilding(const char *name, Mode mode, int max_slots)
+{
+	SetOption(
+	    name, "building",
+	    DirectFunctionCall1(jsonb_in, CStringGetDatum(max_slots > 0 ? psprintf("{\"mode\": \"%s\", \"max_slots\": %d}",
+	                                                                           ModeName(mode), max_slots)
+	                                                                : psprintf("{\"mode\": \"%s\"}", ModeName(mode)))),
+	    false);
+}
+
 void
 RebuildConcurrently(const char *name)
 {
@@ -731,29 +779,15 @@ RebuildConcurrently(const char *name)
 		         errdetail("A concurrent rebuild logs the deltas of writers meanwhile (log mode); a counter kept in "
 		                   "an existing table is exact only."),
 		         errhint("Use counters.rebuild('%s'): it locks writers out while it runs.", name)));
-	Mode mode = e->mode;
-	int max_slots = -1;
-	if (mode == Mode::Sharded) {
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
-		Oid argtypes[1] = {TEXTOID};
-		Datum args[1] = {CStringGetTextDatum(name)};
-		if (QueryLatest("SELECT (options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4 FROM counters.counter "
-		                "WHERE name OPERATOR(pg_catalog.=) $1",
-		                1, argtypes, args, nullptr) == SPI_OK_SELECT &&
-		    SPI_processed == 1) {
-			bool isnull;
-			Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-			if (!isnull)
-				max_slots = DatumGetInt32(d);
-		}
-		SPI_finish();
-	}
-	if (mode != Mode::Log) {
+	/* (a rebuild or declaration that stopped after step 1 left the counter in log mode: it is completed to its mode) */
+	Mode mode;
+	int max_slots;
+	ReadDestination(e, &mode, &max_slots);
+	if (e->mode != Mode::Log) {
 		ConcurrentStep(name, "1 of 3: switching to log mode (writers wait for the switch)");
 		AlterCounter(name, "log", -1);
 	}
-	SetOption(name, "building", DirectFunctionCall1(jsonb_in, CStringGetDatum("true")), false);
+	MarkBuilding(name, mode, max_slots);
 	CommitStep();
 	RefreshConcurrently(name, "2 of 3");
 	CommitStep();
