@@ -244,6 +244,22 @@ SELECT counters.drop_counter('event_days');
 SET ROLE NONE;
 SET search_path = priv_test;
 
+-- verify() of every counter, when one counter cannot be verified (its source changed owner: the counter's owner may
+-- no longer read it through the definition): that one is named in a WARNING, the others are verified.
+SET ROLE counters_regress_owner;
+CREATE TABLE moved (id int PRIMARY KEY, k int NOT NULL);
+INSERT INTO moved SELECT g, g % 2 FROM generate_series(1, 10) g;
+SELECT counters.create_counter('moved_n', 'SELECT k, count(*) AS n FROM moved GROUP BY k');
+SET ROLE NONE;
+ALTER TABLE moved OWNER TO counters_regress_stranger;
+SELECT counter, key, column_name FROM counters.verify() ORDER BY 1, 2, 3;
+SELECT counter, last_verify IS NOT NULL AS verified FROM counters.stats ORDER BY 1;
+ALTER TABLE moved OWNER TO counters_regress_owner;
+SET ROLE counters_regress_owner;
+SELECT counters.drop_counter('moved_n');
+DROP TABLE moved;
+SET ROLE NONE;
+
 -- clean up
 DELETE FROM checks;
 SET ROLE counters_regress_owner;
