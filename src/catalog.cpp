@@ -230,8 +230,9 @@ ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, 
 
 /*
  * What maintenance last did to a counter (counters.maintenance, shown in counters.stats): `columns` get `values`.
- * Written without waiting for a concurrent run of the same counter that holds the row (this run is then not
- * recorded), and not at all in a read-only transaction (a standby, SET TRANSACTION READ ONLY).
+ * Written without waiting for a concurrent run of the same counter that holds the row, nor for a transaction that
+ * drops the counter (this run is then not recorded), and not at all in a read-only transaction (a standby, SET
+ * TRANSACTION READ ONLY).
  */
 void
 NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types, Datum *values, const char *nulls)
@@ -265,11 +266,12 @@ NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types
 	                          ncolumns + 1, argtypes, args, argnulls, SPI_OK_UPDATE, false);
 	if (updated > 0)
 		return;
-	ExecuteAsCatalogOwner(psprintf("INSERT INTO counters.maintenance (counter%s) SELECT k.name%s "
-	                               "FROM counters.counter k WHERE k.name OPERATOR(pg_catalog.=) $1 "
-	                               "ON CONFLICT (counter) DO NOTHING",
-	                               names.data, params.data),
-	                      ncolumns + 1, argtypes, args, argnulls, SPI_OK_INSERT, false);
+	ExecuteAsCatalogOwner(
+	    psprintf("INSERT INTO counters.maintenance (counter%s) SELECT k.name%s "
+	             "FROM counters.counter k WHERE k.name OPERATOR(pg_catalog.=) $1 FOR KEY SHARE OF k SKIP LOCKED "
+	             "ON CONFLICT (counter) DO NOTHING",
+	             names.data, params.data),
+	    ncolumns + 1, argtypes, args, argnulls, SPI_OK_INSERT, false);
 }
 
 namespace {

@@ -602,8 +602,15 @@ char *WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConf
 /* Record which thresholds each prefix's window sum reached; the crossings, to announce. */
 char *WindowStateStatement();
 
-/* The maintenance functions (maintenance.cpp). */
+/*
+ * The maintenance functions (maintenance.cpp). Without a name, compact() and apply_retention() make a round: each
+ * counter's steps apart, skipped when busy, bounded by counters.step_timeout, failures reported and noted; so does
+ * CompactInRound(name) for one counter (the background worker, a transaction per counter). InitMaintenance: the
+ * setting, from _PG_init.
+ */
 int64 Compact(const char *name);
+int64 CompactInRound(const char *name);
+void InitMaintenance();
 int64 ApplyRetention(const char *name);
 int64 Rebuild(const char *name, const char *condition);
 /*

@@ -64,6 +64,7 @@ _PG_init(void)
 	                        &counters::statement_memory_kb, 65536, 64, MAX_KILOBYTES, PGC_USERSET, GUC_UNIT_KB, nullptr,
 	                        nullptr, nullptr);
 	counters::InitWorkers();
+	counters::InitMaintenance();
 	MarkGUCPrefixReserved("counters");
 	counters::InitCache();
 	counters::InitCapture();

@@ -27,12 +27,33 @@ extern "C" {
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/timeout.h"
+#include "utils/guc.h"
+#include "storage/latch.h"
 #include "utils/tuplestore.h"
 }
 
 namespace counters {
 
+int step_timeout_ms = 60000;
+
 namespace {
+
+/*
+ * The bound of one counter's step in a round (counters.step_timeout): a timeout of its own that cancels the step, and
+ * says so (TryInSubtransaction then rolls the step back and returns the error, where a cancel is raised).
+ */
+TimeoutId step_timeout = MAX_TIMEOUTS;
+volatile sig_atomic_t step_timed_out = false;
+
+void
+StepTimeoutHandler()
+{
+	step_timed_out = true;
+	InterruptPending = true;
+	QueryCancelPending = true;
+	SetLatch(MyLatch);
+}
 
 /* The type the counter keeps in column `i` (definition order). */
 Oid
@@ -180,13 +201,28 @@ Allowed(const CatalogEntry *e, bool named, bool read)
 }
 
 /*
+ * A step of a round of maintenance (compact() or apply_retention() without a name, the background worker) waits for
+ * no lock: the relation it found locked by another transaction, so that the round skips the counter's step and goes
+ * on. A step outside a round (a counter named) has none and waits.
+ */
+struct Round {
+	Oid busy;
+};
+
+/*
  * Lock `rel` (which the catalog row read earlier named) and check that the counter still is what `e` says: a
- * transaction that dropped it or switched its mode while we waited for the lock has committed by then.
+ * transaction that dropped it or switched its mode while we waited for the lock has committed by then. In a round,
+ * a lock another transaction holds is not waited for: the step is skipped (false, round->busy).
  */
 bool
-LockIfUnchanged(const CatalogEntry *e, Oid rel, LOCKMODE mode)
+LockIfUnchanged(const CatalogEntry *e, Oid rel, LOCKMODE mode, Round *round)
 {
-	LockRelationOid(rel, mode);
+	if (round == nullptr)
+		LockRelationOid(rel, mode);
+	else if (!ConditionalLockRelationOid(rel, mode)) {
+		round->busy = rel;
+		return false;
+	}
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
 		return false;
 	List *now = ReadCatalog(e->name);
@@ -283,9 +319,9 @@ FoldedCrossings(CompiledCounter *c, const CounterShape *s)
 
 /* Fold a log or sharded counter's pending rows into its totals; returns the number of rows folded. */
 int64
-CompactOne(const CatalogEntry *e)
+CompactOne(const CatalogEntry *e, Round *round)
 {
-	if (!LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock))
+	if (!LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock, round))
 		return 0;
 	if (HasOption(e->name, "building"))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -318,11 +354,11 @@ CompactOne(const CatalogEntry *e)
 
 /* Delete the expired buckets of a counter with a retention; returns the number of rows deleted. */
 int64
-RetainOne(const CatalogEntry *e)
+RetainOne(const CatalogEntry *e, Round *round)
 {
 	Oid table = OidIsValid(e->totals) ? e->totals : e->target;
-	if (!LockIfUnchanged(e, table, RowExclusiveLock) ||
-	    (OidIsValid(e->log) && !LockIfUnchanged(e, e->log, RowExclusiveLock)))
+	if (!LockIfUnchanged(e, table, RowExclusiveLock, round) ||
+	    (OidIsValid(e->log) && !LockIfUnchanged(e, e->log, RowExclusiveLock, round)))
 		return 0;
 	CounterShape *s = BuildShape(e);
 	if (s->retention_column < 0)
@@ -345,27 +381,77 @@ RetainOne(const CatalogEntry *e)
 	return deleted;
 }
 
+void
+CheckWindowsOf(void *name)
+{
+	(void)CheckWindows((const char *)name);
+}
+
+/* A counter's step of maintenance: compaction, retention, the window check (in a round, or waiting for locks). */
+typedef int64 (*StepFunction)(const CatalogEntry *e, Round *round);
+
+int64
+CheckWindowsStep(const CatalogEntry *e, Round *round)
+{
+	return CheckWindows(e->name);
+}
+
 struct Step {
-	int64 (*step)(const CatalogEntry *);
+	StepFunction step;
 	const CatalogEntry *e;
 	int64 result;
+	Round round;
 };
 
 void
 RunStep(void *arg)
 {
 	Step *s = (Step *)arg;
-	s->result = s->step(s->e);
+	s->result = s->step(s->e, &s->round);
 }
 
-/* Run one counter's step in a subtransaction of its own; an error rolls the step back and is returned. */
-ErrorData *
-TryStep(int64 (*step)(const CatalogEntry *), const CatalogEntry *e, int64 *result)
+/*
+ * One counter's step in a round of maintenance: in a subtransaction of its own, skipped (reported as a NOTICE) when
+ * another transaction holds a lock it needs, and canceled past counters.step_timeout. Its error (rolled back) is
+ * reported as a WARNING, never raised, so that one counter -- an owner's trigger that sleeps on its totals, say --
+ * stops no other. Returns whether the step ran to its end; `error`, when it failed.
+ */
+bool
+TryRoundStep(StepFunction step, const CatalogEntry *e, const char *what, int64 *result, ErrorData **error_out)
 {
-	Step s = {step, e, 0};
+	Step s = {step, e, 0, {InvalidOid}};
+	/*
+	 * Registered by the process that uses it: each backend and worker starts with no timeout of a library's (a
+	 * registration of the postmaster's, loading the library, would not be inherited).
+	 */
+	static int registered_by = 0;
+	if (registered_by != MyProcPid) {
+		step_timeout = RegisterTimeout(USER_TIMEOUT, StepTimeoutHandler);
+		registered_by = MyProcPid;
+	}
+	if (step_timeout_ms > 0)
+		enable_timeout_after(step_timeout, step_timeout_ms);
 	ErrorData *error = TryInSubtransaction(RunStep, &s);
-	*result = s.result;
-	return error;
+	if (step_timeout_ms > 0)
+		disable_timeout(step_timeout, false);
+	if (error == nullptr && step_timed_out) {
+		/* the bound passed as the step returned: the cancel it asked for is not one for the caller */
+		step_timed_out = false;
+		QueryCancelPending = false;
+	}
+	*result = error == nullptr ? s.result : 0;
+	if (error_out != nullptr)
+		*error_out = error;
+	if (error != nullptr)
+		ereport(WARNING,
+		        (errcode(error->sqlerrcode), errmsg("counter \"%s\": %s failed: %s", e->name, what, error->message),
+		         errdetail("The other counters were maintained; this one is tried again at the next round. "
+		                   "counters.stats shows the error until a round succeeds.")));
+	else if (OidIsValid(s.round.busy))
+		ereport(NOTICE, (errmsg("counter \"%s\": %s skipped: another transaction holds a lock on %s", e->name, what,
+		                        QualifiedName(s.round.busy)),
+		                 errdetail("A round of maintenance waits for no lock; the next round tries again.")));
+	return error == nullptr && !OidIsValid(s.round.busy);
 }
 
 void
@@ -385,39 +471,6 @@ NoteCompaction(const CatalogEntry *e, ErrorData *error)
 	}
 }
 
-/* One maintenance step over one named counter (errors propagate) or all counters (each isolated). */
-int64
-MaintainAll(const char *name, bool (*applies)(const CatalogEntry *), int64 (*step)(const CatalogEntry *),
-            const char *what, bool note)
-{
-	int64 total = 0;
-	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
-	ListCell *lc;
-	foreach (lc, entries) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
-		if (!applies(e) || !Allowed(e, name != nullptr, false))
-			continue;
-		CHECK_FOR_INTERRUPTS();
-		int64 n = 0;
-		if (name != nullptr) {
-			n = step(e);
-			if (note)
-				NoteCompaction(e, nullptr);
-		} else {
-			ErrorData *error = TryStep(step, e, &n);
-			if (error != nullptr)
-				ereport(WARNING, (errcode(error->sqlerrcode),
-				                  errmsg("counter \"%s\": %s failed: %s", e->name, what, error->message),
-				                  errdetail("The other counters were maintained; this one is retried at the next "
-				                            "round. counters.stats shows the error until a round succeeds.")));
-			if (note)
-				NoteCompaction(e, error);
-		}
-		total += n;
-	}
-	return total;
-}
-
 bool
 IsPending(const CatalogEntry *e)
 {
@@ -430,14 +483,26 @@ HasRetention(const CatalogEntry *e)
 	return e->retention_column != nullptr;
 }
 
-} // namespace
-
-namespace {
-
-void
-CheckWindowsOf(void *name)
+/*
+ * One counter's part of a round: compaction (log, sharded; noted in counters.maintenance), retention, window checks,
+ * each a step of its own. Returns the rows folded.
+ */
+int64
+MaintainInRound(const CatalogEntry *e)
 {
-	(void)CheckWindows((const char *)name);
+	int64 folded = 0, n;
+	CHECK_FOR_INTERRUPTS();
+	if (IsPending(e)) {
+		ErrorData *error = nullptr;
+		/* a skipped compaction is neither a success nor a failure: nothing noted */
+		if (TryRoundStep(CompactOne, e, "compaction", &folded, &error) || error != nullptr)
+			NoteCompaction(e, error);
+	}
+	if (HasRetention(e))
+		(void)TryRoundStep(RetainOne, e, "applying the retention", &n, nullptr);
+	if (HasOption(e->name, "window"))
+		(void)TryRoundStep(CheckWindowsStep, e, "checking the window thresholds", &n, nullptr);
+	return folded;
 }
 
 } // namespace
@@ -445,23 +510,65 @@ CheckWindowsOf(void *name)
 int64
 Compact(const char *name)
 {
-	int64 folded = MaintainAll(name, IsPending, CompactOne, "compaction", true);
+	if (name == nullptr) {
+		int64 folded = 0;
+		ListCell *lc;
+		foreach (lc, ReadCatalog(nullptr)) {
+			CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+			if (MayMaintain(e))
+				folded += MaintainInRound(e);
+		}
+		return folded;
+	}
+	CatalogEntry *e = LookupCounter(name);
+	(void)Allowed(e, true, false);
+	int64 folded = 0;
+	if (IsPending(e)) {
+		folded = CompactOne(e, nullptr);
+		NoteCompaction(e, nullptr);
+	}
 	/* the maintenance entry point: expired buckets go too (not counted in the result) */
-	(void)ApplyRetention(name);
+	if (HasRetention(e))
+		(void)RetainOne(e, nullptr);
 	/*
 	 * ... and window sums whose buckets aged out are checked. A failure there (a callback's) is a WARNING: it must not
-	 * stop compaction, and the next round checks again.
+	 * stop compaction, and the next round checks again. (A counter dropped while compact() waited is gone by now.)
 	 */
+	if (!HasOption(name, "window"))
+		return folded;
 	ErrorData *error = TryInSubtransaction(CheckWindowsOf, (void *)name);
 	if (error != nullptr)
-		ereport(WARNING, (errcode(error->sqlerrcode), errmsg("checking window thresholds failed: %s", error->message)));
+		ereport(WARNING, (errcode(error->sqlerrcode),
+		                  errmsg("counter \"%s\": checking the window thresholds failed: %s", name, error->message)));
 	return folded;
+}
+
+int64
+CompactInRound(const char *name)
+{
+	List *entries = ReadCatalog(name);
+	return entries == NIL ? 0 : MaintainInRound((CatalogEntry *)linitial(entries));
 }
 
 int64
 ApplyRetention(const char *name)
 {
-	return MaintainAll(name, HasRetention, RetainOne, "applying the retention", false);
+	if (name != nullptr) {
+		CatalogEntry *e = LookupCounter(name);
+		(void)Allowed(e, true, false);
+		return HasRetention(e) ? RetainOne(e, nullptr) : 0;
+	}
+	int64 deleted = 0, n;
+	ListCell *lc;
+	foreach (lc, ReadCatalog(nullptr)) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (!HasRetention(e) || !MayMaintain(e))
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		(void)TryRoundStep(RetainOne, e, "applying the retention", &n, nullptr);
+		deleted += n;
+	}
+	return deleted;
 }
 
 namespace {
@@ -574,6 +681,17 @@ CheckCondition(const CatalogEntry *e, const CounterShape *s, const char *conditi
 
 } // namespace
 
+void
+InitMaintenance()
+{
+	DefineCustomIntVariable(
+	    "counters.step_timeout",
+	    "Longest time one counter's compaction, retention or window check may take in a round.",
+	    "A round is compact() or apply_retention() without a name, or one of the background worker; "
+	    "a step canceled so is reported, and the round goes on with the other counters. 0: no bound.",
+	    &step_timeout_ms, 60000, 0, INT_MAX, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+}
+
 ErrorData *
 TryInSubtransaction(void (*body)(void *), void *arg)
 {
@@ -593,8 +711,12 @@ TryInSubtransaction(void (*body)(void *), void *arg)
 	{
 		MemoryContextSwitchTo(caller);
 		error = CopyErrorData();
-		if (error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-		    ERRCODE_TO_CATEGORY(error->sqlerrcode) == ERRCODE_TO_CATEGORY(ERRCODE_OPERATOR_INTERVENTION))
+		bool timed_out = step_timed_out && error->sqlerrcode == ERRCODE_QUERY_CANCELED;
+		step_timed_out = false;
+		if (timed_out)
+			error->message = psprintf("canceled after %d ms (counters.step_timeout)", step_timeout_ms);
+		else if (error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+		         ERRCODE_TO_CATEGORY(error->sqlerrcode) == ERRCODE_TO_CATEGORY(ERRCODE_OPERATOR_INTERVENTION))
 			PG_RE_THROW();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
@@ -623,7 +745,7 @@ RebuildOne(const CatalogEntry *e, const char *condition, bool named)
 	}
 	RequireAllRowsVisible(e);
 	if (e->mode != Mode::Exact)
-		(void)CompactOne(e);
+		(void)CompactOne(e, nullptr);
 	CounterShape *s = BuildShape(e);
 	if (condition != nullptr)
 		CheckCondition(e, s, condition);

@@ -2,9 +2,12 @@
  * worker.cpp: the optional background worker that compacts log-mode counters periodically.
  *
  * Enabled with shared_preload_libraries = 'counters' and counters.compact_databases = 'db1, db2': one worker per
- * listed database calls counters.compact() every counters.compact_interval seconds (0 pauses it) in a transaction of
- * its own. Without the preload, schedule SELECT counters.compact() with pg_cron or any scheduler; counters stay exact
- * either way, only the log grows between compactions.
+ * listed database makes a round every counters.compact_interval seconds (0 pauses it): each counter compacted (log,
+ * sharded), its retention applied and its window thresholds checked in a transaction of its own, each step skipped
+ * when another transaction holds a lock it needs and canceled past counters.step_timeout, so that one counter (an
+ * owner's trigger that sleeps) neither stops the others nor keeps their locks. Without the preload, schedule SELECT
+ * counters.compact() with pg_cron or any scheduler (one transaction, the same steps); counters stay exact either way,
+ * only the log grows between compactions.
  */
 #include "counters.hpp"
 
@@ -18,6 +21,7 @@ extern "C" {
 #include "tcop/tcopprot.h"
 #include "storage/latch.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/varlena.h"
 #include "utils/wait_event.h"
@@ -68,26 +72,63 @@ InitWorkers()
 
 namespace {
 
-/* One compaction round in a transaction of its own; a database without the extension is skipped. */
-void
-CompactOnce()
+/* The names of the database's counters (none without the extension), in `cxt`, in a transaction of its own. */
+List *
+CounterNames(MemoryContext cxt)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "SELECT counters.compact()");
+	List *names = NIL;
 	int ret =
 	    SPI_execute("SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'counters'", true, 1);
 	if (ret == SPI_OK_SELECT && SPI_processed == 1) {
-		ret = SPI_execute("SELECT counters.compact()", false, 0);
+		ret = SPI_execute("SELECT name FROM counters.counter ORDER BY name COLLATE \"C\"", true, 0);
 		if (ret != SPI_OK_SELECT)
-			elog(ERROR, "counters: compaction failed: %s", SPI_result_code_string(ret));
+			elog(ERROR, "counters: reading the counters failed: %s", SPI_result_code_string(ret));
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		for (uint64 r = 0; r < SPI_processed; r++)
+			names = lappend(names, pstrdup(SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1)));
+		MemoryContextSwitchTo(old);
 	}
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	return names;
+}
+
+/*
+ * One round: each counter in a transaction of its own (its steps isolated, so the transaction commits); anything
+ * else that fails is logged and the round goes on.
+ */
+void
+CompactOnce(MemoryContext cxt)
+{
+	MemoryContextReset(cxt);
+	ListCell *lc;
+	foreach (lc, CounterNames(cxt)) {
+		const char *name = (const char *)lfirst(lc);
+		CHECK_FOR_INTERRUPTS();
+		PG_TRY();
+		{
+			SetCurrentStatementStartTimestamp();
+			StartTransactionCommand();
+			PushActiveSnapshot(GetTransactionSnapshot());
+			pgstat_report_activity(STATE_RUNNING, psprintf("counters: compacting counter \"%s\"", name));
+			(void)CompactInRound(name);
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+		}
+		PG_CATCH();
+		{
+			EmitErrorReport();
+			FlushErrorState();
+			AbortCurrentTransaction();
+		}
+		PG_END_TRY();
+	}
 	pgstat_report_activity(STATE_IDLE, nullptr);
 }
 
@@ -101,6 +142,7 @@ counters_worker_main(Datum arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(MyBgworkerEntry->bgw_extra, nullptr, 0);
+	MemoryContext round = AllocSetContextCreate(TopMemoryContext, "counters compaction round", ALLOCSET_SMALL_SIZES);
 	for (;;) {
 		long timeout_ms = counters::compact_interval_s > 0 ? counters::compact_interval_s * 1000L : 3600 * 1000L;
 		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms, PG_WAIT_EXTENSION);
@@ -111,6 +153,6 @@ counters_worker_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		if (counters::compact_interval_s > 0)
-			counters::CompactOnce();
+			counters::CompactOnce(round);
 	}
 }

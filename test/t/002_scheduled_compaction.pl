@@ -3,7 +3,9 @@
 #  2. pg_cron running SELECT counters.compact() compacts another database;
 #  3. in a database neither touches, the log keeps growing and the counters stay exact;
 #  4. the worker connects as the bootstrap superuser: a trigger that a role that is not a superuser put on its own
-#     counter table, and that tries to make it a superuser, runs as that role (restricted) when the worker compacts.
+#     counter table, and that tries to make it a superuser, runs as that role (restricted) when the worker compacts;
+#  5. a counter whose compaction cannot end (a trigger on its totals that sleeps) holds up no other: the worker cancels
+#     its step after counters.step_timeout, shows why in counters.stats and goes on compacting the rest.
 # Polls (poll_query_until, up to the harness's timeout): the worker runs every second, pg_cron every minute.
 # Without pg_cron for the PostgreSQL under test (test/matrix.sh runs source builds that have none), 2 is skipped.
 use strict;
@@ -20,6 +22,7 @@ $node->append_conf(
 	'postgresql.conf', q{
 counters.compact_databases = 'counters_worker'
 counters.compact_interval = 1
+counters.step_timeout = '1s'
 max_worker_processes = 16
 });
 $node->append_conf(
@@ -118,6 +121,33 @@ is( $node->safe_psql('counters_worker',
 	"the worker ran a counter table's trigger as its owner, not as a superuser");
 is($node->safe_psql('counters_worker', "SELECT rolsuper FROM pg_roles WHERE rolname = 'counters_mallory'"),
 	'f', 'the trigger did not make its owner a superuser');
+
+# 5. A counter whose totals' trigger sleeps for an hour: each round cancels its compaction after a second.
+$node->safe_psql(
+	'counters_worker', q{
+CREATE TABLE slow_items (id int PRIMARY KEY, k int NOT NULL);
+SELECT counters.create_counter('slow_n', 'SELECT k, count(*) AS n FROM slow_items GROUP BY k', mode => 'log');
+CREATE FUNCTION slow_totals() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM pg_sleep(3600); RETURN NEW; END$$;
+CREATE TRIGGER slow BEFORE INSERT OR UPDATE ON slow_n_totals FOR EACH ROW EXECUTE FUNCTION slow_totals();
+INSERT INTO slow_items SELECT g, g % 3 FROM generate_series(1, 30) g;
+});
+ok( $node->poll_query_until(
+		'counters_worker',
+		"SELECT last_compact_error LIKE 'canceled after 1000 ms%' FROM counters.stats WHERE counter = 'slow_n'"),
+	'the worker cancels a step that outlasts counters.step_timeout and shows it in counters.stats');
+$node->safe_psql('counters_worker', 'INSERT INTO likes (post_id) VALUES (2), (3), (3)');
+ok($node->poll_query_until('counters_worker', 'SELECT count(*) = 0 FROM post_likes_log'),
+	'the worker goes on compacting the other counters of the database');
+check_exact('counters_worker');
+is( $node->safe_psql(
+		'counters_worker', q{
+SELECT count(*) FROM ((SELECT k, count(*) FROM slow_items GROUP BY 1 EXCEPT SELECT k, n FROM slow_n)
+                      UNION ALL (SELECT k, n FROM slow_n EXCEPT SELECT k, count(*) FROM slow_items GROUP BY 1)) d
+}),
+	'0',
+	'the counter whose compaction is canceled stays exact (its rows wait in the log)');
+cmp_ok($node->safe_psql('counters_worker', 'SELECT count(*) FROM slow_n_log'),
+	'>', 0, 'its log keeps the rows no compaction could fold');
 
 # 2. pg_cron (its schedule has a one-minute resolution).
 SKIP:
