@@ -1,7 +1,8 @@
 --
 -- window_thresholds: counters.set_window_thresholds(name, column, thresholds, bucket_column, width, callback) -- "a
 -- hashtag trends when it reaches 10,000 uses in a region within 24 hours" (seed 3), here 5 and 10 uses. After each
--- step, which (prefix, threshold) pairs are recorded as reached (counters.window_state, over counters.window_crossings) is compared with a recount
+-- step, which (prefix, threshold) pairs are recorded as reached (counters.window_state(), over the counter's table
+-- tag_hourly_crossings) is compared with a recount
 -- over the raw events: count(*) per (region, tag) of the uses whose hour bucket is later than now() - the width. The
 -- callback records each announcement, in order.
 --
@@ -30,9 +31,9 @@ SELECT jsonb_build_object('region', u.region, 'tag', u.tag) AS prefix, th AS thr
  WHERE date_trunc('hour', u.used_at) > (now() - w.width)::timestamp
  GROUP BY u.region, u.tag, th HAVING count(*) >= th;
 CREATE VIEW check_windows AS
-SELECT 'recorded only' AS side, r::text FROM (SELECT prefix, threshold FROM counters.window_state EXCEPT TABLE reached_expected) r
+SELECT 'recorded only' AS side, r::text FROM (SELECT prefix, threshold FROM counters.window_state('tag_hourly') EXCEPT TABLE reached_expected) r
 UNION ALL
-SELECT 'recount only', e::text FROM (TABLE reached_expected EXCEPT SELECT prefix, threshold FROM counters.window_state) e;
+SELECT 'recount only', e::text FROM (TABLE reached_expected EXCEPT SELECT prefix, threshold FROM counters.window_state('tag_hourly')) e;
 CREATE FUNCTION announced() RETURNS TABLE (key jsonb, new numeric, threshold numeric, direction text)
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -62,7 +63,7 @@ SELECT * FROM check_windows;
 -- A rolled-back crossing leaves nothing recorded, and its callback's row goes with it.
 BEGIN;
 INSERT INTO uses (region, tag, used_at) SELECT 'eu', 'pg', localtimestamp FROM generate_series(1, 10);
-SELECT count(*) AS recorded_inside FROM counters.window_state WHERE prefix ->> 'region' = 'eu';
+SELECT count(*) AS recorded_inside FROM counters.window_state() WHERE prefix ->> 'region' = 'eu';
 ROLLBACK;
 SELECT * FROM announced();
 SELECT * FROM check_windows;
@@ -85,7 +86,7 @@ SELECT counters.create_counter('shows_daily', $$
 	SELECT date_trunc('day', shown_at) AS day, count(*) AS shows FROM shows GROUP BY date_trunc('day', shown_at)$$);
 SELECT counters.set_window_thresholds('shows_daily', 'shows', '{3}', 'day', '7 days');
 INSERT INTO shows (shown_at) SELECT localtimestamp - g * interval '1 day' FROM generate_series(0, 2) g;
-SELECT prefix, threshold FROM counters.window_state WHERE counter = 'shows_daily';
+SELECT prefix, threshold FROM counters.window_state() WHERE counter = 'shows_daily';
 
 -- Refusals.
 SELECT counters.set_window_thresholds('tag_hourly', 'nope', '{5}', 'hour', '1 day');
@@ -112,17 +113,40 @@ SET ROLE window_other;
 SELECT counters.set_window_thresholds('window_test.tag_hourly', 'uses', '{}');
 SELECT counters.check_windows('tag_hourly');
 -- a role that may not read the counter sees none of its prefixes
-SELECT count(*) AS visible FROM counters.window_state;
-SELECT count(*) FROM counters.window_crossings;
+SELECT count(*) AS visible FROM counters.window_state();
+SELECT count(*) FROM window_test.tag_hourly_crossings;
+SELECT count(*) FROM counters.window_state('tag_hourly');
 SET ROLE counters_app;
-SELECT count(*) AS visible FROM counters.window_state;
+SELECT count(*) AS visible FROM counters.window_state();
 
--- Removing the thresholds removes what was recorded; dropping the counter too.
+-- The state is a table of the counter's owner, guarded as the counter's other tables are.
+SELECT c.crossings, r.relowner::regrole FROM counters.counter c JOIN pg_class r ON r.oid = c.crossings
+ WHERE c.name = 'tag_hourly';
+DROP TABLE tag_hourly_crossings;
+TRUNCATE tag_hourly_crossings;
+-- A new definition keeps the state of the prefixes it still has (nothing is announced again)...
+INSERT INTO uses (region, tag, used_at) SELECT 'eu', 'z', localtimestamp FROM generate_series(1, 6);
+SELECT key, threshold, direction FROM announced();
+SELECT prefix, threshold FROM counters.window_state('tag_hourly');
+SELECT counters.alter_counter('tag_hourly', definition => $$
+	SELECT region, tag, date_trunc('hour', used_at) AS hour, count(*) AS uses, count(tag) AS tagged FROM uses
+	 GROUP BY region, tag, date_trunc('hour', used_at)$$);
+SELECT * FROM check_windows;
+SELECT * FROM announced();
+SELECT counters.check_windows('tag_hourly') AS announced_again;
+-- ... and drops the state of prefixes it no longer has (here: by region only, so every prefix is new).
+SELECT counters.alter_counter('tag_hourly', definition => $$
+	SELECT region, date_trunc('hour', used_at) AS hour, count(*) AS uses FROM uses
+	 GROUP BY region, date_trunc('hour', used_at)$$);
+SELECT count(*) AS recorded FROM counters.window_state('tag_hourly');
+
+-- Removing the thresholds removes what was recorded, and its table; dropping the counter too.
 SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{}');
 SELECT options FROM counters.counter WHERE name = 'tag_hourly';
-SELECT count(*) AS recorded FROM counters.window_state WHERE counter = 'tag_hourly';
+SELECT to_regclass('tag_hourly_crossings') AS crossings_table;
+SELECT count(*) AS recorded FROM counters.window_state() WHERE counter = 'tag_hourly';
 SELECT counters.drop_counter('shows_daily');
-SELECT count(*) AS recorded FROM counters.window_state;
+SELECT count(*) AS recorded FROM counters.window_state();
 
 SET ROLE NONE;
 DROP SCHEMA window_test CASCADE;

@@ -29,12 +29,29 @@ namespace counters {
 
 namespace {
 
-const char *const catalog_columns =
-    "c.name, c.source::pg_catalog.oid, c.target::pg_catalog.oid, c.query::pg_catalog.oid, "
-    "c.totals::pg_catalog.oid, c.log::pg_catalog.oid, c.owns_target, c.mode, "
-    "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
-    "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'keep' "
-    "FROM counters.counter c ";
+/*
+ * Whether counters.counter has column "crossings" (0.5 on): the library serves databases whose extension is not
+ * updated yet (ALTER EXTENSION counters UPDATE), whose catalog has not.
+ */
+bool
+HasCrossingsColumn()
+{
+	Oid nsp = get_namespace_oid("counters", true);
+	Oid rel = OidIsValid(nsp) ? get_relname_relid("counter", nsp) : InvalidOid;
+	return OidIsValid(rel) && get_attnum(rel, "crossings") != InvalidAttrNumber;
+}
+
+/* The catalog's columns ReadCatalogWhere reads, FROM counters.counter c. */
+const char *
+CatalogColumns()
+{
+	return psprintf("c.name, c.source::pg_catalog.oid, c.target::pg_catalog.oid, c.query::pg_catalog.oid, "
+	                "c.totals::pg_catalog.oid, c.log::pg_catalog.oid, c.owns_target, c.mode, "
+	                "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
+	                "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'keep', %s "
+	                "FROM counters.counter c ",
+	                HasCrossingsColumn() ? "c.crossings::pg_catalog.oid" : "NULL::pg_catalog.oid");
+}
 
 Oid
 OidColumn(HeapTuple tup, TupleDesc desc, int col)
@@ -81,7 +98,7 @@ ReadCatalogWhere(const char *condition, Oid argtype, Datum arg, bool arg_isnull)
 	Oid argtypes[1] = {argtype};
 	Datum args[1] = {arg};
 	char nulls[1] = {arg_isnull ? 'n' : ' '};
-	QueryLatest(psprintf("SELECT %s WHERE $1 IS NULL OR %s ORDER BY c.name COLLATE \"C\"", catalog_columns, condition),
+	QueryLatest(psprintf("SELECT %s WHERE $1 IS NULL OR %s ORDER BY c.name COLLATE \"C\"", CatalogColumns(), condition),
 	            1, argtypes, args, nulls);
 	MemoryContext old = MemoryContextSwitchTo(caller);
 	List *entries = NIL;
@@ -101,6 +118,7 @@ ReadCatalogWhere(const char *condition, Oid argtype, Datum arg, bool arg_isnull)
 		e->mode = strcmp(mode, "log") == 0 ? Mode::Log : strcmp(mode, "sharded") == 0 ? Mode::Sharded : Mode::Exact;
 		e->retention_column = TextColumn(tup, desc, 9);
 		e->retention_keep = TextColumn(tup, desc, 10);
+		e->crossings = OidColumn(tup, desc, 11);
 		entries = lappend(entries, e);
 	}
 	MemoryContextSwitchTo(old);
@@ -127,9 +145,10 @@ ReadCatalogOfSource(Oid source)
 List *
 ReadCatalogOfRelation(Oid rel)
 {
-	return ReadCatalogWhere(
-	    "$1::pg_catalog.regclass OPERATOR(pg_catalog.=) ANY (ARRAY[c.target, c.totals, c.log, c.query])", OIDOID,
-	    ObjectIdGetDatum(rel), false);
+	return ReadCatalogWhere(psprintf("$1::pg_catalog.regclass OPERATOR(pg_catalog.=) ANY (ARRAY[c.target, c.totals, "
+	                                 "c.log, c.query%s])",
+	                                 HasCrossingsColumn() ? ", c.crossings" : ""),
+	                        OIDOID, ObjectIdGetDatum(rel), false);
 }
 
 CatalogEntry *
@@ -144,6 +163,8 @@ OwnerCounterOf(Oid rel, const char **what)
 			*what = e->mode == Mode::Log ? "the pending deltas" : "the slots";
 		else if (rel == e->totals)
 			*what = "the folded values";
+		else if (rel == e->crossings)
+			*what = "the state of the window thresholds";
 		else if (rel == e->target && e->mode != Mode::Exact)
 			*what = "the values (totals and pending deltas)";
 		else if (rel == e->target && e->owns_target)
@@ -574,6 +595,60 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 	                      "WHERE name OPERATOR(pg_catalog.=) $1",
 	                      3, argtypes, values, nulls, SPI_OK_UPDATE, true);
 	citus::SyncReplica(name);
+	CacheInvalidateRelcacheByRelid(e->source);
+}
+
+HeapTuple
+CatalogRowInserted(TriggerData *td)
+{
+	HeapTuple row = td->tg_trigtuple;
+	if (!TRIGGER_FIRED_BEFORE(td->tg_event) || !TRIGGER_FIRED_FOR_ROW(td->tg_event) ||
+	    !TRIGGER_FIRED_BY_INSERT(td->tg_event))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("counters._catalog_row() must fire before insert, for each row")));
+	Relation catalog = td->tg_relation;
+	/* (the extension's functions, as the catalog's owner; a superuser's restore) */
+	if (GetUserId() == catalog->rd_rel->relowner || superuser())
+		return row;
+	TupleDesc desc = RelationGetDescr(catalog);
+	bool isnull;
+	Datum name_datum = heap_getattr(row, 1, desc, &isnull);
+	const char *name = isnull ? "(null)" : TextDatumGetCString(name_datum);
+	Oid source = InvalidOid;
+	for (int i = 0; i < desc->natts; i++) {
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		if (att->attisdropped || att->atttypid != REGCLASSOID)
+			continue;
+		Datum d = heap_getattr(row, att->attnum, desc, &isnull);
+		if (isnull)
+			continue;
+		Oid rel = DatumGetObjectId(d);
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+			                errmsg("counter \"%s\": relation %u of column \"%s\" does not exist", name, rel,
+			                       NameStr(att->attname))));
+		RequireOwnerPrivileges(name, rel);
+		if (strcmp(NameStr(att->attname), "source") == 0)
+			source = rel;
+	}
+	if (OidIsValid(source))
+		CacheInvalidateRelcacheByRelid(source);
+	return row;
+}
+
+void
+SetCrossings(const char *name, Oid crossings)
+{
+	CatalogEntry *e = LookupCounter(name);
+	RequireMaintainer(e);
+	if (OidIsValid(crossings))
+		RequireOwnerPrivileges(name, crossings);
+	Oid argtypes[2] = {TEXTOID, OIDOID};
+	char nulls[2] = {' ', ' '};
+	Datum values[2] = {CStringGetTextDatum(name), OidOrNull(crossings, &nulls[1])};
+	ExecuteAsCatalogOwner("UPDATE counters.counter SET crossings = $2::pg_catalog.regclass "
+	                      "WHERE name OPERATOR(pg_catalog.=) $1",
+	                      2, argtypes, values, nulls, SPI_OK_UPDATE, true);
 	CacheInvalidateRelcacheByRelid(e->source);
 }
 

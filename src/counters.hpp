@@ -114,6 +114,7 @@ struct WindowConfig {
 	char **columns;
 	Datum *thresholds; /* numeric[] */
 	Oid *callbacks;
+	Oid crossings; /* the counter's table of which thresholds each prefix is at or above, as announced */
 };
 
 /* The compiled, per-backend form of one counter. */
@@ -277,6 +278,7 @@ struct CatalogEntry {
 	Mode mode;
 	const char *retention_column; /* the key kept for a retention (its definition name), or NULL */
 	const char *retention_keep;   /* interval text */
+	Oid crossings;                /* window thresholds: which each prefix is at or above, as announced (a table) */
 };
 
 /*
@@ -333,6 +335,13 @@ void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
  */
 void RequireModeAllowed(const char *name, Oid source, Mode mode, Oid table, Oid except);
 void SetOption(const char *name, const char *key, Datum value, bool isnull);
+/*
+ * counters._catalog_row(): a catalog row inserted by another role than the catalog's owner (a restore by the counters'
+ * owner): refused unless that role has the privileges of the owner of every relation it names. Returns the row.
+ */
+HeapTuple CatalogRowInserted(TriggerData *td);
+/* The table of counter `name`'s window state (counters.counter.crossings; InvalidOid: none). */
+void SetCrossings(const char *name, Oid crossings);
 /* A counter's options (jsonb), and writing them back to its new definition `def` (what still applies). */
 Datum ReadOptions(const char *name, bool *isnull);
 void RestoreOptions(const char *name, Datum options, const CounterDef *def);
@@ -592,6 +601,8 @@ char *TopStatement(const CounterShape *s, int col, const char *limit, const char
 void SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds, const char *bucket,
                          const char *width, Oid callback);
 int64 CheckWindows(const char *name);
+/* counters.window_state(name): the window state of one or all counters the caller may read, as their owners read it. */
+void WindowState(const char *name, FunctionCallInfo fcinfo);
 struct DeltaEntry;
 Datum *WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n);
 void CheckWrittenWindows(CompiledCounter *c, Datum *prefixes);
@@ -599,8 +610,21 @@ void CheckWrittenWindows(CompiledCounter *c, Datum *prefixes);
 WindowConfig *ReadWindow(const char *name);
 /* The window sums of counter `c`'s value columns `columns` per prefix (written: of the prefixes in arrays $1...). */
 char *WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w, bool written);
-/* Record which thresholds each prefix's window sum reached; the crossings, to announce. */
-char *WindowStateStatement();
+/* Record in `crossings` which thresholds each prefix's window sum reached; the crossings, to announce. */
+char *WindowStateStatement(Oid crossings);
+/*
+ * A counter's window state: the table of which thresholds each prefix's window sum is at or above, as announced.
+ * WindowCrossings makes `e` have one (window) or none, as its owner, and returns it: created in the schema of its table
+ * as <table>_crossings when its window is set, so that it is its owner's and dumped with its tables; dropped with the
+ * window. KeepCrossings gives a counter declared again the table set aside (Kept), without the rows of prefixes its new
+ * definition no longer has, or drops it if the window did not survive. The statements that create and read it.
+ */
+Oid WindowCrossings(const CatalogEntry *e, bool window);
+void KeepCrossings(const CatalogEntry *e, Oid crossings, const CounterDef *def);
+char *CreateCrossingsStatement(const char *schema, const char *table);
+char *DeleteCrossingsStatement(Oid crossings);
+char *StalePrefixesStatement(Oid crossings);
+char *CrossingsStatement(Oid crossings);
 
 /*
  * The maintenance functions (maintenance.cpp). Without a name, compact() and apply_retention() make a round: each

@@ -605,14 +605,15 @@ OnSqlDrop()
 		struct {
 			Oid rel;
 			const char *kind;
-		} left[5] = {{c->query, "VIEW"},
+		} left[6] = {{c->query, "VIEW"},
 		             {c->mode != Mode::Exact ? c->target : InvalidOid, "VIEW"},
 		             {c->log, "TABLE"},
 		             {c->totals, "TABLE"},
-		             {c->mode == Mode::Exact && c->owns_target ? c->target : InvalidOid, "TABLE"}};
+		             {c->mode == Mode::Exact && c->owns_target ? c->target : InvalidOid, "TABLE"},
+		             {c->crossings, "TABLE"}};
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "counters: SPI_connect failed");
-		for (int i = 0; i < 5; i++) {
+		for (int i = 0; i < 6; i++) {
 			Oid rel = left[i].rel;
 			if (!OidIsValid(rel) || list_member_oid(dropped, rel) ||
 			    !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))

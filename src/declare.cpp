@@ -615,6 +615,8 @@ RenameCounter(const char *from, const char *to)
 		RenameWithIndexes(e->totals, DerivedName(to, "_totals"), from, to);
 		RenameWithIndexes(e->log, DerivedName(to, e->mode == Mode::Log ? "_log" : "_slots"), from, to);
 	}
+	if (OidIsValid(e->crossings))
+		RenameWithIndexes(e->crossings, DerivedName(to, "_crossings"), from, to);
 	SPI_finish();
 	LeaveOwner(&as);
 	Oid argtypes[2] = {TEXTOID, TEXTOID};
@@ -626,11 +628,15 @@ RenameCounter(const char *from, const char *to)
 	CacheInvalidateRelcacheByRelid(e->source);
 }
 
-/* What a counter keeps across a new definition: its options and the SELECT grants of its table. */
+/*
+ * What a counter keeps across a new definition: its options, the SELECT grants of its table, and the table of its
+ * window thresholds' state (set aside: the drop leaves it).
+ */
 struct Kept {
 	bool no_options;
 	Datum options;
 	List *grantees;
+	Oid crossings;
 };
 
 void
@@ -638,14 +644,20 @@ Keep(const CatalogEntry *c, Kept *k)
 {
 	k->options = ReadOptions(c->name, &k->no_options);
 	k->grantees = c->owns_target ? SelectGrantees(c->target) : NIL;
+	k->crossings = c->crossings;
+	if (OidIsValid(c->crossings))
+		SetCrossings(c->name, InvalidOid);
 }
 
 void
 GiveBack(const char *name, const Kept *k)
 {
 	CatalogEntry *e = LookupCounter(name);
+	CounterDef *def = BuildShape(e)->def;
 	if (!k->no_options)
-		RestoreOptions(name, k->options, BuildShape(e)->def);
+		RestoreOptions(name, k->options, def);
+	if (OidIsValid(k->crossings))
+		KeepCrossings(e, k->crossings, def);
 	if (k->grantees == NIL)
 		return;
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -826,6 +838,8 @@ DropCounter(const char *name)
 		Execute(DropStatement("TABLE", c->totals), SPI_OK_UTILITY);
 	} else if (c->owns_target)
 		Execute(DropStatement("TABLE", c->target), SPI_OK_UTILITY);
+	if (OidIsValid(c->crossings))
+		Execute(DropStatement("TABLE", c->crossings), SPI_OK_UTILITY);
 	SPI_finish();
 	EndChange(&change);
 }
@@ -961,13 +975,87 @@ ParentsOfSource(Oid source)
 void
 GuardOwnTables(const CatalogEntry *e)
 {
-	Oid tables[3] = {e->mode == Mode::Exact && e->owns_target ? e->target : InvalidOid, e->totals, e->log};
+	Oid tables[4] = {e->mode == Mode::Exact && e->owns_target ? e->target : InvalidOid, e->totals, e->log,
+	                 e->crossings};
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (OidIsValid(tables[i]) && !OidIsValid(TriggerFunction(tables[i], guard_trigger)))
 			Execute(CreateGuardTriggerStatement(tables[i]), SPI_OK_UTILITY);
 	SPI_finish();
+}
+
+Oid
+WindowCrossings(const CatalogEntry *e, bool window)
+{
+	if (window == OidIsValid(e->crossings))
+		return e->crossings;
+	/* (dropping: out of the catalog first, since a counter's own table is guarded against DROP) */
+	if (!window)
+		SetCrossings(e->name, InvalidOid);
+	Oid nsp = get_rel_namespace(e->target);
+	char *schema = get_namespace_name(nsp);
+	char *table = DerivedName(get_rel_name(e->target), "_crossings");
+	Oid rel = InvalidOid;
+	OwnerScope as;
+	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	if (window) {
+		if (OidIsValid(get_relname_relid(table, nsp)))
+			ereport(ERROR,
+			        (errcode(ERRCODE_DUPLICATE_TABLE),
+			         errmsg("counter \"%s\": relation \"%s.%s\" already exists", e->name, schema, table),
+			         errdetail("A counter with window thresholds keeps which of them each prefix is at or above in "
+			                   "a table of that name, beside its own."),
+			         errhint("Rename or drop that relation, then set the window thresholds again.")));
+		Execute(CreateCrossingsStatement(schema, table), SPI_OK_UTILITY);
+		rel = RelationIn(schema, table);
+		Execute(CreateGuardTriggerStatement(rel), SPI_OK_UTILITY);
+	} else
+		Execute(DropStatement("TABLE", e->crossings), SPI_OK_UTILITY);
+	SPI_finish();
+	LeaveOwner(&as);
+	if (window)
+		SetCrossings(e->name, rel);
+	return rel;
+}
+
+void
+KeepCrossings(const CatalogEntry *e, Oid crossings, const CounterDef *def)
+{
+	WindowConfig *w = ReadWindow(e->name);
+	OwnerScope as;
+	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	if (w == nullptr)
+		Execute(DropStatement("TABLE", crossings), SPI_OK_UTILITY);
+	else {
+		/* the prefixes: the key columns but the bucket, in byte order (as the statement sorts a prefix's keys) */
+		Datum *names = (Datum *)palloc(sizeof(Datum) * Max(def->nkeys, 1));
+		int n = 0;
+		for (int k = 0; k < def->nkeys; k++)
+			if (strcmp(def->keys[k].column_name, w->bucket) != 0) {
+				int at = n++;
+				while (at > 0 && strcmp(TextDatumGetCString(names[at - 1]), def->keys[k].column_name) > 0) {
+					names[at] = names[at - 1];
+					at--;
+				}
+				names[at] = CStringGetTextDatum(def->keys[k].column_name);
+			}
+		Oid argtypes[1] = {TEXTARRAYOID};
+		Datum args[1] = {n > 0 ? PointerGetDatum(construct_array(names, n, TEXTOID, -1, false, TYPALIGN_INT))
+		                       : (Datum)0};
+		char nulls[1] = {n > 0 ? ' ' : 'n'};
+		if (SPI_execute_with_args(StalePrefixesStatement(crossings), 1, argtypes, args, nulls, false, 0) !=
+		    SPI_OK_DELETE)
+			elog(ERROR, "counters: keeping the window state of counter \"%s\" failed", e->name);
+	}
+	SPI_finish();
+	LeaveOwner(&as);
+	if (w != nullptr)
+		SetCrossings(e->name, crossings);
 }
 
 /*

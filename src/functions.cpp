@@ -205,6 +205,15 @@ COUNTERS_FUNCTION(counters_distribute)
 	PG_RETURN_VOID();
 }
 
+/* counters._catalog_row(): BEFORE INSERT on counters.counter, for each row */
+COUNTERS_FUNCTION(counters_catalog_row)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("counters._catalog_row() must be called as a trigger")));
+	return PointerGetDatum(counters::CatalogRowInserted((TriggerData *)fcinfo->context));
+}
+
 /* counters._replica_changed(): AFTER INSERT OR DELETE on each copy of counters.counter_replica */
 COUNTERS_FUNCTION(counters_replica_changed)
 {
@@ -272,6 +281,13 @@ COUNTERS_FUNCTION(counters_set_window_thresholds)
 	    PG_ARGISNULL(4) ? nullptr : DatumGetCString(DirectFunctionCall1(interval_out, PG_GETARG_DATUM(4))),
 	    PG_ARGISNULL(5) ? InvalidOid : PG_GETARG_OID(5));
 	PG_RETURN_VOID();
+}
+
+/* counters.window_state(name) */
+COUNTERS_FUNCTION(counters_window_state)
+{
+	counters::WindowState(TextArg(fcinfo, 0), fcinfo);
+	return (Datum)0;
 }
 
 /* counters.check_windows(name) */

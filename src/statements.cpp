@@ -1214,16 +1214,16 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 		appendStringInfo(&sums, ", COALESCE(pg_catalog.sum(t.%s), 0)::pg_catalog.numeric AS s%d", Quoted(w->columns[i]),
 		                 i);
 		/*
-		 * (written: $p+2 the counter, then per column its name and thresholds. A prefix is returned when a threshold's
-		 * state would change: reached and not recorded, or recorded and not reached.)
+		 * (written: per column, from $p+2, its name and thresholds. A prefix is returned when a threshold's state would
+		 * change: reached and not recorded, or recorded and not reached.)
 		 */
-		appendStringInfo(&changed,
-		                 "%sEXISTS (SELECT FROM pg_catalog.unnest($%d::pg_catalog.numeric[]) th(th) "
-		                 "WHERE (x.s%d OPERATOR(pg_catalog.>=) th.th) IS DISTINCT FROM EXISTS (SELECT FROM "
-		                 "counters.window_state r WHERE r.counter OPERATOR(pg_catalog.=) $%d "
-		                 "AND r.column_name OPERATOR(pg_catalog.=) $%d AND r.prefix OPERATOR(pg_catalog.=) x.prefix "
-		                 "AND r.threshold OPERATOR(pg_catalog.=) th.th))",
-		                 i ? " OR " : "", p + 4 + 2 * i, i, p + 2, p + 3 + 2 * i);
+		appendStringInfo(
+		    &changed,
+		    "%sEXISTS (SELECT FROM pg_catalog.unnest($%d::pg_catalog.numeric[]) th(th) "
+		    "WHERE (x.s%d OPERATOR(pg_catalog.>=) th.th) IS DISTINCT FROM EXISTS (SELECT FROM "
+		    "%s r WHERE r.column_name OPERATOR(pg_catalog.=) $%d AND r.prefix OPERATOR(pg_catalog.=) x.prefix "
+		    "AND r.threshold OPERATOR(pg_catalog.=) th.th))",
+		    i ? " OR " : "", p + 3 + 2 * i, i, QualifiedName(w->crossings), p + 2 + 2 * i);
 	}
 	/* The window: buckets later than now() - width, compared in the bucket's type. */
 	char *window =
@@ -1258,25 +1258,25 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 }
 
 char *
-WindowStateStatement()
+WindowStateStatement(Oid crossings)
 {
 	/*
-	 * $1 counter, $2 column, $3 prefixes (jsonb[]) and $4 their window sums, $5 thresholds, $6 whether every prefix
-	 * is in $3 (a prefix with a crossing recorded but absent has a sum of 0). Returns up, prefix, new, threshold.
+	 * $1 column, $2 prefixes (jsonb[]) and $3 their window sums, $4 thresholds, $5 whether every prefix is in $2 (a
+	 * prefix with a crossing recorded but absent has a sum of 0). Returns up, prefix, new, threshold.
 	 */
-	return pstrdup(
-	    "WITH t AS (SELECT p.prefix, p.s, th.th FROM ROWS FROM (pg_catalog.unnest($3::pg_catalog.jsonb[]), "
-	    "             pg_catalog.unnest($4::pg_catalog.numeric[])) AS p(prefix, s), "
-	    "             pg_catalog.unnest($5::pg_catalog.numeric[]) AS th(th)), "
-	    "     ups AS (INSERT INTO counters.window_crossings AS x (counter, column_name, prefix, threshold) "
-	    "             SELECT $1, $2, t.prefix, t.th FROM t WHERE t.s OPERATOR(pg_catalog.>=) t.th "
+	const char *table = QualifiedName(crossings);
+	return psprintf(
+	    "WITH t AS (SELECT p.prefix, p.s, th.th FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.jsonb[]), "
+	    "             pg_catalog.unnest($3::pg_catalog.numeric[])) AS p(prefix, s), "
+	    "             pg_catalog.unnest($4::pg_catalog.numeric[]) AS th(th)), "
+	    "     ups AS (INSERT INTO %s AS x (column_name, prefix, threshold) "
+	    "             SELECT $1, t.prefix, t.th FROM t WHERE t.s OPERATOR(pg_catalog.>=) t.th "
 	    "             ON CONFLICT DO NOTHING RETURNING x.prefix, x.threshold), "
-	    "     downs AS (DELETE FROM counters.window_crossings x "
-	    "                WHERE x.counter OPERATOR(pg_catalog.=) $1 AND x.column_name OPERATOR(pg_catalog.=) $2 "
+	    "     downs AS (DELETE FROM %s x WHERE x.column_name OPERATOR(pg_catalog.=) $1 "
 	    "                  AND (EXISTS (SELECT FROM t WHERE t.prefix OPERATOR(pg_catalog.=) x.prefix "
-	    "                                AND t.th OPERATOR(pg_catalog.=) x.threshold AND t.s OPERATOR(pg_catalog.<) "
-	    "t.th) "
-	    "                       OR ($6 AND NOT EXISTS (SELECT FROM t WHERE t.prefix OPERATOR(pg_catalog.=) x.prefix))) "
+	    "                                AND t.th OPERATOR(pg_catalog.=) x.threshold "
+	    "                                AND t.s OPERATOR(pg_catalog.<) t.th) "
+	    "                       OR ($5 AND NOT EXISTS (SELECT FROM t WHERE t.prefix OPERATOR(pg_catalog.=) x.prefix))) "
 	    "               RETURNING x.prefix, x.threshold), "
 	    "     c AS (SELECT true AS up, u.prefix, u.threshold, "
 	    "                  (SELECT t.s FROM t WHERE t.prefix OPERATOR(pg_catalog.=) u.prefix LIMIT 1) AS s FROM ups u "
@@ -1285,7 +1285,44 @@ WindowStateStatement()
 	    "                  COALESCE((SELECT t.s FROM t WHERE t.prefix OPERATOR(pg_catalog.=) d.prefix LIMIT 1), 0) "
 	    "             FROM downs d) "
 	    "SELECT c.up, c.prefix, c.s, c.threshold "
-	    "  FROM c ORDER BY c.prefix, c.threshold");
+	    "  FROM c ORDER BY c.prefix, c.threshold",
+	    table, table);
+}
+
+char *
+CreateCrossingsStatement(const char *schema, const char *table)
+{
+	return psprintf("CREATE TABLE %s.%s (column_name pg_catalog.text NOT NULL, prefix pg_catalog.jsonb NOT NULL, "
+	                "threshold pg_catalog.numeric NOT NULL, "
+	                "crossed_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(), "
+	                "PRIMARY KEY (column_name, prefix, threshold))",
+	                Quoted(schema), Quoted(table));
+}
+
+char *
+DeleteCrossingsStatement(Oid crossings)
+{
+	/* $1 the column; $2 its thresholds (NULL: none left) */
+	return psprintf("DELETE FROM %s x WHERE x.column_name OPERATOR(pg_catalog.=) $1 "
+	                "AND ($2::pg_catalog.numeric[] IS NULL OR NOT x.threshold OPERATOR(pg_catalog.=) ANY ($2))",
+	                QualifiedName(crossings));
+}
+
+char *
+StalePrefixesStatement(Oid crossings)
+{
+	/* $1 the prefix's key names in byte order (NULL: none) */
+	return psprintf("DELETE FROM %s x WHERE (SELECT pg_catalog.array_agg(k.k ORDER BY k.k COLLATE \"C\") "
+	                "FROM pg_catalog.jsonb_object_keys(x.prefix) k(k)) IS DISTINCT FROM $1::pg_catalog.text[]",
+	                QualifiedName(crossings));
+}
+
+char *
+CrossingsStatement(Oid crossings)
+{
+	return psprintf("SELECT x.column_name, x.prefix, x.threshold, x.crossed_at FROM %s x "
+	                "ORDER BY x.column_name COLLATE \"C\", x.prefix, x.threshold",
+	                QualifiedName(crossings));
 }
 
 } // namespace counters

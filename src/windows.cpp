@@ -4,8 +4,8 @@
  *
  * An exact counter keyed by a time bucket (and other keys: the prefix) has at most one window: its bucket key column
  * and a width. A value column's window sum for a prefix is the sum of its rows whose bucket is later than
- * now() - width. Which thresholds each prefix's window sum is at or above, as announced, is kept in
- * counters.window_crossings; a crossing is announced when that changes, once:
+ * now() - width. Which thresholds each prefix's window sum is at or above, as announced, is kept in a table of the
+ * counter owner's (counters.counter.crossings, <table>_crossings); a crossing is announced when that changes, once:
  *   - a statement that writes the counter checks the prefixes it wrote, once its deltas are applied (what it wrote and
  *     what others committed count; a concurrent writer of another bucket of the same prefix can be missed, and is
  *     found by the next check_windows());
@@ -32,6 +32,8 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #include "utils/snapmgr.h"
+#include "funcapi.h"
+#include "utils/tuplestore.h"
 }
 
 namespace counters {
@@ -51,7 +53,8 @@ ReadWindow(const char *name)
 	if (QueryLatest("SELECT o.w OPERATOR(pg_catalog.->>) 'bucket', o.w OPERATOR(pg_catalog.->>) 'width', c.key, "
 	                "ARRAY(SELECT x::pg_catalog.numeric FROM "
 	                "pg_catalog.jsonb_array_elements_text(c.value OPERATOR(pg_catalog.->) 'values') x), "
-	                "pg_catalog.to_regprocedure(c.value OPERATOR(pg_catalog.->>) 'callback')::pg_catalog.oid "
+	                "pg_catalog.to_regprocedure(c.value OPERATOR(pg_catalog.->>) 'callback')::pg_catalog.oid, "
+	                "k.crossings::pg_catalog.oid "
 	                "FROM counters.counter k, LATERAL (SELECT k.options OPERATOR(pg_catalog.->) 'window') o(w), "
 	                "pg_catalog.jsonb_each(o.w OPERATOR(pg_catalog.->) 'columns') c "
 	                "WHERE k.name OPERATOR(pg_catalog.=) $1 ORDER BY c.key COLLATE \"C\"",
@@ -68,6 +71,9 @@ ReadWindow(const char *name)
 		w->columns = (char **)palloc(sizeof(char *) * w->ncolumns);
 		w->thresholds = (Datum *)palloc(sizeof(Datum) * w->ncolumns);
 		w->callbacks = (Oid *)palloc(sizeof(Oid) * w->ncolumns);
+		bool crossings_null;
+		Datum crossings = SPI_getbinval(tt->vals[0], tt->tupdesc, 6, &crossings_null);
+		w->crossings = crossings_null ? InvalidOid : DatumGetObjectId(crossings);
 		for (int i = 0; i < w->ncolumns; i++) {
 			bool isnull;
 			w->columns[i] = SPI_getvalue(tt->vals[i], tt->tupdesc, 3);
@@ -82,13 +88,6 @@ ReadWindow(const char *name)
 }
 
 namespace {
-
-Oid
-CatalogOwner()
-{
-	return RelationOwner(
-	    RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false));
-}
 
 /* Call the window callback `callback` of counter `c` with the crossing's fields (as CallCallback does thresholds'). */
 void
@@ -144,8 +143,12 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 	 * The window sums, as the counter's owner: of the prefixes written, only those where a threshold's state would
 	 * change (usually none, and then nothing more is done); else of every prefix.
 	 */
+	if (!OidIsValid(w->crossings))
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("counter \"%s\" has window thresholds but no table of their state", c->def->name),
+		                errhint("Set its window thresholds again with counters.set_window_thresholds().")));
 	int np = c->def->nkeys - 1;
-	int nargs = prefixes != nullptr ? np + 2 + 2 * w->ncolumns : 1;
+	int nargs = prefixes != nullptr ? np + 1 + 2 * w->ncolumns : 1;
 	Oid *argtypes = (Oid *)palloc(sizeof(Oid) * nargs);
 	Datum *args = (Datum *)palloc(sizeof(Datum) * nargs);
 	int a = 0;
@@ -158,8 +161,6 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 	argtypes[a] = TEXTOID;
 	args[a++] = CStringGetTextDatum(w->width);
 	if (prefixes != nullptr) {
-		argtypes[a] = TEXTOID;
-		args[a++] = CStringGetTextDatum(c->def->name);
 		for (int i = 0; i < w->ncolumns; i++) {
 			argtypes[a] = TEXTOID;
 			args[a++] = CStringGetTextDatum(w->columns[i]);
@@ -196,26 +197,23 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 	Datum *keys = (Datum *)palloc(sizeof(Datum) * Max(nrows, 1));
 	Datum *values = (Datum *)palloc(sizeof(Datum) * Max(nrows, 1));
 	int64 announced = 0;
-	Oid catalog_owner = CatalogOwner();
 	for (int i = 0; i < w->ncolumns; i++) {
 		bool isnull;
 		for (uint64 r = 0; r < nrows; r++) {
 			keys[r] = SPI_getbinval(sums->vals[r], sums->tupdesc, 1, &isnull);
 			values[r] = SPI_getbinval(sums->vals[r], sums->tupdesc, 2 + i, &isnull);
 		}
-		/* What changed, as the catalog's owner (counters.window_crossings belongs to the extension). */
-		Oid state_types[7] = {TEXTOID, TEXTOID, JSONBARRAYOID, NUMERICARRAYOID, NUMERICARRAYOID, BOOLOID, TEXTOID};
-		Datum state_args[7] = {
-		    CStringGetTextDatum(c->def->name),
+		/* What changed, as the counter's owner (the state is a table of the owner's). */
+		Oid state_types[5] = {TEXTOID, JSONBARRAYOID, NUMERICARRAYOID, NUMERICARRAYOID, BOOLOID};
+		Datum state_args[5] = {
 		    CStringGetTextDatum(w->columns[i]),
 		    PointerGetDatum(construct_array(keys, (int)nrows, JSONBOID, -1, false, TYPALIGN_INT)),
-		    PointerGetDatum(construct_array(values, (int)nrows, NUMERICOID, -1, false, TYPALIGN_INT)),
-		    w->thresholds[i],
-		    BoolGetDatum(prefixes == nullptr),
-		    CStringGetTextDatum(w->width)};
-		EnterOwner(&owner, catalog_owner, 0);
+		    PointerGetDatum(construct_array(values, (int)nrows, NUMERICOID, -1, false, TYPALIGN_INT)), w->thresholds[i],
+		    BoolGetDatum(prefixes == nullptr)};
+		EnterOwner(&owner, c->owner, 0);
 		if (c->window_plans[1] == nullptr) {
-			SPIPlanPtr plan = SPI_prepare_cursor(WindowStateStatement(), 7, state_types, CURSOR_OPT_GENERIC_PLAN);
+			SPIPlanPtr plan =
+			    SPI_prepare_cursor(WindowStateStatement(w->crossings), 5, state_types, CURSOR_OPT_GENERIC_PLAN);
 			if (plan == nullptr || SPI_keepplan(plan) != 0)
 				elog(ERROR, "counters: preparing the window state of counter \"%s\" failed", c->def->name);
 			c->window_plans[1] = plan;
@@ -280,13 +278,23 @@ WriteWindowOption(const char *name, const char *bucket, const char *width, const
 		window = SPI_datumTransfer(window, false, -1);
 	SPI_finish();
 	SetOption(name, "window", window, isnull);
-	Oid state_types[3] = {TEXTOID, TEXTOID, NUMERICARRAYOID};
-	Datum state_args[3] = {CStringGetTextDatum(name), CStringGetTextDatum(column), thresholds};
-	char state_nulls[3] = {' ', ' ', thresholds == (Datum)0 ? 'n' : ' '};
-	ExecuteAsCatalogOwner("DELETE FROM counters.window_crossings WHERE counter OPERATOR(pg_catalog.=) $1 "
-	                      "AND column_name OPERATOR(pg_catalog.=) $2 "
-	                      "AND ($3 IS NULL OR NOT threshold OPERATOR(pg_catalog.=) ANY ($3))",
-	                      3, state_types, state_args, state_nulls, SPI_OK_DELETE, false);
+	/* The state: a table of the owner's while there is a window, without the thresholds no longer set. */
+	CatalogEntry *e = LookupCounter(name);
+	Oid crossings = WindowCrossings(e, !isnull);
+	if (!OidIsValid(crossings))
+		return;
+	Oid state_types[2] = {TEXTOID, NUMERICARRAYOID};
+	Datum state_args[2] = {CStringGetTextDatum(column), thresholds};
+	char state_nulls[2] = {' ', thresholds == (Datum)0 ? 'n' : ' '};
+	OwnerScope owner;
+	EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+	if (SPI_execute_with_args(DeleteCrossingsStatement(crossings), 2, state_types, state_args, state_nulls, false, 0) !=
+	    SPI_OK_DELETE)
+		elog(ERROR, "counters: updating the window state of counter \"%s\" failed", name);
+	SPI_finish();
+	LeaveOwner(&owner);
 }
 
 CompiledCounter *
@@ -359,6 +367,46 @@ CheckWindows(const char *name)
 		UnpinSettings(level);
 	}
 	return announced;
+}
+
+void
+WindowState(const char *name, FunctionCallInfo fcinfo)
+{
+	InitMaterializedSRF(fcinfo, 0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
+	ListCell *lc;
+	foreach (lc, entries) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (!OidIsValid(e->crossings))
+			continue;
+		if (!MayRead(e)) {
+			if (name != nullptr)
+				ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				                errmsg("counter \"%s\": permission denied for %s", e->name, QualifiedName(e->target)),
+				                errdetail("Its window state shows keys of the counter, which only roles that may read "
+				                          "it may see.")));
+			continue;
+		}
+		/* (read as the owner, whose table it is: for a role that may read the counter) */
+		OwnerScope owner;
+		EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH | PIN_ROW_SECURITY);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "counters: SPI_connect failed");
+		if (SPI_execute(CrossingsStatement(e->crossings), true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "counters: reading the window state of counter \"%s\" failed", e->name);
+		for (uint64 r = 0; r < SPI_processed; r++) {
+			Datum values[5];
+			bool nulls[5];
+			values[0] = CStringGetTextDatum(e->name);
+			nulls[0] = false;
+			for (int col = 1; col < 5; col++)
+				values[col] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, col, &nulls[col]);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		SPI_finish();
+		LeaveOwner(&owner);
+	}
 }
 
 /*

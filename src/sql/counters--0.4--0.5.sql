@@ -114,29 +114,19 @@ COMMENT ON FUNCTION counters.set_keep_zero(text, boolean) IS
 -- ---- end of keep_zero ----
 
 -- ---- window thresholds ----
--- Which thresholds of its window (counters.set_window_thresholds) each prefix's window sum is at or above, as
--- announced: a crossing is announced when this changes. Written and read by writers and counters.check_windows() as
--- the extension's owner; dumped, so that a restored database does not announce again what was announced.
-CREATE TABLE counters.window_crossings (
-	counter     text NOT NULL REFERENCES counters.counter (name) ON UPDATE CASCADE ON DELETE CASCADE,
-	column_name text NOT NULL,
-	prefix      jsonb NOT NULL,
-	threshold   numeric NOT NULL,
-	crossed_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
-	PRIMARY KEY (counter, column_name, prefix, threshold)
-);
-SELECT pg_catalog.pg_extension_config_dump('counters.window_crossings', '');
--- (no grant: its prefixes are keys of counters, which not every role may read)
-COMMENT ON TABLE counters.window_crossings IS
-	'the window thresholds each prefix of a counter is at or above, as announced (read it through counters.window_state)';
--- What a role may see of it: the rows of the counters it may read (SELECT on the relation they are read from).
-CREATE VIEW counters.window_state WITH (security_barrier) AS
-SELECT w.counter, w.column_name, w.prefix, w.threshold, w.crossed_at
-  FROM counters.window_crossings w JOIN counters.counter c ON c.name OPERATOR(pg_catalog.=) w.counter
- WHERE pg_catalog.has_table_privilege(c.target, 'SELECT');
-GRANT SELECT ON counters.window_state TO PUBLIC;
-COMMENT ON VIEW counters.window_state IS
-	'the window thresholds each prefix is at or above, for the counters the caller may read';
+-- Which thresholds of its window each prefix's window sum is at or above, as announced: a table of the counter's
+-- owner, dumped with the counter's tables.
+ALTER TABLE counters.counter ADD COLUMN crossings regclass;
+
+-- A row of counters.counter inserted by a role other than the catalog's owner: a restore (pg_restore, psql) by a role
+-- that is not a superuser, the owner of the counters it restores. Such a row is accepted only if that role has the
+-- privileges of the owner of every relation it names -- what declaring the counter would have required -- and its
+-- source's counters are compiled again. The extension's functions write the catalog as its owner.
+CREATE FUNCTION counters._catalog_row() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'counters_catalog_row'
+	LANGUAGE C;
+CREATE TRIGGER catalog_row BEFORE INSERT ON counters.counter FOR EACH ROW EXECUTE FUNCTION counters._catalog_row();
+GRANT INSERT ON counters.counter TO PUBLIC;
 
 -- Thresholds on a sliding-window sum: for each prefix (the key columns but `bucket_column`, a date/timestamp/timestamptz
 -- key), the sum of `column_name` over the rows whose bucket is later than now() - `width`. Crossings up and down are
@@ -159,6 +149,13 @@ CREATE FUNCTION counters.check_windows(name text DEFAULT NULL) RETURNS bigint
 	LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION counters.check_windows(text) IS
 	'announce window threshold crossings that no write announced (buckets ageing out); returns how many';
+
+CREATE FUNCTION counters.window_state(name text DEFAULT NULL)
+	RETURNS TABLE (counter text, column_name text, prefix jsonb, threshold numeric, crossed_at timestamptz)
+	AS 'MODULE_PATHNAME', 'counters_window_state'
+	LANGUAGE C STABLE;
+COMMENT ON FUNCTION counters.window_state(text) IS
+	'the window thresholds each prefix is at or above, for the counters the caller may read';
 -- ---- end of window thresholds ----
 
 -- ---- Citus ----

@@ -34,6 +34,9 @@ CREATE TABLE counters.counter (
 	log         regclass,
 	options     jsonb NOT NULL DEFAULT '{}',
 	created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	-- window thresholds (an exact counter with a table of its own): which thresholds each prefix's window sum is at or
+	-- above, as announced. A table of the counter's owner, dumped with the counter's tables.
+	crossings   regclass,
 	CHECK ((mode IN ('log', 'sharded')) = (log IS NOT NULL AND totals IS NOT NULL))
 );
 CREATE INDEX counter_source_idx ON counters.counter (source);
@@ -41,6 +44,15 @@ SELECT pg_catalog.pg_extension_config_dump('counters.counter', '');
 GRANT SELECT ON counters.counter TO PUBLIC;
 COMMENT ON TABLE counters.counter IS
 	'one row per counter: its source, the relation to read, the definition view, mode and options';
+-- A row of counters.counter inserted by a role other than the catalog's owner: a restore (pg_restore, psql) by a role
+-- that is not a superuser, the owner of the counters it restores. Such a row is accepted only if that role has the
+-- privileges of the owner of every relation it names -- what declaring the counter would have required -- and its
+-- source's counters are compiled again. The extension's functions write the catalog as its owner.
+CREATE FUNCTION counters._catalog_row() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'counters_catalog_row'
+	LANGUAGE C;
+CREATE TRIGGER catalog_row BEFORE INSERT ON counters.counter FOR EACH ROW EXECUTE FUNCTION counters._catalog_row();
+GRANT INSERT ON counters.counter TO PUBLIC;
 
 -- What maintenance last did to each counter (counters.stats shows it). Written by verify(), compact() and rebuild()
 -- unless their transaction is read-only, without waiting on a concurrent run of the same counter. Not dumped: a
@@ -57,30 +69,6 @@ CREATE TABLE counters.maintenance (
 GRANT SELECT ON counters.maintenance TO PUBLIC;
 COMMENT ON TABLE counters.maintenance IS
 	'when verify(), compact() and rebuild() last ran for each counter, and the last compaction error';
-
--- Which thresholds of its window (counters.set_window_thresholds) each prefix's window sum is at or above, as
--- announced: a crossing is announced when this changes. Written and read by writers and counters.check_windows() as
--- the extension's owner; dumped, so that a restored database does not announce again what was announced.
-CREATE TABLE counters.window_crossings (
-	counter     text NOT NULL REFERENCES counters.counter (name) ON UPDATE CASCADE ON DELETE CASCADE,
-	column_name text NOT NULL,
-	prefix      jsonb NOT NULL,
-	threshold   numeric NOT NULL,
-	crossed_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
-	PRIMARY KEY (counter, column_name, prefix, threshold)
-);
-SELECT pg_catalog.pg_extension_config_dump('counters.window_crossings', '');
--- (no grant: its prefixes are keys of counters, which not every role may read)
-COMMENT ON TABLE counters.window_crossings IS
-	'the window thresholds each prefix of a counter is at or above, as announced (read it through counters.window_state)';
--- What a role may see of it: the rows of the counters it may read (SELECT on the relation they are read from).
-CREATE VIEW counters.window_state WITH (security_barrier) AS
-SELECT w.counter, w.column_name, w.prefix, w.threshold, w.crossed_at
-  FROM counters.window_crossings w JOIN counters.counter c ON c.name OPERATOR(pg_catalog.=) w.counter
- WHERE pg_catalog.has_table_privilege(c.target, 'SELECT');
-GRANT SELECT ON counters.window_state TO PUBLIC;
-COMMENT ON VIEW counters.window_state IS
-	'the window thresholds each prefix is at or above, for the counters the caller may read';
 
 -- ---------------------------------------------------------------------------------------------------------------
 -- the trigger
@@ -458,6 +446,16 @@ CREATE FUNCTION counters.check_windows(name text DEFAULT NULL) RETURNS bigint
 	LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION counters.check_windows(text) IS
 	'announce window threshold crossings that no write announced (buckets ageing out); returns how many';
+
+-- Which window thresholds each prefix is at or above, as announced, for the counters (one, or all) whose values the
+-- caller may read (SELECT on the relation they are read from). Each counter keeps them in a table of its owner's,
+-- counters.counter.crossings.
+CREATE FUNCTION counters.window_state(name text DEFAULT NULL)
+	RETURNS TABLE (counter text, column_name text, prefix jsonb, threshold numeric, crossed_at timestamptz)
+	AS 'MODULE_PATHNAME', 'counters_window_state'
+	LANGUAGE C STABLE;
+COMMENT ON FUNCTION counters.window_state(text) IS
+	'the window thresholds each prefix is at or above, for the counters the caller may read';
 
 -- Delete the expired buckets of one or all counters with a retention (from the totals and the log or slots too), as
 -- each counter's owner; returns the number of rows deleted. counters.compact() calls it.

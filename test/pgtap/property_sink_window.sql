@@ -59,9 +59,9 @@ CREATE FUNCTION window_differences() RETURNS bigint LANGUAGE sql AS $$
 		  FROM uses, unnest('{3, 6}'::numeric[]) th
 		 WHERE date_trunc('hour', used_at) > (now() - interval '24 hours')::timestamp
 		 GROUP BY region, tag, th HAVING count(*) >= th)
-	SELECT count(*) FROM ((SELECT prefix, threshold FROM counters.window_state WHERE counter = 'sw_tag_hourly'
+	SELECT count(*) FROM ((SELECT prefix, threshold FROM counters.window_state() WHERE counter = 'sw_tag_hourly'
 	                       EXCEPT TABLE reached)
-	                      UNION ALL (TABLE reached EXCEPT SELECT prefix, threshold FROM counters.window_state
+	                      UNION ALL (TABLE reached EXCEPT SELECT prefix, threshold FROM counters.window_state()
 	                                  WHERE counter = 'sw_tag_hourly')) d
 $$;
 

@@ -109,9 +109,10 @@ my $recount = 'SELECT * FROM ('
 my $triggers = q{
 SELECT string_agg(tgname || '=' || tgfoid::regproc || ':' || tgenabled::text, ',' ORDER BY tgname) FROM pg_trigger
  WHERE tgrelid = 'posts'::regclass AND NOT tgisinternal};
+# (the counters' triggers on their own tables: the guard against TRUNCATE, and the key trigger of a counter cache)
 my $capture_elsewhere = q{
-SELECT string_agg(tgrelid::regclass::text, ',') FROM pg_trigger
- WHERE tgfoid = 'counters.capture()'::regprocedure AND tgrelid <> 'posts'::regclass};
+SELECT string_agg(tgrelid::regclass::text || '.' || tgname, ',' ORDER BY tgrelid::regclass::text, tgname)
+  FROM pg_trigger WHERE tgfoid = 'counters.capture()'::regprocedure AND tgrelid <> 'posts'::regclass};
 my $expected_triggers = join(',',
 	map { "counters_$_=counters.capture:O" } qw(begin delete insert truncate update));
 
@@ -140,6 +141,9 @@ is($node->safe_psql($src, $triggers), $expected_triggers,
 ok( $node->safe_psql($src, 'SELECT count(*) FROM daily_log_log') > 0
 	  && $node->safe_psql($src, 'SELECT count(*) FROM blog_sharded_slots') > 0,
 	'the source database has pending log and slot rows to carry over') or die;
+my $expected_elsewhere = $node->safe_psql($src, $capture_elsewhere);
+like($expected_elsewhere, qr/^blog_sharded_slots\.counters_guard,.*blogs\.counters_target_key/,
+	'the counter tables of the source database have their guards') or die;
 my $expected_catalog = $node->safe_psql($src, $catalog);
 my $expected_stored = $node->safe_psql($src, $stored);
 
@@ -195,7 +199,8 @@ sub check
 	is($node->safe_psql($db, $recount), '', 'the recount agrees right after the restore') or return;
 	is($node->safe_psql($db, $triggers), $expected_triggers, 'each capture trigger on posts exists exactly once')
 	  or return;
-	is($node->safe_psql($db, $capture_elsewhere), '', 'no capture trigger on another table') or return;
+	is($node->safe_psql($db, $capture_elsewhere), $expected_elsewhere,
+		"the counters' triggers on their own tables exist exactly once each") or return;
 	# writes after the restore: inserts, rows moving between keys of every counter, soft and hard deletes
 	my ($ret, $stdout, $stderr) = $node->psql(
 		$db, q{
@@ -230,6 +235,78 @@ for my $path (@paths)
 	$node->safe_psql('postgres', "CREATE DATABASE $db TEMPLATE template0");
 	subtest "restore path $path" => sub { check($path, $db) };
 }
+
+# As the application's role, not a superuser: the owner of a database, who created the extension there (it is
+# trusted) and its counters (one with window thresholds, whose state it keeps in a table of its own), dumps it and
+# restores it into another database it owns. In 0.5 before this test the dump failed: it read an extension table
+# that only a superuser could read.
+$node->safe_psql(
+	'postgres', q{
+CREATE ROLE counters_owner LOGIN;
+CREATE DATABASE counters_owned OWNER counters_owner;
+CREATE DATABASE counters_owned_restored OWNER counters_owner TEMPLATE template0;
+});
+my @as_owner = ('-U', 'counters_owner');
+my $owned = q{
+CREATE EXTENSION counters;
+CREATE TABLE uses (id serial PRIMARY KEY, tag text NOT NULL, used_at timestamp NOT NULL DEFAULT localtimestamp);
+SELECT counters.create_counter('tag_hourly', $$SELECT tag, date_trunc('hour', used_at) AS hour, count(*) AS uses
+	FROM uses GROUP BY tag, date_trunc('hour', used_at)$$);
+SELECT counters.create_counter('tag_log', $$SELECT tag, count(*) AS uses FROM uses GROUP BY tag$$, mode => 'log');
+SELECT counters.create_counter('tag_sharded', $$SELECT tag, count(*) AS uses FROM uses GROUP BY tag$$,
+                               mode => 'sharded');
+SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{3, 100}', 'hour', '1 day');
+SELECT counters.set_bounds('tag_hourly', 'uses', min => 0);
+INSERT INTO uses (tag) SELECT 't' || g % 4 FROM generate_series(1, 30) g;
+};
+my $owned_state = q{
+SELECT 'window' AS what, prefix::text, threshold::text FROM counters.window_state() UNION ALL
+SELECT 'tag_hourly', tag, uses::text FROM tag_hourly UNION ALL
+SELECT 'tag_log', tag, uses::text FROM tag_log UNION ALL
+SELECT 'tag_sharded', tag, uses::text FROM tag_sharded ORDER BY 1, 2, 3};
+my $owned_recount = q{
+SELECT (SELECT count(*) FROM (SELECT tag, date_trunc('hour', used_at), count(*) FROM uses GROUP BY 1, 2
+                              EXCEPT SELECT * FROM tag_hourly) d)
+     + (SELECT count(*) FROM (SELECT * FROM tag_hourly
+                              EXCEPT SELECT tag, date_trunc('hour', used_at), count(*) FROM uses GROUP BY 1, 2) d)
+     + (SELECT count(*) FROM (SELECT tag, count(*) FROM uses GROUP BY 1 EXCEPT SELECT * FROM tag_log) d)
+     + (SELECT count(*) FROM (SELECT * FROM tag_log EXCEPT SELECT tag, count(*) FROM uses GROUP BY 1) d)
+     + (SELECT count(*) FROM (SELECT tag, count(*) FROM uses GROUP BY 1 EXCEPT SELECT * FROM tag_sharded) d)
+     + (SELECT count(*) FROM (SELECT * FROM tag_sharded EXCEPT SELECT tag, count(*) FROM uses GROUP BY 1) d)
+     + (SELECT count(*) FROM ((SELECT s.tag, th FROM (SELECT tag, count(*) AS n FROM uses
+                                WHERE date_trunc('hour', used_at) > localtimestamp - interval '1 day' GROUP BY tag) s,
+                               unnest('{3, 100}'::numeric[]) th WHERE s.n >= th)
+                              EXCEPT SELECT prefix ->> 'tag', threshold FROM counters.window_state()) d)};
+subtest 'dump and restore as the owner of the database, not a superuser' => sub {
+	my ($ret, $stdout, $stderr) = $node->psql('counters_owned', "SET ROLE counters_owner;
+$owned");
+	is($ret, 0, 'the owner creates the extension and its counters') or return diag($stderr);
+	is($node->safe_psql('counters_owned', 'SELECT count(*) FROM counters.window_state()'),
+		'4', 'the window thresholds record four crossings') or return;
+	is($node->safe_psql('counters_owned', $owned_recount), '0', 'the counters agree with a recount') or return;
+	my $expected = $node->safe_psql('counters_owned', $owned_state);
+	command_passes([ 'pg_dump', @as_owner, '-Fc', '-f', "$dir/owned.dump", 'counters_owned' ],
+		'pg_dump as the owner') or return;
+	command_passes([ 'pg_dump', @as_owner, '-Fp', '-f', "$dir/owned.sql", 'counters_owned' ],
+		'pg_dump as the owner, plain format') or return;
+	command_passes(
+		[ 'pg_restore', @as_owner, '--exit-on-error', '-d', 'counters_owned_restored', "$dir/owned.dump" ],
+		'pg_restore as the owner') or return;
+	same_text($node->safe_psql('counters_owned_restored', $owned_state),
+		$expected, 'the restored counters and window state equal the original') or return;
+	is($node->safe_psql('counters_owned_restored', $owned_recount), '0', 'the restored counters agree with a recount')
+	  or return;
+	# writes after the restore: counted, and a crossing recorded before the dump is not announced again
+	($ret, $stdout, $stderr) = $node->psql('counters_owned_restored', q{SET ROLE counters_owner;
+INSERT INTO uses (tag) SELECT 't' || g % 5 FROM generate_series(1, 20) g;
+DELETE FROM uses WHERE id % 7 = 0;
+SELECT counters.compact();
+});
+	is($ret, 0, 'writes and compaction after the restore succeed') or return diag($stderr);
+	is($node->safe_psql('counters_owned_restored', $owned_recount), '0',
+		'the counters agree with a recount after writes following the restore') or return;
+	return;
+};
 
 $node->stop;
 done_testing();
