@@ -84,6 +84,7 @@ Require(bool ok, const char *what, const CompiledCounter *c, int ret)
 void
 ApplyAppend(CompiledCounter *c, Datum *params, char *nulls)
 {
+	RequireOwnerScope(c->owner);
 	int ret = SPI_execute_plan(c->plans[PLAN_APPLY], params, nulls, false, 0);
 	Require(ret == SPI_OK_INSERT, "logging a delta of", c, ret);
 }
@@ -92,6 +93,7 @@ ApplyAppend(CompiledCounter *c, Datum *params, char *nulls)
 void
 ApplyUpdate(CompiledCounter *c, Datum *params, char *nulls)
 {
+	RequireOwnerScope(c->owner);
 	int ret = SPI_execute_plan(c->plans[PLAN_APPLY], params, nulls, false, 0);
 	Require(ret == SPI_OK_UPDATE_RETURNING, "applying a delta to", c, ret);
 	for (uint64 row = 0; row < SPI_processed; row++)
@@ -107,6 +109,7 @@ ApplyUpdate(CompiledCounter *c, Datum *params, char *nulls)
 void
 ApplyUpsert(CompiledCounter *c, Datum *params, char *nulls, int free_slot)
 {
+	RequireOwnerScope(c->owner);
 	const CounterDef *def = c->def;
 	if (c->mode == ApplyMode::Sharded) {
 		params[def->nkeys + def->nvalues] = Int32GetDatum(free_slot);
@@ -171,6 +174,7 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 void
 DeleteZeroRows(CompiledCounter *c, Datum *scratch)
 {
+	RequireOwnerScope(c->owner);
 	SPITupleTable *written = SPI_tuptable;
 	uint64 nrows = SPI_processed;
 	const CounterDef *def = c->def;
@@ -209,6 +213,7 @@ void
 ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params)
 {
 	CompiledCounter *c = r->c;
+	RequireOwnerScope(c->owner);
 	const CounterDef *def = c->def;
 	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
 	bool *elem_nulls = (bool *)palloc(sizeof(bool) * n);
@@ -263,6 +268,7 @@ RetentionHorizon(const CompiledCounter *c)
 uint32
 DropExpired(const CompiledCounter *c, DeltaEntry **entries, uint32 n)
 {
+	RequireOwnerScope(c->owner);
 	int rk = c->retention_key;
 	if (rk < 0)
 		return n;

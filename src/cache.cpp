@@ -174,8 +174,10 @@ WriteRelation(const char *name, ApplyMode mode, Oid target, Oid log, Oid fired, 
 }
 
 SPIPlanPtr
-PrepareKept(const char *sql, int nargs, Oid *argtypes)
+PrepareKept(Oid owner, const char *sql, int nargs, Oid *argtypes)
 {
+	/* (planning runs the definition's code: constant folding, the owner's functions) */
+	RequireOwnerScope(owner);
 	SPIPlanPtr plan = SPI_prepare(sql, nargs, argtypes);
 	if (plan == nullptr)
 		elog(ERROR, "counters: SPI_prepare failed for \"%s\": %s", sql, SPI_result_code_string(SPI_result));
@@ -252,7 +254,7 @@ PreparePlans(CompiledCounter *c)
 	for (int p = 0; p < NUM_PLANS; p++) {
 		PlanStatement st = ApplyStatement(c, (Plan)p);
 		if (st.sql != nullptr)
-			c->plans[p] = PrepareKept(st.sql, st.nargs, st.argtypes);
+			c->plans[p] = PrepareKept(c->owner, st.sql, st.nargs, st.argtypes);
 	}
 }
 

@@ -102,6 +102,7 @@ IntegerDatum(Oid type, Datum d)
 void
 CountRowFor(Run *run, CounterRun *r, int sign)
 {
+	RequireOwnerScope(r->c->owner);
 	ExprContext *econtext = run->econtext;
 	CounterDef *def = r->c->def;
 	if (OidIsValid(def->parent)) {

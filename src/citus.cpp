@@ -603,9 +603,7 @@ LockOnEveryNode(Oid rel, LOCKMODE mode)
 		elog(ERROR, "counters: no LOCK TABLE mode for lock mode %d", mode);
 	Connect();
 	int level = PinSettings(PIN_SEARCH_PATH);
-	char *sql = psprintf("LOCK TABLE %s IN %s MODE", QualifiedName(rel), name);
-	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "counters: \"%s\" failed", sql);
+	Execute(psprintf("LOCK TABLE %s IN %s MODE", QualifiedName(rel), name), SPI_OK_UTILITY);
 	UnpinSettings(level);
 	SPI_finish();
 }
@@ -778,10 +776,9 @@ Distribute(Oid source, const char *column)
 	Connect();
 	int level = PinSettings(PIN_SEARCH_PATH);
 	foreach (lc, disabled) {
-		char *sql =
-		    psprintf("ALTER TABLE %s DISABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(lfirst_int(lc))));
-		if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-			elog(ERROR, "counters: \"%s\" failed", sql);
+		Execute(
+		    psprintf("ALTER TABLE %s DISABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(lfirst_int(lc)))),
+		    SPI_OK_UTILITY);
 	}
 	Oid argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
 	Datum args[3] = {CStringGetTextDatum(table), CStringGetTextDatum(column), CStringGetTextDatum(table)};
@@ -805,10 +802,9 @@ Distribute(Oid source, const char *column)
 	Connect();
 	level = PinSettings(PIN_SEARCH_PATH);
 	foreach (lc, disabled) {
-		char *sql =
-		    psprintf("ALTER TABLE %s ENABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(lfirst_int(lc))));
-		if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-			elog(ERROR, "counters: \"%s\" failed", sql);
+		Execute(
+		    psprintf("ALTER TABLE %s ENABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(lfirst_int(lc)))),
+		    SPI_OK_UTILITY);
 	}
 	UnpinSettings(level);
 	SPI_finish();

@@ -379,6 +379,14 @@ void EnterOwner(OwnerScope *scope, Oid owner, int pins);
 void LeaveOwner(OwnerScope *scope);
 /* An internal error unless running as `owner` inside a security-restricted operation (between EnterOwner/Leave). */
 void RequireOwnerScope(Oid owner);
+/*
+ * Run one statement of this code base's making (SPI connected; search_path pinned); an internal error unless SPI
+ * returns `expected`. Statements that run no code -- CREATE or DROP TRIGGER, GRANT, RENAME, COMMENT, DROP, LOCK,
+ * CREATE TABLE or VIEW, ALTER TABLE's replica identity and trigger switches -- run as whoever runs them (the owner's
+ * privileges were checked); anything else (a query, an index build, a column's type or default) runs only inside
+ * an owner's scope, where a counter's code may run.
+ */
+void Execute(const char *sql, int expected);
 /* Open a GUC nest level with the given settings pinned; UnpinSettings(level) ends it (pins only, no role change). */
 int PinSettings(int flags);
 void UnpinSettings(int level);
@@ -660,7 +668,7 @@ void RequireReadCommitted(const char *what);
 ErrorData *TryInSubtransaction(void (*body)(void *), void *arg);
 
 /* Parse and analyse a definition's text (names resolve with the caller's search_path), with the declaring rules. */
-CounterDef *DescribeDefinition(const char *name, const char *definition);
+CounterDef *DescribeDefinition(const char *name, const char *definition, Oid owner);
 /* A key column's type as the counter table declares it (qualified, with typmod and a non-default collation). */
 char *KeyColumnType(const KeyDef *key);
 /* The analysed definition of counter `name`, stored as view `view`, planned as the counter's `owner`. */

@@ -452,14 +452,6 @@ OidsOf(MemoryContext cxt, const char *sql)
 	return oids;
 }
 
-void
-ExecuteDdl(const char *sql)
-{
-	int ret = SPI_execute(sql, false, 0);
-	if (ret != SPI_OK_UTILITY)
-		elog(ERROR, "counters: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
-}
-
 } // namespace
 
 /*
@@ -540,7 +532,7 @@ OnDdlEnd(EventTriggerData *trigger)
 		                       "   AND t.tgfoid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure");
 	ListCell *lc;
 	foreach (lc, renames)
-		ExecuteDdl((const char *)lfirst(lc));
+		Execute((const char *)lfirst(lc), SPI_OK_UTILITY);
 	SPI_finish();
 	foreach (lc, sinks)
 		RefuseCheckOptionViews(lfirst_oid(lc), false);
@@ -619,7 +611,7 @@ OnSqlDrop()
 			    !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
 				continue;
 			if (HasOwnerPrivileges(rel))
-				ExecuteDdl(DropStatement(left[i].kind, rel, true));
+				Execute(DropStatement(left[i].kind, rel, true), SPI_OK_UTILITY);
 			else
 				ereport(NOTICE, (errmsg("counter \"%s\": %s %s is left in place: it belongs to another role", c->name,
 				                        strcmp(left[i].kind, "VIEW") == 0 ? "view" : "table", QualifiedName(rel))));

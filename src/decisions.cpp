@@ -67,12 +67,13 @@ int notified_level = 0;
 /*
  * jsonb_build_object(names[0], values[0], ...) (or another function of that signature) over datums of the given
  * types, exactly as SQL calls it: top() and verify() build their keys so, and events render keys the same way (ISO
- * dates whatever the DateStyle).
+ * dates whatever the DateStyle). In `owner`'s scope: a key type's cast to json is the owner's code.
  */
 Datum
-BuildObject(Oid function, Oid result_type, int n, const char *const *names, const Datum *values, const bool *nulls,
-            const Oid *types)
+BuildObject(Oid owner, Oid function, Oid result_type, int n, const char *const *names, const Datum *values,
+            const bool *nulls, const Oid *types)
 {
+	RequireOwnerScope(owner);
 	List *args = NIL;
 	for (int i = 0; i < n; i++) {
 		args = lappend(args, makeNullConst(TEXTOID, -1, InvalidOid));
@@ -241,8 +242,7 @@ SubtransactionCallback(SubXactEvent event, SubTransactionId sub, SubTransactionI
 Datum
 RenderKey(Oid owner, int n, const char *const *names, const Datum *values, const bool *nulls, const Oid *types)
 {
-	RequireOwnerScope(owner);
-	return BuildObject(F_JSONB_BUILD_OBJECT_ANY, JSONBOID, n, names, values, nulls, types);
+	return BuildObject(owner, F_JSONB_BUILD_OBJECT_ANY, JSONBOID, n, names, values, nulls, types);
 }
 
 Datum
@@ -270,6 +270,8 @@ CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, const
 	bool above = c->has_max[v] && DatumGetInt32(DirectFunctionCall2(numeric_cmp, n, c->max[v])) > 0;
 	if (!below && !above)
 		return;
+	/* (the keys' text, for the message: their types' output functions run as the owner) */
+	RequireOwnerScope(c->owner);
 	CounterDef *def = c->def;
 	StringInfoData names, vals;
 	initStringInfo(&names);

@@ -75,17 +75,6 @@ EndChange(Change *change)
 
 namespace {
 
-/* Execute one generated statement (SPI connected), with search_path pinned. */
-void
-Execute(const char *sql, int expected)
-{
-	int level = PinSettings(PIN_SEARCH_PATH);
-	int ret = SPI_execute(sql, false, 0);
-	UnpinSettings(level);
-	if (ret != expected)
-		elog(ERROR, "counters: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
-}
-
 Mode
 ParseMode(const char *name, const char *mode)
 {
@@ -291,7 +280,7 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	OwnerScope scope;
 	EnterOwner(&scope, owner, names == Names::Caller ? PIN_CALLER_PATH : PIN_SEARCH_PATH);
 	/* Parsing and planning the definition runs its code: as the owner, restricted, the names resolved as above. */
-	CounterDef *def = DescribeDefinition(name, definition);
+	CounterDef *def = DescribeDefinition(name, definition, owner);
 	Oid colocate_with;
 	const char *distribution_column;
 	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
@@ -1215,8 +1204,12 @@ SetSink(Oid source, bool sink)
 	RefuseCheckOptionViews(source, true);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
+	/* (as its owner: a rule or policy of the table is the owner's code) */
+	OwnerScope owner;
+	EnterOwner(&owner, RelationOwner(source), PIN_ROW_SECURITY);
 	if (QueryLatest(psprintf("SELECT 1 FROM ONLY %s LIMIT 1", name), 0, nullptr, nullptr, nullptr) != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading %s failed", name);
+	LeaveOwner(&owner);
 	bool empty = SPI_processed == 0;
 	if (empty)
 		Execute(CreateTriggerStatement(SINK_TRIGGER, source, true), SPI_OK_UTILITY);

@@ -630,8 +630,10 @@ DefinitionErrorContext(void *arg)
 } // namespace
 
 CounterDef *
-DescribeDefinition(const char *name, const char *definition)
+DescribeDefinition(const char *name, const char *definition, Oid owner)
 {
+	/* (parse analysis resolves the definition's names and coerces its constants: as the owner, restricted) */
+	RequireOwnerScope(owner);
 	DefinitionContext dc = {name, definition};
 	ErrorContextCallback context;
 	context.callback = DefinitionErrorContext;

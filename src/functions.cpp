@@ -388,7 +388,11 @@ COUNTERS_FUNCTION(counters_on_sql_drop)
 COUNTERS_FUNCTION(counters_describe)
 {
 	char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	counters::CounterDef *def = counters::DescribeDefinition(name, text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	/* (parsed as the caller, who will own the counter: restricted, with its own search_path, as Declare does) */
+	counters::OwnerScope scope;
+	counters::EnterOwner(&scope, GetUserId(), counters::PIN_CALLER_PATH);
+	counters::CounterDef *def = counters::DescribeDefinition(name, text_to_cstring(PG_GETARG_TEXT_PP(1)), GetUserId());
+	counters::LeaveOwner(&scope);
 	InitMaterializedSRF(fcinfo, 0);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 	for (int i = 0; i < def->ncolumns; i++) {

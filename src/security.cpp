@@ -26,6 +26,9 @@ extern "C" {
 #include "utils/syscache.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "executor/spi.h"
+#include "nodes/parsenodes.h"
+#include "parser/parser.h"
 }
 
 namespace counters {
@@ -99,6 +102,61 @@ RequireOwnerScope(Oid owner)
 {
 	if (unlikely(!InSecurityRestrictedOperation() || GetUserId() != owner))
 		elog(ERROR, "counters: a counter's code must run as its owner %u in a security-restricted operation", owner);
+}
+
+namespace {
+
+/* Whether every statement of `sql` is one that runs no code: DDL the counters make, and no query or index build. */
+bool
+RunsNoCode(const char *sql)
+{
+	List *statements = raw_parser(sql, RAW_PARSE_DEFAULT);
+	ListCell *lc;
+	foreach (lc, statements) {
+		Node *stmt = ((RawStmt *)lfirst(lc))->stmt;
+		switch (nodeTag(stmt)) {
+		case T_CreateTrigStmt:
+		case T_DropStmt:
+		case T_RenameStmt:
+		case T_GrantStmt:
+		case T_CommentStmt:
+		case T_ViewStmt:
+		case T_LockStmt:
+			break;
+		case T_CreateStmt:
+			/* (no partition bound, no table of a type: a plain table, whose LIKE copies expressions unevaluated) */
+			if (((CreateStmt *)stmt)->partbound != nullptr || ((CreateStmt *)stmt)->ofTypename != nullptr)
+				return false;
+			break;
+		case T_AlterTableStmt: {
+			ListCell *c;
+			foreach (c, ((AlterTableStmt *)stmt)->cmds) {
+				AlterTableType type = ((AlterTableCmd *)lfirst(c))->subtype;
+				if (type != AT_ReplicaIdentity && type != AT_EnableTrig && type != AT_EnableAlwaysTrig &&
+				    type != AT_EnableReplicaTrig && type != AT_DisableTrig)
+					return false;
+			}
+			break;
+		}
+		default:
+			return false;
+		}
+	}
+	return true;
+}
+
+} // namespace
+
+void
+Execute(const char *sql, int expected)
+{
+	if (!InSecurityRestrictedOperation() && !RunsNoCode(sql))
+		elog(ERROR, "counters: \"%s\" can run a counter's code, and must run in its owner's scope", sql);
+	int level = PinSettings(PIN_SEARCH_PATH);
+	int ret = SPI_execute(sql, false, 0);
+	UnpinSettings(level);
+	if (ret != expected)
+		elog(ERROR, "counters: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
 }
 
 int
