@@ -519,15 +519,21 @@ Oid CaptureFunction();
 /*
  * The one way to change a counter (declare.cpp): the caller's right to (the privileges of the owner of every relation
  * it names) checked, the tables whose writes it follows locked in one order (LockCounterSources, in `mode`; NoLock:
- * none) and the catalog read again once they are (a change that committed meanwhile is seen), then the counter's
- * owner's scope entered: whatever the change creates belongs to the owner, and the owner's code it runs runs as the
- * owner. EndChange leaves it.
+ * none) and the catalog read again once they are (a change that committed meanwhile is seen), its own relations
+ * locked after them (CounterRelations, in `own`), then the counter's owner's scope entered: whatever the change creates
+ * belongs to the owner, and the owner's code it runs runs as the owner. EndChange leaves it.
  */
 struct Change {
 	CatalogEntry *e;
 	OwnerScope scope;
 };
-CatalogEntry *BeginChange(Change *change, const char *name, LOCKMODE mode);
+CatalogEntry *BeginChange(Change *change, const char *name, LOCKMODE mode, LOCKMODE own);
+/*
+ * A counter's own relations in the one order every change and maintenance locks them, after its source and parent:
+ * the definition view, the relation users read, the log or slots, the totals, the window state. (Compaction takes the
+ * log, then writes the totals; writers reach them only through the source, locked first.) Returns how many.
+ */
+int CounterRelations(const CatalogEntry *e, Oid *rels);
 void EndChange(Change *change);
 
 /* Declaring, switching and dropping counters, attaching their triggers (declare.cpp). */

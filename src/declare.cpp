@@ -49,8 +49,19 @@ SameCounter(const CatalogEntry *a, const CatalogEntry *b)
 
 } // namespace
 
+int
+CounterRelations(const CatalogEntry *e, Oid *rels)
+{
+	int n = 0;
+	Oid ordered[5] = {e->query, e->target, e->log, e->totals, e->crossings};
+	for (int i = 0; i < 5; i++)
+		if (OidIsValid(ordered[i]))
+			rels[n++] = ordered[i];
+	return n;
+}
+
 CatalogEntry *
-BeginChange(Change *change, const char *name, LOCKMODE mode)
+BeginChange(Change *change, const char *name, LOCKMODE mode, LOCKMODE own)
 {
 	CatalogEntry *e = LookupCounter(name);
 	RequireMaintainer(e);
@@ -61,6 +72,14 @@ BeginChange(Change *change, const char *name, LOCKMODE mode)
 		e = LookupCounter(name);
 		RequireMaintainer(e);
 	}
+	/*
+	 * Then its own relations, in the one order (an existing table that keeps counter-cache columns is the user's: no
+	 * more than its trigger's change needs).
+	 */
+	Oid rels[5];
+	int n = own != NoLock ? CounterRelations(e, rels) : 0;
+	for (int i = 0; i < n; i++)
+		LockRelationOid(rels[i], rels[i] == e->target && !e->owns_target ? Min(own, ShareRowExclusiveLock) : own);
 	change->e = e;
 	/* (no setting pinned here: each statement pins its own, and a definition the caller typed resolves as theirs) */
 	EnterOwner(&change->scope, CounterOwner(e), 0);
@@ -500,7 +519,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	 * code runs as the owner of its tables, and a superuser's switch must not make the superuser that owner.
 	 */
 	Change change;
-	c = BeginChange(&change, name, ShareRowExclusiveLock);
+	c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
 	if (c->mode == mode || (c->mode != Mode::Exact && mode != Mode::Exact)) {
 		/* (another transaction switched it while this one waited: from there, or already done) */
 		EndChange(&change);
@@ -668,7 +687,7 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter \"%s\": the definition is null", name)));
 	/* (writers wait until the transaction ends: the counter is dropped and declared again in it) */
 	Change change;
-	CatalogEntry *c = BeginChange(&change, name, ShareRowExclusiveLock);
+	CatalogEntry *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
 	if (IsSink(c->source))
 		RefuseSinkRecount(c, "redefined");
 	Kept kept;
@@ -786,7 +805,7 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	CommitStep();
 	ConcurrentStep(name, "4: replacing the counter with the new definition (writers wait)");
 	Change change;
-	c = BeginChange(&change, name, ShareRowExclusiveLock);
+	c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
 	Kept kept;
 	Keep(c, &kept);
 	EndChange(&change);
@@ -801,7 +820,7 @@ DropCounter(const char *name)
 {
 	/* (writers in flight apply their deltas first, to the relations dropped here) */
 	Change change;
-	CatalogEntry *c = BeginChange(&change, name, ShareRowExclusiveLock);
+	CatalogEntry *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
 	if (citus::IsCitusRelation(c->source))
 		citus::BeginDistributedChange();
 	Oid parent = OidIsValid(c->query) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->query))

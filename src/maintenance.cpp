@@ -734,7 +734,7 @@ RebuildOne(const CatalogEntry *e, const char *condition, bool named)
 {
 	/* Writers of the source (and parent) wait until the rebuild commits; readers go on. */
 	Change change;
-	e = BeginChange(&change, e->name, ShareLock);
+	e = BeginChange(&change, e->name, ShareLock, ExclusiveLock);
 	if (IsSink(e->source)) {
 		if (named)
 			RefuseSinkRecount(e, "rebuilt");

@@ -140,7 +140,7 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 		RequireReadCommitted("counters.set_bounds()");
 		/* No write slips in between the check and the bounds taking effect; the check reads as the owner. */
 		Change change;
-		e = BeginChange(&change, name, ShareLock);
+		e = BeginChange(&change, name, ShareLock, AccessShareLock);
 		RequireExactMode(e, "bounds");
 		char *outside = BoundsViolation(col.table_name, min, min_null, max, max_null);
 		if (SPI_connect() != SPI_OK_CONNECT)
