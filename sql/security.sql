@@ -248,6 +248,17 @@ SELECT * FROM regress.diff('m_retyped', 'm_typed_expected');
 CREATE TEMP TABLE m_tags_expected AS SELECT lower(tag::text) AS tag, count(*) AS n FROM m_typed GROUP BY 1;
 SELECT * FROM regress.diff('m_tags', 'm_tags_expected');
 DROP SCHEMA sec_plant CASCADE;
+-- A superuser declaring a counter over the attacker's table: the counter is the table owner's (as an index is), and
+-- its definition runs as that owner, restricted, while it is parsed, planned and filled.
+TRUNCATE audit;
+SELECT counters.create_counter('m_by_super', 'SELECT sec_test.bucket8(v) AS b, count(*) AS n FROM m_typed GROUP BY 1');
+INSERT INTO m_typed VALUES (14, 14, 'red');
+SELECT what, who, superuser FROM audit GROUP BY 1, 2, 3 ORDER BY 1, 2;
+SELECT c.relname, c.relowner::regrole AS owner FROM pg_class c
+ WHERE c.relnamespace = 'sec_test'::regnamespace AND c.relname ~ '^m_by_super' AND c.relkind IN ('r', 'v') ORDER BY 1;
+CREATE TEMP TABLE m_by_super_expected AS SELECT v % 3 AS b, count(*) AS n FROM m_typed GROUP BY 1;
+SELECT * FROM regress.diff('m_by_super', 'm_by_super_expected');
+SELECT counters.drop_counter('m_by_super');
 RESET ROLE;
 
 --

@@ -675,6 +675,11 @@ ErrorData *TryInSubtransaction(void (*body)(void *), void *arg);
 
 /* Parse and analyse a definition's text (names resolve with the caller's search_path), with the declaring rules. */
 CounterDef *DescribeDefinition(const char *name, const char *definition, Oid owner);
+/*
+ * The table a definition counts, as the caller's search_path resolves its name, found without analysing it (no code
+ * runs): its owner will own the counter. InvalidOid when there is none to find (DescribeDefinition says why).
+ */
+Oid DefinitionSource(const char *name, const char *definition);
 /* A key column's type as the counter table declares it (qualified, with typmod and a non-default collation). */
 char *KeyColumnType(const KeyDef *key);
 /* The analysed definition of counter `name`, stored as view `view`, planned as the counter's `owner`. */

@@ -294,8 +294,16 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	Oid caller = GetUserId();
 	if (OidIsValid(tgt))
 		RequireOwnerPrivileges(name, tgt);
+	/*
+	 * A new counter belongs to the owner of the existing table that keeps it, else to the owner of the table it
+	 * counts, whoever declares it (as an index belongs to its table's owner): a superuser declaring a counter over an
+	 * application's table runs the application's code as the application.
+	 */
+	Oid counted = InvalidOid;
+	if (!OidIsValid(owner) && !OidIsValid(tgt) && names == Names::Caller)
+		counted = DefinitionSource(name, definition);
 	if (!OidIsValid(owner))
-		owner = OidIsValid(tgt) ? RelationOwner(tgt) : caller;
+		owner = OidIsValid(tgt) ? RelationOwner(tgt) : OidIsValid(counted) ? RelationOwner(counted) : caller;
 	OwnerScope scope;
 	EnterOwner(&scope, owner, names == Names::Caller ? PIN_CALLER_PATH : PIN_SEARCH_PATH);
 	/* Parsing and planning the definition runs its code: as the owner, restricted, the names resolved as above. */

@@ -627,7 +627,35 @@ DefinitionErrorContext(void *arg)
 	errcontext("definition of counter \"%s\"", dc->name);
 }
 
+/* The first table of a FROM clause (the counted table: of a join, the first one's), or NULL. */
+RangeVar *
+FirstTable(Node *from)
+{
+	while (from != nullptr && IsA(from, JoinExpr))
+		from = ((JoinExpr *)from)->larg;
+	return from != nullptr && IsA(from, RangeVar) ? (RangeVar *)from : nullptr;
+}
+
 } // namespace
+
+Oid
+DefinitionSource(const char *name, const char *definition)
+{
+	DefinitionContext dc = {name, definition};
+	ErrorContextCallback context;
+	context.callback = DefinitionErrorContext;
+	context.arg = &dc;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	/* (raw parsing runs no code; a wrong definition is reported by DescribeDefinition) */
+	List *raw = raw_parser(definition, RAW_PARSE_DEFAULT);
+	error_context_stack = context.previous;
+	if (list_length(raw) != 1 || !IsA(linitial_node(RawStmt, raw)->stmt, SelectStmt))
+		return InvalidOid;
+	SelectStmt *select = (SelectStmt *)linitial_node(RawStmt, raw)->stmt;
+	RangeVar *table = select->fromClause != NIL ? FirstTable((Node *)linitial(select->fromClause)) : nullptr;
+	return table != nullptr ? RangeVarGetRelid(table, NoLock, true) : InvalidOid;
+}
 
 CounterDef *
 DescribeDefinition(const char *name, const char *definition, Oid owner)
