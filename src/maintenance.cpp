@@ -849,7 +849,11 @@ RefreshConcurrently(const char *name, const char *step)
 		SPIPlanPtr plan = SPI_prepare(statements[i], 0, nullptr);
 		if (plan == nullptr)
 			elog(ERROR, "counters: preparing \"%s\" failed: %s", statements[i], SPI_result_code_string(SPI_result));
-		int ret = SPI_execute_snapshot(plan, nullptr, nullptr, snapshot, InvalidSnapshot, false, false, 0);
+		/*
+		 * (AFTER triggers the owner put on its tables fire at the end of each statement, in this scope: a procedure's
+		 * step runs in a transaction of its own, with no outer query to queue them for)
+		 */
+		int ret = SPI_execute_snapshot(plan, nullptr, nullptr, snapshot, InvalidSnapshot, false, true, 0);
 		if (ret != (i == 1 ? SPI_OK_INSERT : SPI_OK_DELETE))
 			elog(ERROR, "counters: refreshing counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
 		processed[i] = SPI_processed;
