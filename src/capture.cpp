@@ -450,7 +450,7 @@ LockParentKeys(Oid parent, const int64 *keys, int n, bool parent_side)
  * The parent rows of counter `r`'s rows with keys `keys` (n of them, sorted, distinct), read as the counter's owner
  * with the latest snapshot, whatever the isolation level, and locked FOR SHARE: a concurrent change of a parent waits
  * for this transaction, then counts this statement's rows itself; this statement waits for one in progress, then
- * reads the parent as it committed (at REPEATABLE READ, a parent changed meanwhile is a serialization failure). A
+ * reads the parent as it committed (at REPEATABLE READ too: the count follows the parent as committed). A
  * parent inserted, or given one of these keys, by a transaction this one cannot see yet waits for this one, or is
  * waited for (LockParentKeys).
  */
