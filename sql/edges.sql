@@ -160,9 +160,9 @@ SELECT * FROM differs('seats', 'SELECT excursion, count(*) FROM seats_src GROUP 
 SELECT counters.drop_counter('seats');
 
 --
--- 6. A key too long for the counter table's index: the write fails with an error that says so and names the
--- counter. Counter tables without a primary key (NULL keys) and logs have a replica identity, so that publishing
--- them does not make writes to the source fail.
+-- 6. A key too long for a btree entry (6,400 bytes): the write succeeds and is counted (the counter table indexes
+-- the key by its digest: sql/long_keys.sql). Counter tables without a primary key (NULL keys, keys by their digest)
+-- and logs have a replica identity, so that publishing them does not make writes to the source fail.
 --
 CREATE TABLE notes (id int PRIMARY KEY, body text, grp int);
 SELECT counters.create_counter('per_body', 'SELECT body, grp, count(*) AS n FROM notes GROUP BY body, grp');
@@ -188,6 +188,7 @@ EXCEPTION WHEN OTHERS THEN
 		('schema', schema_name), ('table', table_name), ('constraint', constraint_name);
 END $$;
 SELECT * FROM error_fields($$INSERT INTO notes SELECT 1, string_agg(md5(i::text), ''), 1 FROM generate_series(1, 200) i$$);
+SELECT length(body), grp, n FROM per_body;
 SELECT relname, relreplident FROM pg_class WHERE relname IN ('per_body', 'per_grp_log', 'per_grp_totals') ORDER BY 1;
 -- (without the warning that wal_level is not logical: the cluster's setting, worded differently from PostgreSQL 17 on)
 SET client_min_messages = error;

@@ -61,6 +61,10 @@ SELECT make_uses(10001, 20000);
 -- columns, never updated, so these indexes do not stop HOT updates of the counted value.
 CREATE INDEX win_hourly_region_hour ON win_hourly (region, hour);
 CREATE INDEX win_hourly_hour ON win_hourly (hour);
+-- One (region, tag) over the window is a range of (region, tag, hour). The counter's own key index has its text keys by
+-- their digest (a key of any length fits; a digest has no range), so with regions and tags known to be short, this
+-- index gives the range.
+CREATE INDEX win_hourly_region_tag_hour ON win_hourly (region, tag, hour);
 -- (plans below must not change with an autovacuum run in the middle of the test)
 ALTER TABLE win_hourly SET (autovacuum_enabled = off);
 ALTER TABLE hashtag_uses SET (autovacuum_enabled = off);
@@ -159,7 +163,7 @@ SELECT c.region, c.rank, c.tag, c.uses, r.tag AS raw_tag, r.uses AS raw_uses
 -- The plans: the window reads a range of an index of the counter table, never the whole table.
 EXPLAIN (COSTS OFF) SELECT * FROM top_tags(3, '2026-03-10 12:30');
 EXPLAIN (COSTS OFF) SELECT * FROM window_uses('2026-03-10 12:30');
--- one (region, tag) over the window: a range of the counter's own unique key (region, tag, hour)
+-- one (region, tag) over the window: a range of (region, tag, hour)
 EXPLAIN (COSTS OFF) SELECT sum(uses) FROM win_hourly
  WHERE region = 'europe' AND tag = '#storm' AND hour BETWEEN '2026-03-09 13:00' AND '2026-03-10 12:00';
 

@@ -286,10 +286,13 @@ void
 ApplyErrorContext(void *arg)
 {
 	const char *name = (const char *)arg;
-	/* A key too long for the counter table's btree index: say what to do about it. */
+	/*
+	 * A key too long for the counter table's btree index (one of a type indexed as it is: jsonb, an array, a
+	 * composite; or a counter declared before keys were indexed by their digest): say what to do about it.
+	 */
 	if (geterrcode() == ERRCODE_PROGRAM_LIMIT_EXCEEDED)
-		errhint("The keys of counter \"%s\" must fit in its table's index (about 2,700 bytes): count a shorter key, "
-		        "e.g. left(tag, 1000) or md5(tag).",
+		errhint("The keys of counter \"%s\" must fit in its table's index (about 2,700 bytes): count a text key "
+		        "(declared again, a text key of any length is indexed by its digest), or a shorter one, e.g. md5(key).",
 		        name);
 	errcontext("applying deltas to counter \"%s\"", name);
 }

@@ -244,6 +244,21 @@ ResolveColumns(CompiledCounter *c)
 		if (!att->attisdropped && att->attnum > last && att->atttypid == INT4OID)
 			c->slot_attnum = att->attnum;
 	}
+	/* The keys its key index has by their digest (exact: the counter table; sharded: the slots): ON CONFLICT targets.
+	 */
+	c->key_digested = nullptr;
+	if (c->mode == ApplyMode::Exact || c->mode == ApplyMode::Sharded) {
+		int *key_of_column = (int *)palloc(sizeof(int) * def->nkeys);
+		bool *digested = (bool *)palloc0(sizeof(bool) * def->nkeys);
+		bool any = false;
+		if (OidIsValid(FindKeyIndexOf(rel, def->nkeys, c->key_attnums,
+		                              c->mode == ApplyMode::Sharded ? c->slot_attnum : InvalidAttrNumber, key_of_column,
+		                              digested)))
+			for (int k = 0; k < def->nkeys; k++)
+				any |= digested[k];
+		if (any)
+			c->key_digested = digested;
+	}
 	table_close(rel, AccessShareLock);
 }
 

@@ -143,6 +143,7 @@ struct CompiledCounter {
 	const char **key_columns; /* column names in write_rel */
 	const char **value_columns;
 	AttrNumber *key_attnums; /* their attribute numbers (tables created by create_counter; else NULL) */
+	bool *key_digested;      /* keys write_rel's key index has by their digest (KeyDigest), NULL: none */
 	AttrNumber *value_attnums;
 	/* counters.set_bounds: per value column, numeric bounds (has_min/has_max say which are set); NULL if none */
 	bool *has_min;
@@ -423,6 +424,7 @@ struct CounterShape {
 	const char **table_names;
 	const char **log_names; /* log or slots (log, sharded mode) */
 	int retention_column;   /* -1: no retention */
+	bool *digested;         /* key columns the table's key index has by their digest (NULL: none) */
 	bool keep_zero;         /* counters.set_keep_zero */
 	const char *retention_keep;
 	Oid retention_type;
@@ -454,7 +456,14 @@ const char *ColumnName(const CounterDef *def, int i);
 char *KeyNames(const CounterDef *def);
 char *CreateViewStatement(const char *schema, const char *view, const char *definition);
 char *CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table);
-char *CounterKeyStatement(const CounterDef *def, Oid table, bool all_keys_not_null);
+/*
+ * The counter table's key index, once it is filled: a primary key (or unique constraint) on the keys, or (digest,
+ * when a key is of a type DigestedKeyType names) a unique index with such keys by their digest, each with a hash
+ * index of its own for readers. KeyIndexElement: a key column as an index element and ON CONFLICT target.
+ */
+char *CounterKeyStatement(const CounterDef *def, Oid table, bool all_keys_not_null, bool digest);
+char *KeyIndexElement(const char *quoted_column, bool digested);
+bool DigestsKeys(const CounterDef *def);
 char *FillStatement(const CounterDef *def, Oid table, Oid view);
 char *ZeroTargetStatement(const CounterDef *def, Oid target);
 char *FillTargetStatement(const CounterDef *def, Oid target, Oid view);
@@ -675,6 +684,25 @@ ErrorData *TryInSubtransaction(void (*body)(void *), void *arg);
 
 /* Parse and analyse a definition's text (names resolve with the caller's search_path), with the declaring rules. */
 CounterDef *DescribeDefinition(const char *name, const char *definition, Oid owner);
+/*
+ * Keys too long for a btree entry (about 2,700 bytes: a URL, a user agent). A key column of an unbounded string type
+ * (text, bytea, varchar or char without a short length limit; deterministic collation: equal means byte-equal) is
+ * indexed as counters.key_digest(column): its bytes when short, else a tag and their SHA-256, compared exactly where
+ * a row is found by it. DigestedKeyType says whether a key column is; KeyDigest computes the digest of a value of
+ * base type `type` (a char value without its trailing spaces, as char compares); KeyBytesEqual compares two values
+ * as the digest does. KEY_DIGEST_NAME names the SQL function in index expressions.
+ */
+bool DigestedKeyType(Oid type, int32 typmod, Oid collation);
+Datum KeyDigest(Datum value, Oid type);
+bool KeyBytesEqual(Datum a, Datum b, Oid type);
+#define KEY_DIGEST_NAME "key_digest"
+/*
+ * The unique btree index of `rel` (no predicate) on exactly the key columns `attnums` (nkeys; and `slot` last unless
+ * InvalidAttrNumber), each a plain column or counters.key_digest() of one: key_of_column gets each index column's key
+ * number and digested (may be NULL) whether key k is indexed by its digest. InvalidOid if there is none.
+ */
+Oid FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column,
+                   bool *digested);
 /*
  * The table a definition counts, as the caller's search_path resolves its name, found without analysing it (no code
  * runs): its owner will own the counter. InvalidOid when there is none to find (DescribeDefinition says why).

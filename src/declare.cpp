@@ -354,8 +354,12 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 			all_keys_not_null &= def->keys[k].not_null;
 		Execute(CreateCounterTableStatement(def, schema, table), SPI_OK_UTILITY);
 		tgt = RelationIn(schema, table);
-		/* A published table needs a replica identity to publish updates and deletes; NULL keys cannot make one. */
-		if (!all_keys_not_null)
+		/*
+		 * A published table needs a replica identity to publish updates and deletes; NULL keys cannot make one, nor
+		 * can an index of keys by their digest. (Citus: no digests, its distribution column must be a plain one.)
+		 */
+		bool digest = placement == citus::Placement::Local;
+		if (!all_keys_not_null || (digest && DigestsKeys(def)))
 			Execute(ReplicaIdentityFullStatement(tgt), SPI_OK_UTILITY);
 		/* Citus: distributed co-located with the source (or a reference table) before it is filled */
 		if (placement != citus::Placement::Local)
@@ -366,7 +370,7 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 		UnpinSettings(level);
 		if (ret != SPI_OK_INSERT)
 			elog(ERROR, "counters: filling counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
-		Execute(CounterKeyStatement(def, tgt, all_keys_not_null), SPI_OK_UTILITY);
+		Execute(CounterKeyStatement(def, tgt, all_keys_not_null, digest), SPI_OK_UTILITY);
 	} else {
 		CheckExistingTarget(name, def, tgt);
 		/* (checks that the key columns have the definition's key types: compared without conversion) */

@@ -38,6 +38,7 @@ extern "C" {
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
@@ -67,10 +68,12 @@ struct DirectTarget {
 	ResultRelInfo *rri;
 	Datum zero; /* numeric 0 */
 	bool modified;
-	IndexScanDesc scan; /* LockKeyRow's scan of the key index, kept open for the next key */
-	SnapshotData dirty; /* (its snapshot) */
-	bool can_insert;    /* a missing key's row is inserted here (exact mode, every column a key or value column) */
-	List *arbiters;     /* the key index, for the speculative insertion of a missing key's row */
+	IndexScanDesc scan;    /* LockKeyRow's scan of the key index, kept open for the next key */
+	SnapshotData dirty;    /* (its snapshot) */
+	bool can_insert;       /* a missing key's row is inserted here (exact mode, every column a key or value column) */
+	List *arbiters;        /* the key index, for the speculative insertion of a missing key's row */
+	Oid *digest_type;      /* by index column: the base type of a key indexed by its digest, else InvalidOid */
+	MemoryContext digests; /* the current key's digests (reset per key) */
 };
 
 namespace {
@@ -98,13 +101,43 @@ DirectAllowed(Relation rel)
 	return !IsolationIsSerializable();
 }
 
-/* The unique btree index on exactly the key columns (plain columns, no predicate), or InvalidOid. */
+/* The key column counters.key_digest(column) indexes (through a cast to its argument type), or 0: none. */
+AttrNumber
+DigestedColumn(Node *expr)
+{
+	if (!IsA(expr, FuncExpr))
+		return InvalidAttrNumber;
+	FuncExpr *f = (FuncExpr *)expr;
+	if (list_length(f->args) != 1 || strcmp(get_func_name(f->funcid), KEY_DIGEST_NAME) != 0 ||
+	    get_func_namespace(f->funcid) != get_namespace_oid("counters", false))
+		return InvalidAttrNumber;
+	Node *arg = (Node *)linitial(f->args);
+	for (;;) {
+		if (IsA(arg, RelabelType))
+			arg = (Node *)((RelabelType *)arg)->arg;
+		else if (IsA(arg, FuncExpr) && ((FuncExpr *)arg)->funcformat != COERCE_EXPLICIT_CALL &&
+		         list_length(((FuncExpr *)arg)->args) == 1)
+			arg = (Node *)linitial(((FuncExpr *)arg)->args);
+		else
+			break;
+	}
+	return IsA(arg, Var) ? ((Var *)arg)->varattno : InvalidAttrNumber;
+}
+
+/* The unique btree index on exactly the key columns of counter `c`'s table, or InvalidOid. */
 Oid
 FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
 {
-	CounterDef *def = c->def;
-	/* sharded: (keys..., slot) with the slot column last */
-	int ncols = def->nkeys + (c->mode == ApplyMode::Sharded ? 1 : 0);
+	return FindKeyIndexOf(rel, c->def->nkeys, c->key_attnums,
+	                      c->mode == ApplyMode::Sharded ? c->slot_attnum : InvalidAttrNumber, key_of_column, nullptr);
+}
+
+} // namespace
+
+Oid
+FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column, bool *digested)
+{
+	int ncols = nkeys + (slot != InvalidAttrNumber ? 1 : 0);
 	List *indexes = RelationGetIndexList(rel);
 	Oid result = InvalidOid;
 	ListCell *lc;
@@ -113,14 +146,28 @@ FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
 		Relation index = index_open(indexoid, AccessShareLock);
 		Form_pg_index form = index->rd_index;
 		bool ok = form->indisunique && form->indisvalid && form->indimmediate && index->rd_rel->relam == BTREE_AM_OID &&
-		          form->indnkeyatts == ncols && heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL) &&
-		          heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
-		          (c->mode != ApplyMode::Sharded || form->indkey.values[def->nkeys] == c->slot_attnum);
-		for (int j = 0; ok && j < def->nkeys; j++) {
+		          form->indnkeyatts == ncols && heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+		          (slot == InvalidAttrNumber || form->indkey.values[nkeys] == slot);
+		List *exprs = ok ? RelationGetIndexExpressions(index) : NIL;
+		ListCell *next = list_head(exprs);
+		for (int k = 0; digested != nullptr && k < nkeys; k++)
+			digested[k] = false;
+		for (int j = 0; ok && j < nkeys; j++) {
+			AttrNumber attnum = form->indkey.values[j];
+			bool digest = false;
+			if (attnum == 0) {
+				/* an expression: counters.key_digest(key column) only */
+				attnum = next != nullptr ? DigestedColumn((Node *)lfirst(next)) : InvalidAttrNumber;
+				next = next != nullptr ? lnext(exprs, next) : nullptr;
+				digest = true;
+			}
 			key_of_column[j] = -1;
-			for (int k = 0; k < def->nkeys; k++)
-				if (form->indkey.values[j] == c->key_attnums[k])
+			for (int k = 0; attnum != InvalidAttrNumber && k < nkeys; k++)
+				if (attnum == attnums[k]) {
 					key_of_column[j] = k;
+					if (digested != nullptr)
+						digested[k] = digest;
+				}
 			ok = key_of_column[j] >= 0;
 		}
 		index_close(index, AccessShareLock);
@@ -133,20 +180,47 @@ FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
 	return result;
 }
 
-/* The scan keys of the index's key columns, for the key in params/nulls. */
+namespace {
+
+/* The scan keys of the index's key columns, for the key in params/nulls (a long key: its digest). */
 void
 SetScanKeys(DirectTarget *d, Datum *params, char *nulls)
 {
+	if (d->digests != nullptr)
+		MemoryContextReset(d->digests);
 	for (int j = 0; j < d->c->def->nkeys; j++) {
 		int k = d->key_of_column[j];
 		ScanKey sk = &d->scankeys[j];
 		if (nulls[k] == 'n') {
 			sk->sk_flags = SK_ISNULL | SK_SEARCHNULL;
 			sk->sk_argument = (Datum)0;
+		} else if (OidIsValid(d->digest_type[j])) {
+			MemoryContext old = MemoryContextSwitchTo(d->digests);
+			sk->sk_flags = 0;
+			sk->sk_argument = KeyDigest(params[k], d->digest_type[j]);
+			MemoryContextSwitchTo(old);
 		} else {
 			sk->sk_flags = 0;
 			sk->sk_argument = params[k];
 		}
+	}
+}
+
+/* A row found by a key's digest is that key's row: compared exactly (a different key would be an SHA-256 collision). */
+void
+RequireSameKey(DirectTarget *d, Datum *params, char *nulls)
+{
+	if (d->digests == nullptr)
+		return;
+	for (int j = 0; j < d->c->def->nkeys; j++) {
+		if (!OidIsValid(d->digest_type[j]))
+			continue;
+		int k = d->key_of_column[j];
+		bool isnull;
+		Datum stored = slot_getattr(d->found, d->c->key_attnums[k], &isnull);
+		if (isnull != (nulls[k] == 'n') || (!isnull && !KeyBytesEqual(stored, params[k], d->digest_type[j])))
+			ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+			                errmsg("counter \"%s\": two different keys have the same digest", d->c->def->name)));
 	}
 }
 
@@ -186,6 +260,7 @@ LockKeyRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid)
 			XactLockTableWait(xwait, d->rel, &d->found->tts_tid, XLTW_InsertIndex);
 			continue;
 		}
+		RequireSameKey(d, params, nulls);
 		*tid = d->found->tts_tid;
 		TM_FailureData tmfd;
 		TM_Result res =
@@ -360,6 +435,14 @@ DirectBegin(CompiledCounter *c)
 		c->key_eq_procs = procs;
 		c->key_eq_index = indexoid;
 	}
+	/* Keys the index has by their digest: looked up by it (SetScanKeys), compared exactly (RequireSameKey). */
+	d->digest_type = (Oid *)palloc0(sizeof(Oid) * c->def->nkeys);
+	for (int j = 0; c->key_digested != nullptr && j < c->def->nkeys; j++)
+		if (c->key_digested[d->key_of_column[j]]) {
+			d->digest_type[j] = getBaseType(c->def->keys[d->key_of_column[j]].type);
+			if (d->digests == nullptr)
+				d->digests = AllocSetContextCreate(CurrentMemoryContext, "counters key digests", ALLOCSET_SMALL_SIZES);
+		}
 	d->scankeys = (ScanKeyData *)palloc0(sizeof(ScanKeyData) * c->def->nkeys);
 	for (int j = 0; j < c->def->nkeys; j++)
 		ScanKeyEntryInitialize(&d->scankeys[j], 0, j + 1, BTEqualStrategyNumber, InvalidOid,

@@ -283,6 +283,17 @@ COUNTERS_FUNCTION(counters_set_window_thresholds)
 	PG_RETURN_VOID();
 }
 
+/* counters.key_digest(text), counters.key_digest(bytea) */
+COUNTERS_FUNCTION(counters_key_digest_text)
+{
+	return counters::KeyDigest(PG_GETARG_DATUM(0), TEXTOID);
+}
+
+COUNTERS_FUNCTION(counters_key_digest_bytea)
+{
+	return counters::KeyDigest(PG_GETARG_DATUM(0), BYTEAOID);
+}
+
 /* counters.window_state(name) */
 COUNTERS_FUNCTION(counters_window_state)
 {

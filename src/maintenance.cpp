@@ -11,6 +11,7 @@
 #include "capture.hpp"
 
 extern "C" {
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
@@ -132,6 +133,27 @@ BuildShape(const CatalogEntry *e)
 	} else {
 		/* An existing table's columns are named by the definition's aliases (renames of them are followed). */
 		s->table_names = s->read_names = s->def_names;
+	}
+	/* The keys the table's key index has by their digest: its ON CONFLICT targets, and the log's and slots' index. */
+	if (e->owns_target) {
+		int nkeys = def->nkeys;
+		AttrNumber *attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * Max(nkeys, 1));
+		for (int i = 0; i < n; i++)
+			if (s->is_key[i])
+				attnums[def->columns[i].index] = get_attnum(s->table, s->table_names[i]);
+		int *key_of_column = (int *)palloc(sizeof(int) * Max(nkeys, 1));
+		bool *digested = (bool *)palloc0(sizeof(bool) * Max(nkeys, 1));
+		Relation rel = table_open(s->table, AccessShareLock);
+		bool any = false;
+		if (OidIsValid(FindKeyIndexOf(rel, nkeys, attnums, InvalidAttrNumber, key_of_column, digested)))
+			for (int k = 0; k < nkeys; k++)
+				any |= digested[k];
+		table_close(rel, AccessShareLock);
+		if (any) {
+			s->digested = (bool *)palloc0(sizeof(bool) * n);
+			for (int i = 0; i < n; i++)
+				s->digested[i] = s->is_key[i] && digested[def->columns[i].index];
+		}
 	}
 	s->retention_column = -1;
 	for (int i = 0; e->retention_column != nullptr && i < n; i++)

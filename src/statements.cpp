@@ -181,7 +181,8 @@ RebuildStatement(const CounterShape *s, const char *condition, bool distributed)
 			Sep(&keys, &fk);
 			appendStringInfo(&keys, "u.k%d", n);
 			appendStringInfo(&as_table, "%su.k%d AS %s", as_table.len ? ", " : "", n, col);
-			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "", col);
+			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "",
+			                 KeyIndexElement(col, s->digested != nullptr && s->digested[i]));
 		} else {
 			appendStringInfo(&table_side,
 			                 "COALESCE(t.%s, 0)::pg_catalog.numeric AS s%d, NULL::pg_catalog.numeric AS e%d", col, n,
@@ -297,7 +298,8 @@ CompactStatement(const CounterShape *s, bool with_rows)
 		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", col);
 		if (s->is_key[i]) {
 			appendStringInfo(&keys, "%sm.c%d", keys.len ? ", " : "", n);
-			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "", col);
+			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "",
+			                 KeyIndexElement(col, s->digested != nullptr && s->digested[i]));
 		} else {
 			appendStringInfo(&sums, ", pg_catalog.sum(m.c%d)", n);
 			appendStringInfo(&nonzero, "%spg_catalog.sum(m.c%d) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "",
@@ -477,10 +479,51 @@ CreateCounterTableStatement(const CounterDef *def, const char *schema, const cha
  * faster than inserting each row's entry). Keys that may be NULL group like GROUP BY: one row for NULL.
  */
 char *
-CounterKeyStatement(const CounterDef *def, Oid table, bool all_keys_not_null)
+KeyIndexElement(const char *quoted_column, bool digested)
 {
-	return psprintf("ALTER TABLE %s ADD %s (%s)", QualifiedName(table),
-	                all_keys_not_null ? "PRIMARY KEY" : "UNIQUE NULLS NOT DISTINCT", KeyNames(def));
+	return digested ? psprintf("(counters.%s(%s))", KEY_DIGEST_NAME, quoted_column) : pstrdup(quoted_column);
+}
+
+bool
+DigestsKeys(const CounterDef *def)
+{
+	for (int k = 0; k < def->nkeys; k++)
+		if (DigestedKeyType(def->keys[k].type, def->keys[k].typmod, def->keys[k].collation))
+			return true;
+	return false;
+}
+
+char *
+CounterKeyStatement(const CounterDef *def, Oid table, bool all_keys_not_null, bool digest)
+{
+	if (!digest || !DigestsKeys(def))
+		return psprintf("ALTER TABLE %s ADD %s (%s)", QualifiedName(table),
+		                all_keys_not_null ? "PRIMARY KEY" : "UNIQUE NULLS NOT DISTINCT", KeyNames(def));
+	/*
+	 * A key of an unbounded string type is indexed by its digest (no length limit), and found by its own hash index
+	 * (for readers: WHERE url = ...); the keys stay NOT NULL where they are.
+	 */
+	StringInfoData sql, elements, lookups, not_null;
+	initStringInfo(&sql);
+	initStringInfo(&elements);
+	initStringInfo(&lookups);
+	initStringInfo(&not_null);
+	const char *t = QualifiedName(table);
+	for (int k = 0; k < def->nkeys; k++) {
+		const KeyDef *key = &def->keys[k];
+		const char *col = Quoted(key->column_name);
+		bool digested = DigestedKeyType(key->type, key->typmod, key->collation);
+		appendStringInfo(&elements, "%s%s", k ? ", " : "", KeyIndexElement(col, digested));
+		if (digested)
+			appendStringInfo(&lookups, "; CREATE INDEX ON %s USING hash (%s)", t, col);
+		if (all_keys_not_null)
+			appendStringInfo(&not_null, "%sALTER COLUMN %s SET NOT NULL", not_null.len ? ", " : "", col);
+	}
+	if (not_null.len > 0)
+		appendStringInfo(&sql, "ALTER TABLE %s %s; ", t, not_null.data);
+	appendStringInfo(&sql, "CREATE UNIQUE INDEX ON %s (%s)%s%s", t, elements.data,
+	                 all_keys_not_null ? "" : " NULLS NOT DISTINCT", lookups.data);
+	return sql.data;
 }
 
 namespace {
@@ -568,14 +611,17 @@ CreateLikeStatement(const char *schema, const char *name, Oid like)
 
 namespace {
 
+/* The key columns (index: as the totals' key index has them, a long key by its digest). */
 char *
-ShapeKeys(const CounterShape *s)
+ShapeKeys(const CounterShape *s, bool index = false)
 {
 	StringInfoData keys;
 	initStringInfo(&keys);
 	for (int i = 0; i < s->ncolumns; i++)
 		if (s->is_key[i])
-			appendStringInfo(&keys, "%s%s", keys.len ? ", " : "", Quoted(s->table_names[i]));
+			appendStringInfo(
+			    &keys, "%s%s", keys.len ? ", " : "",
+			    KeyIndexElement(Quoted(s->table_names[i]), index && s->digested != nullptr && s->digested[i]));
 	return keys.data;
 }
 
@@ -584,7 +630,23 @@ ShapeKeys(const CounterShape *s)
 char *
 LogIndexStatement(const CounterShape *s, Oid log)
 {
-	return psprintf("CREATE INDEX ON %s (%s)", QualifiedName(log), ShapeKeys(s));
+	/*
+	 * One index, for readers of a key or a range (the log takes every write): the keys, or where the totals have a
+	 * key by its digest, the others (a digest has no range, and the log is read by few), else a hash of the first.
+	 */
+	if (s->digested == nullptr)
+		return psprintf("CREATE INDEX ON %s (%s)", QualifiedName(log), ShapeKeys(s));
+	StringInfoData plain;
+	initStringInfo(&plain);
+	const char *first = nullptr;
+	for (int i = 0; i < s->ncolumns; i++)
+		if (s->is_key[i] && !s->digested[i])
+			appendStringInfo(&plain, "%s%s", plain.len ? ", " : "", Quoted(s->table_names[i]));
+		else if (s->is_key[i] && first == nullptr)
+			first = Quoted(s->table_names[i]);
+	if (plain.len > 0)
+		return psprintf("CREATE INDEX ON %s (%s)", QualifiedName(log), plain.data);
+	return psprintf("CREATE INDEX ON %s USING hash (%s)", QualifiedName(log), first);
 }
 
 char *
@@ -605,6 +667,10 @@ SlotKeyStatement(const CounterShape *s, Oid log)
 				ReleaseSysCache(tup);
 			}
 		}
+	/* (a key by its digest is an expression: a unique index, not a constraint) */
+	if (s->digested != nullptr)
+		return psprintf("CREATE UNIQUE INDEX ON %s (%s, counters_slot)%s", QualifiedName(log), ShapeKeys(s, true),
+		                nullable ? " NULLS NOT DISTINCT" : "");
 	return psprintf("ALTER TABLE %s ADD UNIQUE %s (%s, counters_slot)", QualifiedName(log),
 	                nullable ? "NULLS NOT DISTINCT" : "", ShapeKeys(s));
 }
@@ -1001,11 +1067,22 @@ UpsertStatement(const CompiledCounter *c, bool bulk, const char *slot)
 	appendStringInfoString(&sql, bulk ? ") SELECT " : ") VALUES (");
 	AppendParams(&sql, nparams, bulk);
 	appendStringInfoString(&sql, bulk ? " ON CONFLICT (" : ") ON CONFLICT (");
-	AppendColumns(&sql, c, true, false);
+	StringInfoData exact;
+	initStringInfo(&exact);
+	for (int i = 0; i < c->def->nkeys; i++) {
+		bool digested = c->key_digested != nullptr && c->key_digested[i];
+		const char *col = Quoted(c->key_columns[i]);
+		appendStringInfo(&sql, "%s%s", i ? ", " : "", KeyIndexElement(col, digested));
+		/* (a row found by a key's digest is that key's: compared exactly, or no row is written and the caller fails) */
+		if (digested)
+			appendStringInfo(&exact, "%sc.%s IS NOT DISTINCT FROM EXCLUDED.%s", exact.len ? " AND " : " WHERE ", col,
+			                 col);
+	}
 	if (slot)
 		appendStringInfo(&sql, ", %s", slot);
 	appendStringInfoString(&sql, ") DO UPDATE SET ");
 	AppendAdditions(&sql, c, "c", false, true);
+	appendStringInfoString(&sql, exact.data);
 	AppendReturning(&sql, c);
 	return sql.data;
 }
@@ -1221,9 +1298,11 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 		    &changed,
 		    "%sEXISTS (SELECT FROM pg_catalog.unnest($%d::pg_catalog.numeric[]) th(th) "
 		    "WHERE (x.s%d OPERATOR(pg_catalog.>=) th.th) IS DISTINCT FROM EXISTS (SELECT FROM "
-		    "%s r WHERE r.column_name OPERATOR(pg_catalog.=) $%d AND r.prefix OPERATOR(pg_catalog.=) x.prefix "
-		    "AND r.threshold OPERATOR(pg_catalog.=) th.th))",
-		    i ? " OR " : "", p + 3 + 2 * i, i, QualifiedName(w->crossings), p + 2 + 2 * i);
+		    "%s r WHERE r.column_name OPERATOR(pg_catalog.=) $%d "
+		    "AND counters.%s(r.prefix::pg_catalog.text) OPERATOR(pg_catalog.=) counters.%s(x.prefix::pg_catalog.text) "
+		    "AND r.prefix OPERATOR(pg_catalog.=) x.prefix AND r.threshold OPERATOR(pg_catalog.=) th.th))",
+		    i ? " OR " : "", p + 3 + 2 * i, i, QualifiedName(w->crossings), p + 2 + 2 * i, KEY_DIGEST_NAME,
+		    KEY_DIGEST_NAME);
 	}
 	/* The window: buckets later than now() - width, compared in the bucket's type. */
 	char *window =
@@ -1292,11 +1371,14 @@ WindowStateStatement(Oid crossings)
 char *
 CreateCrossingsStatement(const char *schema, const char *table)
 {
-	return psprintf("CREATE TABLE %s.%s (column_name pg_catalog.text NOT NULL, prefix pg_catalog.jsonb NOT NULL, "
+	/* (a prefix of any length: unique by its text's digest, found by its hash) */
+	const char *t = quote_qualified_identifier(schema, table);
+	return psprintf("CREATE TABLE %s (column_name pg_catalog.text NOT NULL, prefix pg_catalog.jsonb NOT NULL, "
 	                "threshold pg_catalog.numeric NOT NULL, "
-	                "crossed_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(), "
-	                "PRIMARY KEY (column_name, prefix, threshold))",
-	                Quoted(schema), Quoted(table));
+	                "crossed_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()); "
+	                "CREATE UNIQUE INDEX ON %s (column_name, (counters.%s(prefix::pg_catalog.text)), threshold); "
+	                "ALTER TABLE %s REPLICA IDENTITY FULL",
+	                t, t, KEY_DIGEST_NAME, t);
 }
 
 char *

@@ -150,6 +150,20 @@ CREATE FUNCTION counters.check_windows(name text DEFAULT NULL) RETURNS bigint
 COMMENT ON FUNCTION counters.check_windows(text) IS
 	'announce window threshold crossings that no write announced (buckets ageing out); returns how many';
 
+-- The element of a counter table's key index for a key of an unbounded string type (text, bytea, varchar or char
+-- without a short length limit): its bytes when short, else a tag and their SHA-256, so that a key of any length
+-- fits a btree entry; a row found by it is compared with the key exactly. IMMUTABLE: an index expression.
+CREATE FUNCTION counters.key_digest(key text) RETURNS bytea
+	AS 'MODULE_PATHNAME', 'counters_key_digest_text'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION counters.key_digest(text) IS
+	'the digest a counter table''s key index holds for a long text key (its bytes when short, else their SHA-256)';
+CREATE FUNCTION counters.key_digest(key bytea) RETURNS bytea
+	AS 'MODULE_PATHNAME', 'counters_key_digest_bytea'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION counters.key_digest(bytea) IS
+	'the digest a counter table''s key index holds for a long bytea key (its bytes when short, else their SHA-256)';
+
 CREATE FUNCTION counters.window_state(name text DEFAULT NULL)
 	RETURNS TABLE (counter text, column_name text, prefix jsonb, threshold numeric, crossed_at timestamptz)
 	AS 'MODULE_PATHNAME', 'counters_window_state'
