@@ -108,11 +108,14 @@ IsGroupKey(Query *query, TargetEntry *tle)
 	return false;
 }
 
-/* A key expression that is a plain column of the source (varno 1) declared NOT NULL. */
+/*
+ * A key expression that is a plain column of the source (range table entry `varno`: 1 in a definition as written, 3 in
+ * a view's stored query on PostgreSQL 15, which keeps OLD and NEW first) declared NOT NULL.
+ */
 bool
-IsNotNullColumn(Node *expr, Oid source)
+IsNotNullColumn(Node *expr, Oid source, Index varno)
 {
-	if (!IsA(expr, Var) || ((Var *)expr)->varno != 1)
+	if (!IsA(expr, Var) || ((Var *)expr)->varno != varno || ((Var *)expr)->varlevelsup != 0)
 		return false;
 	Var *var = (Var *)expr;
 	if (var->varattno <= 0)
@@ -529,7 +532,7 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 			key->type = exprType(expr);
 			key->typmod = exprTypmod(expr);
 			key->collation = exprCollation(expr);
-			key->not_null = IsNotNullColumn(expr, def->source);
+			key->not_null = IsNotNullColumn(expr, def->source, varno);
 			Oid rowtype_rel = get_typ_typrelid(key->type);
 			if (declaring && (get_typtype(key->type) == TYPTYPE_PSEUDO ||
 			                  (OidIsValid(rowtype_rel) && get_rel_relkind(rowtype_rel) != RELKIND_COMPOSITE_TYPE)))

@@ -1283,16 +1283,20 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 		appendStringInfo(&t_prefix, "%st.%s", sep, col);
 		appendStringInfo(&params, "%spg_catalog.unnest($%d)", sep, p);
 		appendStringInfo(&names, "%s%s", sep, col);
-		/* (= where the key cannot be NULL, so that the join can use the key's index) */
-		appendStringInfo(&match, " AND t.%s %s w.%s", col,
-		                 def->keys[k].not_null ? "OPERATOR(pg_catalog.=)" : "IS NOT DISTINCT FROM", col);
+		/* (no IS NOT DISTINCT FROM, which no index can serve: = where the key cannot be NULL, else = or both NULL) */
+		if (def->keys[k].not_null)
+			appendStringInfo(&match, " AND t.%s OPERATOR(pg_catalog.=) w.%s", col, col);
+		else
+			appendStringInfo(&match, " AND (t.%s OPERATOR(pg_catalog.=) w.%s OR (t.%s IS NULL AND w.%s IS NULL))", col,
+			                 col, col, col);
 	}
 	for (int i = 0; i < w->ncolumns; i++) {
 		appendStringInfo(&sums, ", COALESCE(pg_catalog.sum(t.%s), 0)::pg_catalog.numeric AS s%d", Quoted(w->columns[i]),
 		                 i);
 		/*
 		 * (written: per column, from $p+2, its name and thresholds. A prefix is returned when a threshold's state would
-		 * change: reached and not recorded, or recorded and not reached.)
+		 * change: reached and not recorded, or recorded and not reached. OFFSET 0 keeps the lookup of the state one
+		 * index probe per prefix: hashed, it would read every crossing recorded for the column, per statement.)
 		 */
 		appendStringInfo(
 		    &changed,
@@ -1300,7 +1304,7 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 		    "WHERE (x.s%d OPERATOR(pg_catalog.>=) th.th) IS DISTINCT FROM EXISTS (SELECT FROM "
 		    "%s r WHERE r.column_name OPERATOR(pg_catalog.=) $%d "
 		    "AND counters.%s(r.prefix::pg_catalog.text) OPERATOR(pg_catalog.=) counters.%s(x.prefix::pg_catalog.text) "
-		    "AND r.prefix OPERATOR(pg_catalog.=) x.prefix AND r.threshold OPERATOR(pg_catalog.=) th.th))",
+		    "AND r.prefix OPERATOR(pg_catalog.=) x.prefix AND r.threshold OPERATOR(pg_catalog.=) th.th OFFSET 0))",
 		    i ? " OR " : "", p + 3 + 2 * i, i, QualifiedName(w->crossings), p + 2 + 2 * i, KEY_DIGEST_NAME,
 		    KEY_DIGEST_NAME);
 	}
@@ -1333,7 +1337,8 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 	}
 	if (!written)
 		return sums_query;
-	return psprintf("SELECT x.* FROM (%s) x WHERE %s", sums_query, changed.data);
+	/* (OFFSET 0: each sum computed once, not once per threshold) */
+	return psprintf("SELECT x.* FROM (%s OFFSET 0) x WHERE %s", sums_query, changed.data);
 }
 
 char *
