@@ -201,10 +201,14 @@ DECLARE
 BEGIN
 	SELECT * INTO k FROM counters.counter c WHERE c.name = cname;
 	keyrel := coalesce(k.totals, k.target);
-	SELECT array_agg(a.attname ORDER BY x.ord) INTO keys
-	  FROM (SELECT i.indkey FROM pg_index i WHERE i.indrelid = keyrel AND i.indisunique ORDER BY i.indexrelid LIMIT 1) i,
-	       unnest(i.indkey::int2[]) WITH ORDINALITY x(attnum, ord)
-	  JOIN pg_attribute a ON a.attrelid = keyrel AND a.attnum = x.attnum;
+	-- (a column of the index, or one its expressions read: a long text key is indexed by its digest)
+	SELECT array_agg(a.attname ORDER BY a.attnum) INTO keys
+	  FROM (SELECT i.indexrelid, i.indkey FROM pg_index i WHERE i.indrelid = keyrel AND i.indisunique
+	         ORDER BY i.indexrelid LIMIT 1) i
+	  JOIN pg_attribute a ON a.attrelid = keyrel AND a.attnum > 0
+	 WHERE a.attnum = ANY (i.indkey::int2[])
+	    OR EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = i.indexrelid
+	                 AND d.refclassid = 'pg_class'::regclass AND d.refobjid = keyrel AND d.refobjsubid = a.attnum);
 	SELECT array_agg(attname ORDER BY attnum) INTO tcols FROM pg_attribute
 	 WHERE attrelid = k.target AND attnum > 0 AND NOT attisdropped;
 	SELECT array_agg(attname ORDER BY attnum) INTO vcols FROM pg_attribute
