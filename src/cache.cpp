@@ -296,38 +296,26 @@ CompileKeys(CompiledCounter *c)
 	}
 }
 
-/* The bounds set with counters.set_bounds, from arrays of column names, minimums and maximums (NULL = none). */
+/* The bounds set with counters.set_bounds, by value column. */
 void
-ReadBounds(CompiledCounter *c, Datum columns, Datum mins, Datum maxs)
+ReadBounds(CompiledCounter *c, const CounterOptions *o)
 {
-	if (columns == (Datum)0)
+	if (o->nbounds == 0)
 		return;
 	CounterDef *def = c->def;
-	Datum *names, *lo, *hi;
-	bool *names_null, *lo_null, *hi_null;
-	int n, nlo, nhi;
-	deconstruct_array(DatumGetArrayTypeP(columns), TEXTOID, -1, false, TYPALIGN_INT, &names, &names_null, &n);
-	deconstruct_array(DatumGetArrayTypeP(mins), NUMERICOID, -1, false, TYPALIGN_INT, &lo, &lo_null, &nlo);
-	deconstruct_array(DatumGetArrayTypeP(maxs), NUMERICOID, -1, false, TYPALIGN_INT, &hi, &hi_null, &nhi);
 	c->has_min = (bool *)palloc0(sizeof(bool) * def->nvalues);
 	c->has_max = (bool *)palloc0(sizeof(bool) * def->nvalues);
 	c->min = (Datum *)palloc0(sizeof(Datum) * def->nvalues);
 	c->max = (Datum *)palloc0(sizeof(Datum) * def->nvalues);
-	for (int i = 0; i < n; i++) {
-		char *name = TextDatumGetCString(names[i]);
+	for (int i = 0; i < o->nbounds; i++)
 		for (int v = 0; v < def->nvalues; v++) {
-			if (strcmp(def->values[v].column_name, name) != 0)
+			if (strcmp(def->values[v].column_name, o->bounds[i].column) != 0)
 				continue;
-			if (!lo_null[i]) {
-				c->has_min[v] = true;
-				c->min[v] = datumCopy(lo[i], false, -1);
-			}
-			if (!hi_null[i]) {
-				c->has_max[v] = true;
-				c->max[v] = datumCopy(hi[i], false, -1);
-			}
+			c->has_min[v] = o->bounds[i].has_min;
+			c->min[v] = o->bounds[i].min;
+			c->has_max[v] = o->bounds[i].has_max;
+			c->max[v] = o->bounds[i].max;
 		}
-	}
 }
 
 /*
@@ -335,46 +323,38 @@ ReadBounds(CompiledCounter *c, Datum columns, Datum mins, Datum maxs)
  * its repeating thresholds and the callback.
  */
 void
-ReadThresholds(CompiledCounter *c)
+ReadThresholds(CompiledCounter *c, const CounterOptions *o)
 {
 	CounterDef *def = c->def;
-	MemoryContext cxt = CurrentMemoryContext;
 	c->has_thresholds = true;
 	c->nthresholds = (int *)palloc0(sizeof(int) * def->nvalues);
 	c->thresholds = (Datum **)palloc0(sizeof(Datum *) * def->nvalues);
 	c->every = (Datum *)palloc0(sizeof(Datum) * def->nvalues);
 	c->callbacks = (Oid *)palloc0(sizeof(Oid) * def->nvalues);
 	c->callback_missing = (bool *)palloc0(sizeof(bool) * def->nvalues);
-	QueryThresholds(def->name);
-	MemoryContextSwitchTo(cxt);
-	for (uint64 r = 0; r < SPI_processed; r++) {
-		HeapTuple tup = SPI_tuptable->vals[r];
-		TupleDesc desc = SPI_tuptable->tupdesc;
-		bool isnull, callback_null, oid_null, every_null;
-		char *column = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull));
-		Datum callback_text = SPI_getbinval(tup, desc, 2, &callback_null);
-		Datum callback = SPI_getbinval(tup, desc, 3, &oid_null);
+	for (int i = 0; i < o->nthresholds; i++) {
+		const ColumnThresholds *t = &o->thresholds[i];
 		/* A callback that no longer exists is reported when a crossing would call it (see AnnounceCrossings). */
-		(void)callback_text;
-		Datum *values;
-		bool *nulls;
-		int nvalues;
-		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 4, &isnull)), NUMERICOID, -1, false, TYPALIGN_INT,
-		                  &values, &nulls, &nvalues);
-		Datum every = SPI_getbinval(tup, desc, 5, &every_null);
+		Oid callback = ResolveCallback(t->callback);
 		for (int v = 0; v < def->nvalues; v++) {
-			if (strcmp(def->values[v].column_name, column) != 0)
+			if (strcmp(def->values[v].column_name, t->column) != 0)
 				continue;
-			c->nthresholds[v] = nvalues;
-			c->thresholds[v] = (Datum *)palloc(sizeof(Datum) * nvalues);
-			for (int t = 0; t < nvalues; t++)
-				c->thresholds[v][t] = datumCopy(values[t], false, -1);
-			c->every[v] = every_null ? (Datum)0 : datumCopy(every, false, -1);
-			c->callbacks[v] = oid_null ? InvalidOid : DatumGetObjectId(callback);
-			c->callback_missing[v] = !callback_null && oid_null;
+			/* (ascending, as the crossings are found; insertion: a column has a handful) */
+			c->nthresholds[v] = t->nvalues;
+			c->thresholds[v] = (Datum *)palloc(sizeof(Datum) * Max(t->nvalues, 1));
+			for (int j = 0; j < t->nvalues; j++) {
+				int at = j;
+				for (; at > 0 &&
+				       DatumGetInt32(DirectFunctionCall2(numeric_cmp, c->thresholds[v][at - 1], t->values[j])) > 0;
+				     at--)
+					c->thresholds[v][at] = c->thresholds[v][at - 1];
+				c->thresholds[v][at] = t->values[j];
+			}
+			c->every[v] = t->every;
+			c->callbacks[v] = callback;
+			c->callback_missing[v] = t->callback != nullptr && !OidIsValid(callback);
 		}
 	}
-	SPI_freetuptable(SPI_tuptable);
 }
 
 /* Build the entry's counters; on error the half-built context (child of the caller's) goes away with it. */
@@ -386,12 +366,12 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "counters source cache", ALLOCSET_SMALL_SIZES);
 	MemoryContext oldcxt = CurrentMemoryContext;
 
+	/* (the catalog rows, their options included, live as long as the compiled counters) */
+	MemoryContextSwitchTo(cxt);
+	List *entries = ReadCountersOf(source, as_parent);
+	int n = list_length(entries);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
-	QueryCountersOf(source, as_parent);
-
-	int n = (int)SPI_processed;
-	SPITupleTable *catalog = SPI_tuptable;
 	MemoryContextSwitchTo(cxt);
 	CompiledCounter *compiled = (CompiledCounter *)palloc0(sizeof(CompiledCounter) * (n > 0 ? n : 1));
 	/* Plans are kept under CacheMemoryContext by SPI_keepplan: release them if anything below fails. */
@@ -400,69 +380,54 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 	{
 		for (int i = 0; i < n; i++) {
 			MemoryContextSwitchTo(cxt);
-			HeapTuple tup = catalog->vals[i];
-			TupleDesc tupdesc = catalog->tupdesc;
-			bool isnull;
-			char *name = TextDatumGetCString(SPI_getbinval(tup, tupdesc, 1, &isnull));
-			bool target_null, query_null;
-			Oid target = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 2, &target_null));
-			Oid query_oid = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 3, &query_null));
+			const CatalogEntry *e = (const CatalogEntry *)list_nth(entries, i);
+			const CounterOptions *o = e->options;
+			const char *name = e->name;
 			/* (a Citus worker resolves the names of counters.counter_replica: they must all be here) */
-			if (target_null || query_null)
+			if (!OidIsValid(e->target) || !OidIsValid(e->query))
 				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
 				                errmsg("counter \"%s\": its %s is missing on this node", name,
-				                       target_null ? "table" : "definition view"),
+				                       !OidIsValid(e->target) ? "table" : "definition view"),
 				                errdetail("Or its row in counters.counter_replica names relations that no declaration "
 				                          "could have: the definition view must be named after the counter, and its "
 				                          "owner must have the privileges of the owners of the source and the table."),
 				                errhint("The source's owner may delete the row; see docs/citus.md.")));
-			bool owns = DatumGetBool(SPI_getbinval(tup, tupdesc, 4, &isnull));
-			Datum log = SPI_getbinval(tup, tupdesc, 5, &isnull);
-			bool log_mode = !isnull;
-			bool totals_null;
-			Datum totals = SPI_getbinval(tup, tupdesc, 6, &totals_null);
+			bool log_mode = OidIsValid(e->log);
 
 			CompiledCounter *c = &compiled[i];
-			bool sharded = strcmp(TextDatumGetCString(SPI_getbinval(tup, tupdesc, 11, &isnull)), "sharded") == 0;
-			c->mode = !owns      ? ApplyMode::Target
-			          : sharded  ? ApplyMode::Sharded
-			          : log_mode ? ApplyMode::Log
-			                     : ApplyMode::Exact;
-			c->target = target;
-			c->query = query_oid;
-			c->write_rel = WriteRelation(name, c->mode, target, log_mode ? DatumGetObjectId(log) : InvalidOid,
-			                             entry->relid, source);
-			c->totals = log_mode && !totals_null ? DatumGetObjectId(totals) : InvalidOid;
+			c->mode = !e->owns_target            ? ApplyMode::Target
+			          : e->mode == Mode::Sharded ? ApplyMode::Sharded
+			          : log_mode                 ? ApplyMode::Log
+			                                     : ApplyMode::Exact;
+			c->target = e->target;
+			c->query = e->query;
+			c->write_rel = WriteRelation(name, c->mode, e->target, e->log, entry->relid, source);
+			c->totals = log_mode ? e->totals : InvalidOid;
 			c->owner = OwnerOfTable(c->target, c->totals);
-			c->def = AnalyzeView(name, query_oid, c->owner);
-			c->max_slots = DatumGetInt32(SPI_getbinval(tup, tupdesc, 12, &isnull));
+			c->def = AnalyzeView(name, e->query, c->owner);
+			c->max_slots = o->max_slots;
 			/* (options are validated when set; the catalog row is trusted no further than that) */
-			if (c->max_slots < 1 || c->max_slots > 1024)
+			if (c->max_slots < MAX_SLOTS_MIN || c->max_slots > MAX_SLOTS_MAX)
 				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				                errmsg("counter \"%s\": max_slots must be from 1 to 1024, not %d", name, c->max_slots),
+				                errmsg("counter \"%s\": max_slots must be from %d to %d, not %d", name, MAX_SLOTS_MIN,
+				                       MAX_SLOTS_MAX, c->max_slots),
 				                errhint("Set it with counters.alter_counter().")));
 			c->retention_key = -1;
-			Datum retention_column = SPI_getbinval(tup, tupdesc, 13, &isnull);
-			if (!isnull) {
-				char *column = TextDatumGetCString(retention_column);
-				Datum keep = SPI_getbinval(tup, tupdesc, 14, &isnull);
-				for (int k = 0; k < c->def->nkeys && !isnull; k++)
-					if (strcmp(c->def->keys[k].column_name, column) == 0 &&
-					    (c->def->keys[k].type == DATEOID || c->def->keys[k].type == TIMESTAMPOID ||
-					     c->def->keys[k].type == TIMESTAMPTZOID)) {
+			if (o->retention_column != nullptr && o->retention_keep != nullptr) {
+				for (int k = 0; k < c->def->nkeys; k++)
+					if (strcmp(c->def->keys[k].column_name, o->retention_column) == 0 &&
+					    IsTimeBucketType(c->def->keys[k].type)) {
 						c->retention_key = k;
-						c->retention_keep = datumCopy(keep, false, sizeof(Interval));
+						c->retention_keep = DirectFunctionCall3(interval_in, CStringGetDatum(o->retention_keep),
+						                                        ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 					}
 			}
-			Datum touch = SPI_getbinval(tup, tupdesc, 15, &isnull);
-			c->touch_column = isnull || c->mode != ApplyMode::Target ? nullptr : TextDatumGetCString(touch);
-			c->keep_zero = DatumGetBool(SPI_getbinval(tup, tupdesc, 16, &isnull));
+			c->touch_column = c->mode == ApplyMode::Target ? o->touch : nullptr;
+			c->keep_zero = o->keep_zero;
 			c->window_bucket = -1;
-			Datum window_bucket = SPI_getbinval(tup, tupdesc, 17, &isnull);
-			if (!isnull && c->mode == ApplyMode::Exact) {
-				char *bucket = TextDatumGetCString(window_bucket);
+			if (o->window != nullptr && o->window->bucket != nullptr && c->mode == ApplyMode::Exact) {
 				for (int k = 0; k < c->def->nkeys; k++)
-					if (strcmp(c->def->keys[k].column_name, bucket) == 0)
+					if (strcmp(c->def->keys[k].column_name, o->window->bucket) == 0)
 						c->window_bucket = k;
 			}
 			Relation trel = table_open(c->write_rel, AccessShareLock);
@@ -471,14 +436,11 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 			table_close(trel, AccessShareLock);
 			CompileKeys(c);
 			ResolveColumns(c);
-			ReadBounds(c, SPI_getbinval(tup, tupdesc, 7, &isnull), SPI_getbinval(tup, tupdesc, 8, &isnull),
-			           SPI_getbinval(tup, tupdesc, 9, &isnull));
-			if (DatumGetBool(SPI_getbinval(tup, tupdesc, 10, &isnull)))
-				ReadThresholds(c);
-			if (c->window_bucket >= 0) {
-				c->window = ReadWindow(name);
-				MemoryContextSwitchTo(cxt);
-			}
+			ReadBounds(c, o);
+			if (o->nthresholds > 0)
+				ReadThresholds(c, o);
+			if (c->window_bucket >= 0)
+				c->window = ReadWindow(e);
 			/* Statements are analysed with the owner's privileges, as they will run (e.g. USAGE on its schema). */
 			OwnerScope as;
 			EnterOwner(&as, c->owner, PIN_SEARCH_PATH);

@@ -41,16 +41,14 @@ HasCrossingsColumn()
 	return OidIsValid(rel) && get_attnum(rel, "crossings") != InvalidAttrNumber;
 }
 
-/* The catalog's columns ReadCatalogWhere reads, FROM counters.counter c. */
+/* The catalog's columns ReadCatalogWhere reads, FROM `from` (counters.counter, or Citus's replica) c. */
 const char *
-CatalogColumns()
+CatalogColumns(const char *from)
 {
 	return psprintf("c.name, c.source::pg_catalog.oid, c.target::pg_catalog.oid, c.query::pg_catalog.oid, "
-	                "c.totals::pg_catalog.oid, c.log::pg_catalog.oid, c.owns_target, c.mode, "
-	                "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
-	                "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'keep', %s "
-	                "FROM counters.counter c ",
-	                HasCrossingsColumn() ? "c.crossings::pg_catalog.oid" : "NULL::pg_catalog.oid");
+	                "c.totals::pg_catalog.oid, c.log::pg_catalog.oid, c.owns_target, c.mode, c.options, %s "
+	                "FROM %s c ",
+	                HasCrossingsColumn() ? "c.crossings::pg_catalog.oid" : "NULL::pg_catalog.oid", from);
 }
 
 Oid
@@ -88,9 +86,12 @@ QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const char
 
 namespace {
 
-/* Catalog rows matching `condition` on parameter $1 (NULL: all), in name order, as the latest snapshot sees them. */
+/*
+ * Catalog rows of `from` matching `condition` on parameter $1 (NULL: all), in name order, as the latest snapshot sees
+ * them: the one reader of a counter's row.
+ */
 List *
-ReadCatalogWhere(const char *condition, Oid argtype, Datum arg, bool arg_isnull)
+ReadCatalogWhere(const char *from, const char *condition, Oid argtype, Datum arg, bool arg_isnull)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -98,8 +99,9 @@ ReadCatalogWhere(const char *condition, Oid argtype, Datum arg, bool arg_isnull)
 	Oid argtypes[1] = {argtype};
 	Datum args[1] = {arg};
 	char nulls[1] = {arg_isnull ? 'n' : ' '};
-	QueryLatest(psprintf("SELECT %s WHERE $1 IS NULL OR %s ORDER BY c.name COLLATE \"C\"", CatalogColumns(), condition),
-	            1, argtypes, args, nulls);
+	QueryLatest(
+	    psprintf("SELECT %s WHERE $1 IS NULL OR %s ORDER BY c.name COLLATE \"C\"", CatalogColumns(from), condition), 1,
+	    argtypes, args, nulls);
 	MemoryContext old = MemoryContextSwitchTo(caller);
 	List *entries = NIL;
 	for (uint64 r = 0; r < SPI_processed; r++) {
@@ -114,11 +116,10 @@ ReadCatalogWhere(const char *condition, Oid argtype, Datum arg, bool arg_isnull)
 		e->log = OidColumn(tup, desc, 6);
 		bool isnull;
 		e->owns_target = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
-		char *mode = TextColumn(tup, desc, 8);
-		e->mode = strcmp(mode, "log") == 0 ? Mode::Log : strcmp(mode, "sharded") == 0 ? Mode::Sharded : Mode::Exact;
-		e->retention_column = TextColumn(tup, desc, 9);
-		e->retention_keep = TextColumn(tup, desc, 10);
-		e->crossings = OidColumn(tup, desc, 11);
+		e->mode = ParseModeName(TextColumn(tup, desc, 8));
+		Datum options = SPI_getbinval(tup, desc, 9, &isnull);
+		e->options = ParseOptions(options, isnull);
+		e->crossings = OidColumn(tup, desc, 10);
 		entries = lappend(entries, e);
 	}
 	MemoryContextSwitchTo(old);
@@ -131,21 +132,22 @@ ReadCatalogWhere(const char *condition, Oid argtype, Datum arg, bool arg_isnull)
 List *
 ReadCatalog(const char *name)
 {
-	return ReadCatalogWhere("c.name OPERATOR(pg_catalog.=) $1", TEXTOID, name ? CStringGetTextDatum(name) : (Datum)0,
-	                        name == nullptr);
+	return ReadCatalogWhere("counters.counter", "c.name OPERATOR(pg_catalog.=) $1", TEXTOID,
+	                        name ? CStringGetTextDatum(name) : (Datum)0, name == nullptr);
 }
 
 List *
 ReadCatalogOfSource(Oid source)
 {
-	return ReadCatalogWhere("c.source OPERATOR(pg_catalog.=) $1::pg_catalog.regclass", OIDOID, ObjectIdGetDatum(source),
-	                        false);
+	return ReadCatalogWhere("counters.counter", "c.source OPERATOR(pg_catalog.=) $1::pg_catalog.regclass", OIDOID,
+	                        ObjectIdGetDatum(source), false);
 }
 
 List *
 ReadCatalogOfRelation(Oid rel)
 {
-	return ReadCatalogWhere(psprintf("$1::pg_catalog.regclass OPERATOR(pg_catalog.=) ANY (ARRAY[c.target, c.totals, "
+	return ReadCatalogWhere("counters.counter",
+	                        psprintf("$1::pg_catalog.regclass OPERATOR(pg_catalog.=) ANY (ARRAY[c.target, c.totals, "
 	                                 "c.log, c.query%s])",
 	                                 HasCrossingsColumn() ? ", c.crossings" : ""),
 	                        OIDOID, ObjectIdGetDatum(rel), false);
@@ -214,19 +216,6 @@ LookupCounter(const char *name)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist", name),
 		                errhint("The counters of this database are listed in counters.counters.")));
 	return (CatalogEntry *)linitial(entries);
-}
-
-const char *
-ModeName(Mode mode)
-{
-	switch (mode) {
-	case Mode::Log:
-		return "log";
-	case Mode::Sharded:
-		return "sharded";
-	default:
-		return "exact";
-	}
 }
 
 uint64
@@ -345,22 +334,6 @@ ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum)
 	            "AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
 	            "AND d.refobjid OPERATOR(pg_catalog.=) $2 AND d.refobjsubid OPERATOR(pg_catalog.=) $3",
 	            3, argtypes, args, nullptr);
-	bool found = SPI_processed > 0;
-	SPI_finish();
-	return found;
-}
-
-/* Whether a counter has the option `option` (bounds, thresholds). */
-bool
-HasOption(const char *name, const char *option)
-{
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-	Oid argtypes[2] = {TEXTOID, TEXTOID};
-	Datum args[2] = {CStringGetTextDatum(name), CStringGetTextDatum(option)};
-	QueryLatest("SELECT 1 FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1 "
-	            "AND options OPERATOR(pg_catalog.?) $2",
-	            2, argtypes, args, nullptr);
 	bool found = SPI_processed > 0;
 	SPI_finish();
 	return found;
@@ -517,16 +490,17 @@ RequireModeAllowed(const char *name, Oid source, Mode mode, Oid table, Oid excep
 	if (mode == Mode::Exact)
 		return;
 	citus::RefuseFeature(name, source, "log and sharded mode");
-	if (HasOption(name, "bounds"))
+	const CounterOptions *options = CurrentOptions(name);
+	if (options->nbounds > 0)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\" has bounds, which only exact mode can check at write time", name),
 		                errhint("Remove them first with counters.set_bounds(name, column_name).")));
-	if (HasOption(name, "window"))
+	if (options->window != nullptr)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\" has window thresholds, which only exact mode checks", name),
 		                errdetail("The window sums are read from the counter's rows after each write."),
 		                errhint("Remove them first with counters.set_window_thresholds(name, column_name, '{}').")));
-	if (HasOption(name, "keep_zero"))
+	if (options->keep_zero)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\" keeps rows whose values are all zero, which only exact mode does", name),
 		                errhint("Remove it first with counters.set_keep_zero(name, false).")));
@@ -654,62 +628,25 @@ SetCrossings(const char *name, Oid crossings)
 
 /* ---- what the compiled cache reads (cache.cpp) ---- */
 
-void
-QueryCountersOf(Oid source, bool as_parent)
+List *
+ReadCountersOf(Oid source, bool as_parent)
 {
-	Oid argtypes[1] = {OIDOID};
-	Datum args[1] = {ObjectIdGetDatum(source)};
 	/*
 	 * The latest snapshot, not the writer's: a REPEATABLE READ writer whose snapshot predates a declaration, a mode
 	 * switch or new bounds must still apply them (its lock on the source was granted after they committed), and
-	 * sees counters declared earlier in its own transaction.
+	 * sees counters declared earlier in its own transaction. (On a Citus worker, the replica of the catalog.)
 	 */
-	(void)QueryLatest(psprintf("SELECT c.name, c.target::pg_catalog.oid, c.query::pg_catalog.oid, c.owns_target, "
-	                           "c.log::pg_catalog.oid, c.totals::pg_catalog.oid, "
-	                           "b.columns, b.mins, b.maxs, c.options OPERATOR(pg_catalog.?) 'thresholds', c.mode, "
-	                           "COALESCE((c.options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4, 16), "
-	                           "c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) 'column', "
-	                           "(c.options OPERATOR(pg_catalog.->) 'retention' OPERATOR(pg_catalog.->>) "
-	                           "'keep')::pg_catalog.interval, c.options OPERATOR(pg_catalog.->>) 'touch', "
-	                           "c.options OPERATOR(pg_catalog.?) 'keep_zero', "
-	                           "c.options OPERATOR(pg_catalog.->) 'window' OPERATOR(pg_catalog.->>) 'bucket' "
-	                           "FROM %s c, LATERAL ("
-	                           "SELECT pg_catalog.array_agg(e.key) AS columns, "
-	                           "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric)"
-	                           " AS mins, "
-	                           "pg_catalog.array_agg((e.value OPERATOR(pg_catalog.->>) 'max')::pg_catalog.numeric)"
-	                           " AS maxs "
-	                           "FROM pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') e) b "
-	                           "WHERE %s "
-	                           "ORDER BY c.name COLLATE \"C\"",
-	                           citus::CatalogRelation(),
-	                           /* (as a parent: the counters whose definition also reads it) */
-	                           as_parent ? "c.source OPERATOR(pg_catalog.<>) $1 AND EXISTS (SELECT FROM "
-	                                       "pg_catalog.pg_rewrite r JOIN pg_catalog.pg_depend d ON d.classid "
-	                                       "OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass "
-	                                       "AND d.objid OPERATOR(pg_catalog.=) r.oid WHERE r.ev_class "
-	                                       "OPERATOR(pg_catalog.=) c.query AND d.refclassid OPERATOR(pg_catalog.=) "
-	                                       "'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid "
-	                                       "OPERATOR(pg_catalog.=) $1)"
-	                                     : "c.source OPERATOR(pg_catalog.=) $1"),
-	                  1, argtypes, args, nullptr);
-}
-
-void
-QueryThresholds(const char *name)
-{
-	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {CStringGetTextDatum(name)};
-	(void)QueryLatest(
-	    "SELECT e.key, e.value OPERATOR(pg_catalog.->>) 'callback', "
-	    "pg_catalog.to_regprocedure(e.value OPERATOR(pg_catalog.->>) 'callback')::pg_catalog.oid, "
-	    "ARRAY(SELECT t::pg_catalog.numeric "
-	    "FROM pg_catalog.jsonb_array_elements_text(e.value OPERATOR(pg_catalog.->) 'values') t "
-	    "ORDER BY t::pg_catalog.numeric), "
-	    "(e.value OPERATOR(pg_catalog.->>) 'every')::pg_catalog.numeric "
-	    "FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') e "
-	    "WHERE c.name OPERATOR(pg_catalog.=) $1",
-	    1, argtypes, args, nullptr);
+	return ReadCatalogWhere(citus::CatalogRelation(),
+	                        /* (as a parent: the counters whose definition also reads it) */
+	                        as_parent ? "c.source OPERATOR(pg_catalog.<>) $1 AND EXISTS (SELECT FROM "
+	                                    "pg_catalog.pg_rewrite r JOIN pg_catalog.pg_depend d ON d.classid "
+	                                    "OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass "
+	                                    "AND d.objid OPERATOR(pg_catalog.=) r.oid WHERE r.ev_class "
+	                                    "OPERATOR(pg_catalog.=) c.query AND d.refclassid OPERATOR(pg_catalog.=) "
+	                                    "'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid "
+	                                    "OPERATOR(pg_catalog.=) $1)"
+	                                  : "c.source OPERATOR(pg_catalog.=) $1",
+	                        OIDOID, ObjectIdGetDatum(source), false);
 }
 
 void
@@ -737,87 +674,85 @@ LockCounterSources(const CatalogEntry *e, LOCKMODE mode)
 		LockSource(parent, mode);
 }
 
-/*
- * The options of counter `name` (NULL if none), read with the latest snapshot: kept across a change of definition.
- */
-Datum
-ReadOptions(const char *name, bool *isnull)
+namespace {
+
+bool
+IsValueColumn(const CounterDef *def, const char *column)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {CStringGetTextDatum(name)};
-	if (QueryLatest("SELECT options FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes, args,
-	                nullptr) != SPI_OK_SELECT ||
-	    SPI_processed != 1)
-		elog(ERROR, "counters: reading the options of counter \"%s\" failed", name);
-	Datum options = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
-	if (!*isnull)
-		options = SPI_datumTransfer(options, false, -1);
-	SPI_finish();
-	return options;
+	for (int v = 0; v < def->nvalues; v++)
+		if (strcmp(def->values[v].column_name, column) == 0)
+			return true;
+	return false;
 }
 
+bool
+IsKeyColumn(const CounterDef *def, const char *column)
+{
+	for (int k = 0; k < def->nkeys; k++)
+		if (strcmp(def->keys[k].column_name, column) == 0)
+			return true;
+	return false;
+}
+
+} // namespace
+
 void
-RestoreOptions(const char *name, Datum options, const CounterDef *def)
+RestoreOptions(const char *name, const CounterOptions *kept, const CounterDef *def)
 {
 	CatalogEntry *e = LookupCounter(name);
 	RequireMaintainer(e);
-	Datum *values = (Datum *)palloc(sizeof(Datum) * Max(def->nvalues, 1));
-	for (int v = 0; v < def->nvalues; v++)
-		values[v] = CStringGetTextDatum(def->values[v].column_name);
-	Datum *keys = (Datum *)palloc(sizeof(Datum) * Max(def->nkeys, 1));
-	for (int k = 0; k < def->nkeys; k++)
-		keys[k] = CStringGetTextDatum(def->keys[k].column_name);
-	/* (a window needs an exact counter with a table of its own) */
-	Oid argtypes[5] = {TEXTOID, JSONBOID, TEXTARRAYOID, TEXTARRAYOID, BOOLOID};
-	Datum args[5] = {CStringGetTextDatum(name), options,
-	                 PointerGetDatum(construct_array(values, def->nvalues, TEXTOID, -1, false, TYPALIGN_INT)),
-	                 PointerGetDatum(construct_array(keys, def->nkeys, TEXTOID, -1, false, TYPALIGN_INT)),
-	                 BoolGetDatum(e->mode == Mode::Exact && e->owns_target)};
 	/*
 	 * Bounds and thresholds of value columns the new definition still has, a retention of a key column it still has,
-	 * a window over a key and value columns it still has, touch and max_slots; what the counter's own state was
-	 * (building, last_rebuild) goes.
+	 * a window over a key and value columns it still has (of an exact counter with a table of its own), touch,
+	 * keep_zero and max_slots; what the counter's own state was (building, last_rebuild) goes. What did not survive
+	 * is said.
 	 */
-	ExecuteAsCatalogOwner(
-	    "UPDATE counters.counter SET options = (SELECT COALESCE(pg_catalog.jsonb_object_agg(x.key, x.value), "
-	    "'{}'::pg_catalog.jsonb) FROM (SELECT o.key, CASE WHEN o.key OPERATOR(pg_catalog.=) ANY (ARRAY['bounds', "
-	    "'thresholds']) THEN (SELECT pg_catalog.jsonb_object_agg(c.key, c.value) FROM pg_catalog.jsonb_each(o.value) c "
-	    "WHERE c.key OPERATOR(pg_catalog.=) ANY ($3)) ELSE o.value END AS value FROM pg_catalog.jsonb_each($2) o "
-	    "WHERE o.key OPERATOR(pg_catalog.=) ANY (ARRAY['bounds', 'thresholds', 'touch', 'max_slots', 'keep_zero']) "
-	    "OR (o.key OPERATOR(pg_catalog.=) 'retention' "
-	    "AND o.value OPERATOR(pg_catalog.->>) 'column' OPERATOR(pg_catalog.=) ANY ($4)) "
-	    "OR (o.key OPERATOR(pg_catalog.=) 'window' AND $5 "
-	    "AND o.value OPERATOR(pg_catalog.->>) 'bucket' OPERATOR(pg_catalog.=) ANY ($4) "
-	    "AND NOT EXISTS (SELECT FROM pg_catalog.jsonb_object_keys(o.value OPERATOR(pg_catalog.->) 'columns') k "
-	    "WHERE NOT k OPERATOR(pg_catalog.=) ANY ($3)))) x "
-	    "WHERE x.value IS NOT NULL) WHERE name OPERATOR(pg_catalog.=) $1",
-	    5, argtypes, args, nullptr, SPI_OK_UPDATE, true);
+	CounterOptions o = *kept;
+	List *dropped = NIL;
+	ColumnBounds *bounds = (ColumnBounds *)palloc0(sizeof(ColumnBounds) * Max(o.nbounds, 1));
+	int nbounds = 0;
+	for (int i = 0; i < o.nbounds; i++)
+		if (IsValueColumn(def, o.bounds[i].column))
+			bounds[nbounds++] = o.bounds[i];
+		else
+			dropped = lappend(dropped, psprintf("bounds of column %s: the new definition has no such column",
+			                                    quote_identifier(o.bounds[i].column)));
+	ColumnThresholds *thresholds = (ColumnThresholds *)palloc0(sizeof(ColumnThresholds) * Max(o.nthresholds, 1));
+	int nthresholds = 0;
+	for (int i = 0; i < o.nthresholds; i++)
+		if (IsValueColumn(def, o.thresholds[i].column))
+			thresholds[nthresholds++] = o.thresholds[i];
+		else
+			dropped = lappend(dropped, psprintf("thresholds of column %s: the new definition has no such column",
+			                                    quote_identifier(o.thresholds[i].column)));
+	o.bounds = bounds;
+	o.nbounds = nbounds;
+	o.thresholds = thresholds;
+	o.nthresholds = nthresholds;
+	if (o.retention_column != nullptr && !IsKeyColumn(def, o.retention_column)) {
+		dropped = lappend(dropped, psprintf("the retention of key %s: the new definition has no such key",
+		                                    quote_identifier(o.retention_column)));
+		o.retention_column = nullptr;
+	}
+	if (o.window != nullptr) {
+		bool keep = e->mode == Mode::Exact && e->owns_target && o.window->bucket != nullptr &&
+		            IsKeyColumn(def, o.window->bucket);
+		for (int i = 0; keep && i < o.window->ncolumns; i++)
+			keep = IsValueColumn(def, o.window->columns[i].column);
+		if (!keep) {
+			dropped = lappend(dropped, pstrdup("window thresholds: set them again with "
+			                                   "counters.set_window_thresholds()"));
+			o.window = nullptr;
+		}
+	}
+	Oid argtypes[2] = {TEXTOID, JSONBOID};
+	Datum args[2] = {CStringGetTextDatum(name), OptionsJsonb(&o)};
+	ExecuteAsCatalogOwner("UPDATE counters.counter SET options = $2 WHERE name OPERATOR(pg_catalog.=) $1", 2, argtypes,
+	                      args, nullptr, SPI_OK_UPDATE, true);
 	citus::SyncReplica(name);
-	/* What did not survive is said. */
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-	if (SPI_execute_with_args(
-	        "SELECT o.key || ' of column ' || pg_catalog.quote_ident(c.key) || ': the new definition has no such "
-	        "column' FROM pg_catalog.jsonb_each($2) o, "
-	        "pg_catalog.jsonb_each(o.value) c WHERE o.key OPERATOR(pg_catalog.=) ANY (ARRAY['bounds', 'thresholds']) "
-	        "AND NOT c.key OPERATOR(pg_catalog.=) ANY ($3) UNION ALL SELECT 'the retention of key ' || "
-	        "pg_catalog.quote_ident(o.value OPERATOR(pg_catalog.->>) 'column') || ': the new definition has no such "
-	        "key' FROM pg_catalog.jsonb_each($2) o "
-	        "WHERE o.key OPERATOR(pg_catalog.=) 'retention' AND NOT (o.value OPERATOR(pg_catalog.->>) 'column') "
-	        "OPERATOR(pg_catalog.=) ANY ($4) UNION ALL SELECT 'window thresholds: set them again with "
-	        "counters.set_window_thresholds()' FROM pg_catalog.jsonb_each($2) o "
-	        "WHERE o.key OPERATOR(pg_catalog.=) 'window' AND NOT ($5 "
-	        "AND o.value OPERATOR(pg_catalog.->>) 'bucket' OPERATOR(pg_catalog.=) ANY ($4) "
-	        "AND NOT EXISTS (SELECT FROM pg_catalog.jsonb_object_keys(o.value OPERATOR(pg_catalog.->) 'columns') k "
-	        "WHERE NOT k OPERATOR(pg_catalog.=) ANY ($3)))",
-	        5, argtypes, args, nullptr, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "counters: reading the options of counter \"%s\" failed", name);
-	for (uint64 i = 0; i < SPI_processed; i++)
-		ereport(NOTICE, (errmsg("counter \"%s\": dropped its %s", name,
-		                        SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1))));
-	SPI_finish();
+	ListCell *lc;
+	foreach (lc, dropped)
+		ereport(NOTICE, (errmsg("counter \"%s\": dropped its %s", name, (const char *)lfirst(lc))));
 	CacheInvalidateRelcacheByRelid(e->source);
 }
 

@@ -292,7 +292,8 @@ CatalogRelation()
 	       "CASE WHEN v.relname OPERATOR(pg_catalog.=) (r.name OPERATOR(pg_catalog.||) '_definition') "
 	       "AND pg_catalog.pg_has_role(v.relowner, s.relowner, 'USAGE') "
 	       "AND pg_catalog.pg_has_role(v.relowner, t.relowner, 'USAGE') THEN v.oid::pg_catalog.regclass END AS query, "
-	       "r.owns_target, NULL::pg_catalog.regclass AS log, NULL::pg_catalog.regclass AS totals, r.mode, r.options "
+	       "r.owns_target, NULL::pg_catalog.regclass AS log, NULL::pg_catalog.regclass AS totals, r.mode, r.options, "
+	       "NULL::pg_catalog.regclass AS crossings "
 	       "FROM counters.counter_replica r "
 	       "LEFT JOIN pg_catalog.pg_class s ON s.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(r.source) "
 	       "LEFT JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(r.target) "
@@ -736,12 +737,12 @@ Distribute(Oid source, const char *column)
 		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
 		RequireMaintainer(e);
 		CounterDef *def = AnalyzeView(e->name, e->query, CounterOwner(e));
-		const char *refused = e->mode != Mode::Exact             ? "is in log or sharded mode"
-		                      : !e->owns_target                  ? "counts into columns of an existing table"
-		                      : OidIsValid(def->parent)          ? "counts through a parent row"
-		                      : HasOption(e->name, "thresholds") ? "has thresholds"
-		                      : HasOption(e->name, "window")     ? "has window thresholds"
-		                                                         : nullptr;
+		const char *refused = e->mode != Mode::Exact          ? "is in log or sharded mode"
+		                      : !e->owns_target               ? "counts into columns of an existing table"
+		                      : OidIsValid(def->parent)       ? "counts through a parent row"
+		                      : e->options->nthresholds > 0   ? "has thresholds"
+		                      : e->options->window != nullptr ? "has window thresholds"
+		                                                      : nullptr;
 		if (refused != nullptr)
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			                errmsg("counter \"%s\" of table %s %s, which counters does not support on Citus yet",

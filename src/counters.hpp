@@ -266,6 +266,82 @@ Datum RenderKey(Oid owner, int n, const char *const *names, const Datum *values,
 
 /* A counter's mode, as counters.counter.mode names it. */
 enum class Mode { Exact, Log, Sharded };
+/* A mode's name, and back: LookupModeName says whether `name` is one; ParseModeName reads the catalog's (else exact).
+ */
+const char *ModeName(Mode mode);
+bool LookupModeName(const char *name, Mode *mode);
+Mode ParseModeName(const char *name);
+
+/* ---- a counter's options, typed (counter.cpp: the one reader of counters.counter.options) ---- */
+
+/* sharded mode: slot rows per key, when alter_counter was not told (max_slots), and the range it accepts */
+constexpr int MAX_SLOTS_DEFAULT = 16;
+constexpr int MAX_SLOTS_MIN = 1;
+constexpr int MAX_SLOTS_MAX = 1024;
+
+/* counters.set_bounds of one value column (numeric bounds; has_min/has_max say which are set) */
+struct ColumnBounds {
+	const char *column;
+	bool has_min;
+	bool has_max;
+	Datum min;
+	Datum max;
+};
+/* counters.set_thresholds (or a window's) of one value column */
+struct ColumnThresholds {
+	const char *column;
+	int nvalues;
+	Datum *values;        /* numeric, as set (set_thresholds sorts them) */
+	Datum every;          /* numeric step of repeating thresholds; (Datum)0: none */
+	const char *callback; /* regprocedure, qualified (ResolveCallback); NULL: none */
+};
+/* counters.set_window_thresholds */
+struct WindowOptions {
+	const char *bucket; /* key column */
+	const char *width;  /* interval */
+	int ncolumns;       /* value columns, in C order */
+	ColumnThresholds *columns;
+};
+struct CounterOptions {
+	int nbounds;
+	ColumnBounds *bounds;
+	int nthresholds;
+	ColumnThresholds *thresholds; /* in C order of their columns */
+	WindowOptions *window;        /* NULL: none */
+	const char *retention_column; /* counters.set_retention: a key column (NULL: none), */
+	const char *retention_keep;   /* ... and the interval kept */
+	const char *touch;            /* counters.set_touch: a timestamp column of the target (NULL: none) */
+	bool keep_zero;               /* counters.set_keep_zero */
+	int max_slots;                /* sharded mode (MAX_SLOTS_DEFAULT unless set) */
+	bool max_slots_set;
+	bool building;          /* a concurrent declaration or rebuild is under way, */
+	bool building_has_mode; /* ... ending in a mode it names, */
+	Mode building_mode;
+	int building_max_slots; /* ... with these slots (sharded; -1: not named) */
+};
+/* Options from the catalog's jsonb (isnull: none); in CurrentMemoryContext. */
+const CounterOptions *ParseOptions(Datum options, bool isnull);
+/* The options of counter `name` now (latest snapshot); none if there is no such counter. */
+const CounterOptions *CurrentOptions(const char *name);
+/* A callback as its options name it: the function, or InvalidOid when it no longer exists. */
+Oid ResolveCallback(const char *callback);
+/* A key type a retention or a window can age out: date, timestamp, timestamptz. */
+bool IsTimeBucketType(Oid type);
+/*
+ * Options written back (SetOption, RestoreOptions): the value of one key (isnull: none left), or all of them (what a
+ * counter's own state was, building and last_rebuild, is not written). Built in C from the typed fields.
+ */
+Datum BoundsJsonb(const CounterOptions *o, bool *isnull);
+Datum ThresholdsJsonb(const CounterOptions *o, bool *isnull);
+Datum WindowJsonb(const CounterOptions *o, bool *isnull);
+Datum OptionsJsonb(const CounterOptions *o);
+Datum MaxSlotsJsonb(int max_slots);
+/* "building": where a concurrent declaration or rebuild is going (max_slots <= 0: not named) */
+Datum BuildingJsonb(Mode mode, int max_slots);
+/* A copy of `n` entries without `column`'s, plus `entry` (NULL: none); *n becomes the new number. */
+ColumnBounds *WithColumnBounds(const ColumnBounds *bounds, int *n, const char *column, const ColumnBounds *entry);
+ColumnThresholds *WithColumnThresholds(const ColumnThresholds *thresholds, int *n, const char *column,
+                                       const ColumnThresholds *entry);
 
 /* One row of counters.counter (catalog.cpp). Relations absent in the row are InvalidOid. */
 struct CatalogEntry {
@@ -277,9 +353,8 @@ struct CatalogEntry {
 	Oid log;    /* log mode: the log; sharded mode: the slots */
 	bool owns_target;
 	Mode mode;
-	const char *retention_column; /* the key kept for a retention (its definition name), or NULL */
-	const char *retention_keep;   /* interval text */
-	Oid crossings;                /* window thresholds: which each prefix is at or above, as announced (a table) */
+	Oid crossings; /* window thresholds: which each prefix is at or above, as announced (a table) */
+	const CounterOptions *options;
 };
 
 /*
@@ -296,8 +371,6 @@ void LockCounterSources(const CatalogEntry *e, LOCKMODE mode);
 Oid CounterParent(const CatalogEntry *e);
 /* Whether view `view` reads column `attnum` of `rel` (pg_depend). */
 bool ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum);
-/* Whether counter `name` has option `option` in its catalog row (bounds, thresholds), as the latest snapshot sees. */
-bool HasOption(const char *name, const char *option);
 /* Counters named `name` (NULL: all), in name order, as the latest snapshot sees them. */
 List *ReadCatalog(const char *name);
 /* The counters one of whose relations (target, totals, log or slots, definition view) is `rel`, in name order. */
@@ -312,7 +385,6 @@ CatalogEntry *OwnerCounterOf(Oid rel, const char **what);
 void GuardCounterRelation(Oid rel, const char *command);
 /* The counter named `name`, or an error (42704). */
 CatalogEntry *LookupCounter(const char *name);
-const char *ModeName(Mode mode);
 /*
  * Run an SPI query (SPI connected) with the latest snapshot: it sees what committed before the locks the caller holds
  * were granted, whatever the transaction's snapshot. (read_only = false: also the current command's changes.)
@@ -343,15 +415,13 @@ void SetOption(const char *name, const char *key, Datum value, bool isnull);
 HeapTuple CatalogRowInserted(TriggerData *td);
 /* The table of counter `name`'s window state (counters.counter.crossings; InvalidOid: none). */
 void SetCrossings(const char *name, Oid crossings);
-/* A counter's options (jsonb), and writing them back to its new definition `def` (what still applies). */
-Datum ReadOptions(const char *name, bool *isnull);
-void RestoreOptions(const char *name, Datum options, const CounterDef *def);
+/* Options kept across a change of definition written back to the new definition `def` (what still applies). */
+void RestoreOptions(const char *name, const CounterOptions *kept, const CounterDef *def);
 /*
- * The rows the compiled cache is built from, as SPI_tuptable (SPI connected, latest snapshot): the counters of
- * `source` in name order (cache.cpp reads the columns by position), and the thresholds of counter `name`.
+ * The catalog rows the compiled cache is built from (latest snapshot; on a Citus worker, the replica's): the counters
+ * of `source`, or (as_parent) those whose definition joins it as the parent, in name order.
  */
-void QueryCountersOf(Oid source, bool as_parent = false);
-void QueryThresholds(const char *name);
+List *ReadCountersOf(Oid source, bool as_parent = false);
 /* Record what maintenance did to a counter in counters.maintenance: `columns` get `values` (see catalog.cpp). */
 void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types, Datum *values,
                      const char *nulls);
@@ -630,7 +700,7 @@ struct DeltaEntry;
 Datum *WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n);
 void CheckWrittenWindows(CompiledCounter *c, Datum *prefixes);
 /* A counter's window from its catalog row (in CurrentMemoryContext; NULL: none). */
-WindowConfig *ReadWindow(const char *name);
+WindowConfig *ReadWindow(const CatalogEntry *e);
 /* The window sums of counter `c`'s value columns `columns` per prefix (written: of the prefixes in arrays $1...). */
 char *WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w, bool written);
 /* Record in `crossings` which thresholds each prefix's window sum reached; the crossings, to announce. */

@@ -97,12 +97,9 @@ namespace {
 Mode
 ParseMode(const char *name, const char *mode)
 {
-	if (mode != nullptr && strcmp(mode, "exact") == 0)
-		return Mode::Exact;
-	if (mode != nullptr && strcmp(mode, "log") == 0)
-		return Mode::Log;
-	if (mode != nullptr && strcmp(mode, "sharded") == 0)
-		return Mode::Sharded;
+	Mode parsed;
+	if (LookupModeName(mode, &parsed))
+		return parsed;
 	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 	                errmsg("counter \"%s\": unknown mode %s", name, mode ? quote_literal_cstr(mode) : "<NULL>"),
 	                errhint("The modes are 'exact', 'sharded' and 'log'.")));
@@ -509,13 +506,13 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	Mode mode = mode_text != nullptr ? ParseMode(name, mode_text) : c->mode; /* (NULL: max_slots alone) */
 	if (mode != c->mode)
 		RequireModeAllowed(name, c->source, mode, c->mode == Mode::Exact ? c->target : c->totals, c->target);
-	if (max_slots != -1 && (mode != Mode::Sharded || max_slots < 1 || max_slots > 1024))
+	if (max_slots != -1 && (mode != Mode::Sharded || max_slots < MAX_SLOTS_MIN || max_slots > MAX_SLOTS_MAX))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-		                errmsg("counter \"%s\": max_slots applies to sharded mode, from 1 to 1024", name)));
+		                errmsg("counter \"%s\": max_slots applies to sharded mode, from %d to %d", name, MAX_SLOTS_MIN,
+		                       MAX_SLOTS_MAX)));
 	if (c->mode == mode) {
 		if (max_slots != -1)
-			SetOption(name, "max_slots", DirectFunctionCall1(jsonb_in, CStringGetDatum(psprintf("%d", max_slots))),
-			          false);
+			SetOption(name, "max_slots", MaxSlotsJsonb(max_slots), false);
 		return;
 	}
 	if (!c->owns_target)
@@ -559,9 +556,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 			/* the slot number: the column after the definition's (the trigger finds it by position) */
 			Execute(AddSlotColumnStatement(log), SPI_OK_UTILITY);
 			Execute(SlotKeyStatement(s, log), SPI_OK_UTILITY);
-			SetOption(name, "max_slots",
-			          DirectFunctionCall1(jsonb_in, CStringGetDatum(psprintf("%d", max_slots == -1 ? 16 : max_slots))),
-			          false);
+			SetOption(name, "max_slots", MaxSlotsJsonb(max_slots == -1 ? MAX_SLOTS_DEFAULT : max_slots), false);
 		}
 		/* Readers see totals plus pending deltas as of their snapshot: exact and transactional, never a cache. */
 		Execute(PendingViewStatement(s, nsp, rel, totals, log), SPI_OK_UTILITY);
@@ -653,8 +648,7 @@ RenameCounter(const char *from, const char *to)
  * window thresholds' state (set aside: the drop leaves it).
  */
 struct Kept {
-	bool no_options;
-	Datum options;
+	const CounterOptions *options;
 	List *grantees;
 	Oid crossings;
 };
@@ -662,7 +656,7 @@ struct Kept {
 void
 Keep(const CatalogEntry *c, Kept *k)
 {
-	k->options = ReadOptions(c->name, &k->no_options);
+	k->options = CurrentOptions(c->name);
 	k->grantees = c->owns_target ? SelectGrantees(c->target) : NIL;
 	k->crossings = c->crossings;
 	if (OidIsValid(c->crossings))
@@ -674,8 +668,7 @@ GiveBack(const char *name, const Kept *k)
 {
 	CatalogEntry *e = LookupCounter(name);
 	CounterDef *def = BuildShape(e)->def;
-	if (!k->no_options)
-		RestoreOptions(name, k->options, def);
+	RestoreOptions(name, k->options, def);
 	if (OidIsValid(k->crossings))
 		KeepCrossings(e, k->crossings, def);
 	if (k->grantees == NIL)
@@ -1044,7 +1037,7 @@ WindowCrossings(const CatalogEntry *e, bool window)
 void
 KeepCrossings(const CatalogEntry *e, Oid crossings, const CounterDef *def)
 {
-	WindowConfig *w = ReadWindow(e->name);
+	WindowConfig *w = ReadWindow(LookupCounter(e->name));
 	OwnerScope as;
 	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
 	if (SPI_connect() != SPI_OK_CONNECT)

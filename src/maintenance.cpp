@@ -113,7 +113,7 @@ BuildShape(const CatalogEntry *e)
 {
 	CounterShape *s = (CounterShape *)palloc0(sizeof(CounterShape));
 	s->e = e;
-	s->keep_zero = HasOption(e->name, "keep_zero");
+	s->keep_zero = CurrentOptions(e->name)->keep_zero;
 	s->def = AnalyzeView(e->name, e->query, CounterOwner(e));
 	CounterDef *def = s->def;
 	int n = def->ncolumns;
@@ -156,10 +156,11 @@ BuildShape(const CatalogEntry *e)
 		}
 	}
 	s->retention_column = -1;
-	for (int i = 0; e->retention_column != nullptr && i < n; i++)
-		if (s->is_key[i] && strcmp(s->def_names[i], e->retention_column) == 0) {
+	const char *retention = e->options->retention_column;
+	for (int i = 0; retention != nullptr && i < n; i++)
+		if (s->is_key[i] && strcmp(s->def_names[i], retention) == 0) {
 			s->retention_column = i;
-			s->retention_keep = e->retention_keep;
+			s->retention_keep = e->options->retention_keep;
 			s->retention_type = def->keys[def->columns[i].index].type;
 		}
 	return s;
@@ -270,7 +271,7 @@ Int64Column(int col)
 CompiledCounter *
 WithThresholds(const CatalogEntry *e)
 {
-	if (!HasOption(e->name, "thresholds"))
+	if (CurrentOptions(e->name)->nthresholds == 0)
 		return nullptr;
 	SourceCounters *sc = GetSourceCounters(e->source);
 	for (int i = 0; i < sc->ncounters; i++)
@@ -345,7 +346,7 @@ CompactOne(const CatalogEntry *e, Round *round)
 {
 	if (!LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock, round))
 		return 0;
-	if (HasOption(e->name, "building"))
+	if (CurrentOptions(e->name)->building)
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("counter \"%s\" is being built concurrently: its totals are not complete yet", e->name),
 		                errhint("If create_counter_concurrently() or rebuild_concurrently() stopped, CALL "
@@ -502,7 +503,7 @@ IsPending(const CatalogEntry *e)
 bool
 HasRetention(const CatalogEntry *e)
 {
-	return e->retention_column != nullptr;
+	return e->options->retention_column != nullptr;
 }
 
 /*
@@ -522,7 +523,7 @@ MaintainInRound(const CatalogEntry *e)
 	}
 	if (HasRetention(e))
 		(void)TryRoundStep(RetainOne, e, "applying the retention", &n, nullptr);
-	if (HasOption(e->name, "window"))
+	if (CurrentOptions(e->name)->window != nullptr)
 		(void)TryRoundStep(CheckWindowsStep, e, "checking the window thresholds", &n, nullptr);
 	return folded;
 }
@@ -556,7 +557,7 @@ Compact(const char *name)
 	 * ... and window sums whose buckets aged out are checked. A failure there (a callback's) is a WARNING: it must not
 	 * stop compaction, and the next round checks again. (A counter dropped while compact() waited is gone by now.)
 	 */
-	if (!HasOption(name, "window"))
+	if (CurrentOptions(name)->window == nullptr)
 		return folded;
 	ErrorData *error = TryInSubtransaction(CheckWindowsOf, (void *)name);
 	if (error != nullptr)
@@ -903,29 +904,13 @@ namespace {
 void
 ReadDestination(const CatalogEntry *e, Mode *mode, int *max_slots)
 {
-	*mode = e->mode;
+	const CounterOptions *options = CurrentOptions(e->name);
+	*mode = options->building && options->building_has_mode ? options->building_mode : e->mode;
 	*max_slots = -1;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {CStringGetTextDatum(e->name)};
-	(void)QueryLatest("SELECT options OPERATOR(pg_catalog.->) 'building' OPERATOR(pg_catalog.->>) 'mode', "
-	                  "COALESCE(options OPERATOR(pg_catalog.->) 'building' OPERATOR(pg_catalog.->>) 'max_slots', "
-	                  "options OPERATOR(pg_catalog.->>) 'max_slots')::pg_catalog.int4 "
-	                  "FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1",
-	                  1, argtypes, args, nullptr);
-	if (SPI_processed == 1) {
-		char *destination = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		if (destination != nullptr)
-			*mode = strcmp(destination, "sharded") == 0 ? Mode::Sharded
-			        : strcmp(destination, "log") == 0   ? Mode::Log
-			                                            : Mode::Exact;
-		bool isnull;
-		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-		if (!isnull && *mode == Mode::Sharded)
-			*max_slots = DatumGetInt32(d);
-	}
-	SPI_finish();
+	if (*mode == Mode::Sharded)
+		*max_slots = options->building && options->building_max_slots > 0 ? options->building_max_slots
+		             : options->max_slots_set                             ? options->max_slots
+		                                                                  : -1;
 }
 
 } // namespace
@@ -933,12 +918,7 @@ ReadDestination(const CatalogEntry *e, Mode *mode, int *max_slots)
 void
 MarkBuilding(const char *name, Mode mode, int max_slots)
 {
-	SetOption(
-	    name, "building",
-	    DirectFunctionCall1(jsonb_in, CStringGetDatum(max_slots > 0 ? psprintf("{\"mode\": \"%s\", \"max_slots\": %d}",
-	                                                                           ModeName(mode), max_slots)
-	                                                                : psprintf("{\"mode\": \"%s\"}", ModeName(mode)))),
-	    false);
+	SetOption(name, "building", BuildingJsonb(mode, max_slots), false);
 }
 
 void

@@ -93,30 +93,6 @@ QueryValue(MemoryContext cxt, const char *sql, int nargs, Oid *types, Datum *arg
 	return d;
 }
 
-/*
- * An option's new value: the counter's current `key` object (or {}) without `column`, plus `column` => `entry`
- * (jsonb, NULL: none); NULL when nothing is left. Computed with the catalog as it is now.
- */
-Datum
-OptionWith(const CatalogEntry *e, const char *key, const char *column, Datum entry, bool entry_null, bool *isnull)
-{
-	MemoryContext caller = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-	Oid types[4] = {TEXTOID, TEXTOID, TEXTOID, JSONBOID};
-	Datum args[4] = {CStringGetTextDatum(e->name), CStringGetTextDatum(key), CStringGetTextDatum(column), entry};
-	char nulls[4] = {' ', ' ', ' ', entry_null ? 'n' : ' '};
-	Datum result = QueryValue(caller,
-	                          "SELECT NULLIF((COALESCE(c.options OPERATOR(pg_catalog.->) $2, '{}') "
-	                          "               OPERATOR(pg_catalog.-) $3) "
-	                          "OPERATOR(pg_catalog.||) CASE WHEN $4 IS NULL THEN '{}'::pg_catalog.jsonb "
-	                          "ELSE pg_catalog.jsonb_build_object($3, $4) END, '{}') "
-	                          "FROM counters.counter c WHERE c.name OPERATOR(pg_catalog.=) $1",
-	                          4, types, args, nulls, isnull);
-	SPI_finish();
-	return result;
-}
-
 Datum
 JsonbOf(const char *text)
 {
@@ -159,19 +135,12 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 			                errhint("SELECT * FROM %s WHERE %s lists them.", QualifiedName(e->target), outside)));
 		EndChange(&change);
 	}
-	StringInfoData entry;
-	initStringInfo(&entry);
-	if (!min_null || !max_null) {
-		appendStringInfoChar(&entry, '{');
-		if (!min_null)
-			appendStringInfo(&entry, "\"min\": %s", NumericText(min));
-		if (!max_null)
-			appendStringInfo(&entry, "%s\"max\": %s", min_null ? "" : ", ", NumericText(max));
-		appendStringInfoChar(&entry, '}');
-	}
+	CounterOptions o = *CurrentOptions(name);
+	ColumnBounds entry = {col.definition_name, !min_null, !max_null, min_null ? (Datum)0 : min,
+	                      max_null ? (Datum)0 : max};
+	o.bounds = WithColumnBounds(o.bounds, &o.nbounds, col.definition_name, min_null && max_null ? nullptr : &entry);
 	bool isnull;
-	Datum bounds = OptionWith(e, "bounds", col.definition_name, entry.len ? JsonbOf(entry.data) : (Datum)0,
-	                          entry.len == 0, &isnull);
+	Datum bounds = BoundsJsonb(&o, &isnull);
 	SetOption(name, "bounds", bounds, isnull);
 }
 
@@ -222,27 +191,31 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 			                errdetail("The callback runs as the counter's owner, %s.",
 			                          quote_identifier(GetUserNameFromId(owner, false)))));
 	}
-	bool none = n == 0 && every_null;
-	Datum entry = (Datum)0;
-	if (!none) {
-		/* the thresholds sorted and without duplicates (no "values" when there are none), the step */
-		MemoryContext caller = CurrentMemoryContext;
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
-		Oid types[3] = {NUMERICARRAYOID, TEXTOID, NUMERICOID};
-		Datum args[3] = {thresholds != nullptr ? PointerGetDatum(thresholds) : (Datum)0,
-		                 callback_text ? CStringGetTextDatum(callback_text) : (Datum)0, every};
-		char nulls[3] = {thresholds != nullptr ? ' ' : 'n', callback_text ? ' ' : 'n', every_null ? 'n' : ' '};
-		bool isnull;
-		entry = QueryValue(caller,
-		                   "SELECT pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('values', "
-		                   "(SELECT pg_catalog.jsonb_agg(DISTINCT t ORDER BY t) FROM pg_catalog.unnest($1) t), "
-		                   "'every', $3, 'callback', $2))",
-		                   3, types, args, nulls, &isnull);
-		SPI_finish();
+	/* the thresholds sorted and without duplicates (no "values" when there are none), the step */
+	ColumnThresholds entry = {col.definition_name, 0, nullptr, every_null ? (Datum)0 : every, callback_text};
+	if (n > 0) {
+		Datum *values;
+		bool *nulls;
+		int nvalues;
+		deconstruct_array(thresholds, NUMERICOID, -1, false, TYPALIGN_INT, &values, &nulls, &nvalues);
+		entry.values = (Datum *)palloc(sizeof(Datum) * nvalues);
+		for (int i = 0; i < nvalues; i++) {
+			int at = 0, cmp = 1;
+			while (at < entry.nvalues &&
+			       (cmp = DatumGetInt32(DirectFunctionCall2(numeric_cmp, entry.values[at], values[i]))) < 0)
+				at++;
+			if (at < entry.nvalues && cmp == 0)
+				continue;
+			memmove(&entry.values[at + 1], &entry.values[at], sizeof(Datum) * (entry.nvalues - at));
+			entry.values[at] = values[i];
+			entry.nvalues++;
+		}
 	}
+	CounterOptions o = *CurrentOptions(name);
+	o.thresholds = WithColumnThresholds(o.thresholds, &o.nthresholds, col.definition_name,
+	                                    n == 0 && every_null ? nullptr : &entry);
 	bool isnull;
-	Datum entries = OptionWith(e, "thresholds", col.definition_name, entry, none, &isnull);
+	Datum entries = ThresholdsJsonb(&o, &isnull);
 	SetOption(name, "thresholds", entries, isnull);
 }
 
@@ -339,7 +312,7 @@ SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 			found = i;
 	}
 	Oid type = found >= 0 ? s->def->keys[s->def->columns[found].index].type : InvalidOid;
-	if (type != DATEOID && type != TIMESTAMPOID && type != TIMESTAMPTZOID)
+	if (!IsTimeBucketType(type))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": retention needs a key column of type date, timestamp or timestamptz, "
 		                       "not \"%s\"",

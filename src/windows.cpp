@@ -43,47 +43,25 @@ namespace {
 } // namespace
 
 WindowConfig *
-ReadWindow(const char *name)
+ReadWindow(const CatalogEntry *e)
 {
-	MemoryContext caller = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {CStringGetTextDatum(name)};
-	if (QueryLatest("SELECT o.w OPERATOR(pg_catalog.->>) 'bucket', o.w OPERATOR(pg_catalog.->>) 'width', c.key, "
-	                "ARRAY(SELECT x::pg_catalog.numeric FROM "
-	                "pg_catalog.jsonb_array_elements_text(c.value OPERATOR(pg_catalog.->) 'values') x), "
-	                "pg_catalog.to_regprocedure(c.value OPERATOR(pg_catalog.->>) 'callback')::pg_catalog.oid, "
-	                "k.crossings::pg_catalog.oid "
-	                "FROM counters.counter k, LATERAL (SELECT k.options OPERATOR(pg_catalog.->) 'window') o(w), "
-	                "pg_catalog.jsonb_each(o.w OPERATOR(pg_catalog.->) 'columns') c "
-	                "WHERE k.name OPERATOR(pg_catalog.=) $1 ORDER BY c.key COLLATE \"C\"",
-	                1, argtypes, args, nullptr) != SPI_OK_SELECT)
-		elog(ERROR, "counters: reading the window of counter \"%s\" failed", name);
-	WindowConfig *w = nullptr;
-	if (SPI_processed > 0) {
-		SPITupleTable *tt = SPI_tuptable;
-		MemoryContext spi = MemoryContextSwitchTo(caller);
-		w = (WindowConfig *)palloc0(sizeof(WindowConfig));
-		w->bucket = SPI_getvalue(tt->vals[0], tt->tupdesc, 1);
-		w->width = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
-		w->ncolumns = (int)SPI_processed;
-		w->columns = (char **)palloc(sizeof(char *) * w->ncolumns);
-		w->thresholds = (Datum *)palloc(sizeof(Datum) * w->ncolumns);
-		w->callbacks = (Oid *)palloc(sizeof(Oid) * w->ncolumns);
-		bool crossings_null;
-		Datum crossings = SPI_getbinval(tt->vals[0], tt->tupdesc, 6, &crossings_null);
-		w->crossings = crossings_null ? InvalidOid : DatumGetObjectId(crossings);
-		for (int i = 0; i < w->ncolumns; i++) {
-			bool isnull;
-			w->columns[i] = SPI_getvalue(tt->vals[i], tt->tupdesc, 3);
-			w->thresholds[i] = datumCopy(SPI_getbinval(tt->vals[i], tt->tupdesc, 4, &isnull), false, -1);
-			Datum cb = SPI_getbinval(tt->vals[i], tt->tupdesc, 5, &isnull);
-			w->callbacks[i] = isnull ? InvalidOid : DatumGetObjectId(cb);
-		}
-		MemoryContextSwitchTo(spi);
+	const WindowOptions *o = e->options->window;
+	if (o == nullptr || o->ncolumns == 0)
+		return nullptr;
+	WindowConfig *w = (WindowConfig *)palloc0(sizeof(WindowConfig));
+	w->bucket = pstrdup(o->bucket != nullptr ? o->bucket : "");
+	w->width = pstrdup(o->width != nullptr ? o->width : "");
+	w->ncolumns = o->ncolumns;
+	w->columns = (char **)palloc(sizeof(char *) * w->ncolumns);
+	w->thresholds = (Datum *)palloc(sizeof(Datum) * w->ncolumns);
+	w->callbacks = (Oid *)palloc(sizeof(Oid) * w->ncolumns);
+	w->crossings = e->crossings;
+	for (int i = 0; i < w->ncolumns; i++) {
+		const ColumnThresholds *t = &o->columns[i];
+		w->columns[i] = pstrdup(t->column);
+		w->thresholds[i] = PointerGetDatum(construct_array(t->values, t->nvalues, NUMERICOID, -1, false, TYPALIGN_INT));
+		w->callbacks[i] = ResolveCallback(t->callback);
 	}
-	SPI_finish();
 	return w;
 }
 
@@ -251,32 +229,30 @@ void
 WriteWindowOption(const char *name, const char *bucket, const char *width, const char *column, Datum thresholds,
                   Oid callback)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-	Oid argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, NUMERICARRAYOID, TEXTOID};
-	Datum args[6] = {CStringGetTextDatum(name),
-	                 CStringGetTextDatum(bucket),
-	                 CStringGetTextDatum(width),
-	                 CStringGetTextDatum(column),
-	                 thresholds,
-	                 OidIsValid(callback) ? CStringGetTextDatum(format_procedure_qualified(callback)) : (Datum)0};
-	char nulls[6] = {' ', ' ', ' ', ' ', thresholds == (Datum)0 ? 'n' : ' ', OidIsValid(callback) ? ' ' : 'n'};
-	if (QueryLatest("SELECT CASE WHEN x.columns OPERATOR(pg_catalog.=) '{}'::pg_catalog.jsonb THEN NULL ELSE "
-	                "pg_catalog.jsonb_build_object('bucket', $2, 'width', $3, 'columns', x.columns) END "
-	                "FROM counters.counter k, LATERAL (SELECT (COALESCE(k.options OPERATOR(pg_catalog.->) 'window' "
-	                "OPERATOR(pg_catalog.->) 'columns', '{}'::pg_catalog.jsonb) OPERATOR(pg_catalog.-) $4) "
-	                "OPERATOR(pg_catalog.||) CASE WHEN $5 IS NULL THEN '{}'::pg_catalog.jsonb ELSE "
-	                "pg_catalog.jsonb_build_object($4, pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object("
-	                "'values', pg_catalog.to_jsonb($5), 'callback', $6))) END) x(columns) "
-	                "WHERE k.name OPERATOR(pg_catalog.=) $1",
-	                6, argtypes, args, nulls) != SPI_OK_SELECT ||
-	    SPI_processed != 1)
-		elog(ERROR, "counters: writing the window of counter \"%s\" failed", name);
+	/* the window's other columns as they are, and this one's thresholds (none: the column goes) */
+	CounterOptions o = *CurrentOptions(name);
+	WindowOptions w = {bucket, width, 0, nullptr};
+	if (o.window != nullptr) {
+		w.ncolumns = o.window->ncolumns;
+		w.columns = o.window->columns;
+	}
+	ColumnThresholds entry = {column, 0, nullptr, (Datum)0,
+	                          OidIsValid(callback) ? format_procedure_qualified(callback) : nullptr};
+	if (thresholds != (Datum)0) {
+		bool *nulls;
+		deconstruct_array(DatumGetArrayTypeP(thresholds), NUMERICOID, -1, false, TYPALIGN_INT, &entry.values, &nulls,
+		                  &entry.nvalues);
+	}
+	w.columns = WithColumnThresholds(w.columns, &w.ncolumns, column, thresholds != (Datum)0 ? &entry : nullptr);
+	/* (in C order, as the window's columns are read) */
+	for (int i = w.ncolumns - 1; i > 0 && strcmp(w.columns[i - 1].column, w.columns[i].column) > 0; i--) {
+		ColumnThresholds swap = w.columns[i - 1];
+		w.columns[i - 1] = w.columns[i];
+		w.columns[i] = swap;
+	}
+	o.window = &w;
 	bool isnull;
-	Datum window = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (!isnull)
-		window = SPI_datumTransfer(window, false, -1);
-	SPI_finish();
+	Datum window = WindowJsonb(&o, &isnull);
 	SetOption(name, "window", window, isnull);
 	/* The state: a table of the owner's while there is a window, without the thresholds no longer set. */
 	CatalogEntry *e = LookupCounter(name);
@@ -433,7 +409,7 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 		ereport(ERROR,
 		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no value column \"%s\"", name, column)));
 	bool remove = thresholds == nullptr || ArrayGetNItems(ARR_NDIM(thresholds), ARR_DIMS(thresholds)) == 0;
-	WindowConfig *current = ReadWindow(name);
+	WindowConfig *current = ReadWindow(LookupCounter(name));
 	if (remove) {
 		if (current != nullptr)
 			WriteWindowOption(name, current->bucket, current->width, column, (Datum)0, InvalidOid);
@@ -450,7 +426,7 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 		ereport(ERROR,
 		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no key column \"%s\"", name, bucket)));
 	Oid type = s->def->keys[key].type;
-	if (type != DATEOID && type != TIMESTAMPOID && type != TIMESTAMPTZOID)
+	if (!IsTimeBucketType(type))
 		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
 		                errmsg("counter \"%s\": key \"%s\" is a %s, not a time bucket (date, timestamp or timestamptz)",
 		                       name, bucket, format_type_be(type))));

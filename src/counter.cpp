@@ -1,0 +1,510 @@
+/*
+ * counter.cpp: a counter's options (counters.counter.options), typed. The catalog keeps them as one jsonb object,
+ * which pg_dump dumps as text; this file is the one place that reads its keys and shapes:
+ *
+ *   {"bounds":      {"<value column>": {"min": n, "max": n}, ...},
+ *    "thresholds":  {"<value column>": {"values": [n, ...], "every": n, "callback": "<regprocedure>"}, ...},
+ *    "window":      {"bucket": "<key column>", "width": "<interval>",
+ *                    "columns": {"<value column>": {"values": [n, ...], "callback": "<regprocedure>"}, ...}},
+ *    "retention":   {"column": "<key column>", "keep": "<interval>"},
+ *    "touch":       "<column of the target>",
+ *    "keep_zero":   true,
+ *    "max_slots":   n,
+ *    "building":    {"mode": "exact" | "log" | "sharded", "max_slots": n},
+ *    "last_rebuild": ...}
+ *
+ * Column names are the definition's. Each catalog row read (catalog.cpp) is parsed here once, into the
+ * CatalogEntry; the compiled form (cache.cpp) and the control plane read the typed fields.
+ */
+#include "counters.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+#include "utils/regproc.h"
+}
+
+namespace counters {
+
+namespace {
+
+/* A string value as a C string, or NULL (absent, or of another type). */
+const char *
+StringOf(const JsonbValue *v)
+{
+	if (v == nullptr || v->type != jbvString)
+		return nullptr;
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/* A number value as numeric (a copy), or (Datum)0. A string that reads as a number is taken too (as ->> would). */
+Datum
+NumericOf(const JsonbValue *v)
+{
+	if (v == nullptr)
+		return (Datum)0;
+	if (v->type == jbvNumeric)
+		return datumCopy(NumericGetDatum(v->val.numeric), false, -1);
+	if (v->type == jbvString)
+		return DirectFunctionCall3(numeric_in, CStringGetDatum(pnstrdup(v->val.string.val, v->val.string.len)),
+		                           ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	return (Datum)0;
+}
+
+/* The object or array container of a value, or NULL. */
+JsonbContainer *
+ContainerOf(const JsonbValue *v)
+{
+	return v != nullptr && v->type == jbvBinary ? v->val.binary.data : nullptr;
+}
+
+const JsonbValue *
+Field(JsonbContainer *object, const char *key)
+{
+	if (object == nullptr || !JsonContainerIsObject(object))
+		return nullptr;
+	JsonbValue *out = (JsonbValue *)palloc(sizeof(JsonbValue));
+	return getKeyJsonValueFromContainer(object, key, (uint32)strlen(key), out);
+}
+
+/*
+ * The fields of an object, one by one: *it from FirstField (NULL: not an object), then NextField until false. Keys come
+ * in jsonb's order (by length, then bytes).
+ */
+JsonbIterator *
+FirstField(JsonbContainer *object)
+{
+	return object != nullptr && JsonContainerIsObject(object) ? JsonbIteratorInit(object) : nullptr;
+}
+
+bool
+NextField(JsonbIterator **it, const char **key, JsonbValue *value)
+{
+	if (*it == nullptr)
+		return false;
+	JsonbIteratorToken token;
+	while ((token = JsonbIteratorNext(it, value, true)) != WJB_DONE) {
+		if (token == WJB_KEY)
+			*key = pnstrdup(value->val.string.val, value->val.string.len);
+		else if (token == WJB_VALUE)
+			return true;
+	}
+	*it = nullptr;
+	return false;
+}
+
+int
+CountFields(JsonbContainer *object)
+{
+	return object != nullptr && JsonContainerIsObject(object) ? (int)JsonContainerSize(object) : 0;
+}
+
+/* The numbers of an array (values), in its order. */
+void
+ReadValues(const JsonbValue *array, int *n, Datum **values)
+{
+	*n = 0;
+	*values = nullptr;
+	JsonbContainer *c = ContainerOf(array);
+	if (c == nullptr || !JsonContainerIsArray(c))
+		return;
+	*values = (Datum *)palloc(sizeof(Datum) * Max(JsonContainerSize(c), 1));
+	JsonbIterator *it = JsonbIteratorInit(c);
+	JsonbValue v;
+	JsonbIteratorToken token;
+	while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+		if (token != WJB_ELEM)
+			continue;
+		Datum d = NumericOf(&v);
+		if (d != (Datum)0)
+			(*values)[(*n)++] = d;
+	}
+}
+
+/* {"<column>": {"values": [...], "every": n, "callback": "..."}, ...}, the columns in jsonb's order or (sorted) C's. */
+ColumnThresholds *
+ReadColumnThresholds(JsonbContainer *object, int *n, bool sorted)
+{
+	*n = CountFields(object);
+	ColumnThresholds *out = (ColumnThresholds *)palloc0(sizeof(ColumnThresholds) * Max(*n, 1));
+	int i = 0;
+	JsonbIterator *it = FirstField(object);
+	const char *column;
+	JsonbValue v;
+	while (i < *n && NextField(&it, &column, &v)) {
+		ColumnThresholds *t = &out[i];
+		JsonbContainer *entry = ContainerOf(&v);
+		t->column = column;
+		ReadValues(Field(entry, "values"), &t->nvalues, &t->values);
+		t->every = NumericOf(Field(entry, "every"));
+		t->callback = StringOf(Field(entry, "callback"));
+		int j = i++;
+		for (; sorted && j > 0 && strcmp(out[j - 1].column, out[j].column) > 0; j--) {
+			ColumnThresholds tmp = out[j - 1];
+			out[j - 1] = out[j];
+			out[j] = tmp;
+		}
+	}
+	*n = i;
+	return out;
+}
+
+} // namespace
+
+const CounterOptions *
+ParseOptions(Datum options, bool isnull)
+{
+	CounterOptions *o = (CounterOptions *)palloc0(sizeof(CounterOptions));
+	o->max_slots = MAX_SLOTS_DEFAULT;
+	if (isnull)
+		return o;
+	JsonbContainer *root = &DatumGetJsonbP(options)->root;
+	if (!JsonContainerIsObject(root))
+		return o;
+
+	JsonbContainer *bounds = ContainerOf(Field(root, "bounds"));
+	o->nbounds = CountFields(bounds);
+	o->bounds = (ColumnBounds *)palloc0(sizeof(ColumnBounds) * Max(o->nbounds, 1));
+	int i = 0;
+	JsonbIterator *it = FirstField(bounds);
+	const char *column;
+	JsonbValue v;
+	while (i < o->nbounds && NextField(&it, &column, &v)) {
+		ColumnBounds *b = &o->bounds[i++];
+		b->column = column;
+		b->min = NumericOf(Field(ContainerOf(&v), "min"));
+		b->max = NumericOf(Field(ContainerOf(&v), "max"));
+		b->has_min = b->min != (Datum)0;
+		b->has_max = b->max != (Datum)0;
+	}
+	o->nbounds = i;
+
+	o->thresholds = ReadColumnThresholds(ContainerOf(Field(root, "thresholds")), &o->nthresholds, false);
+
+	const JsonbValue *window = Field(root, "window");
+	if (window != nullptr) {
+		WindowOptions *w = (WindowOptions *)palloc0(sizeof(WindowOptions));
+		w->bucket = StringOf(Field(ContainerOf(window), "bucket"));
+		w->width = StringOf(Field(ContainerOf(window), "width"));
+		w->columns = ReadColumnThresholds(ContainerOf(Field(ContainerOf(window), "columns")), &w->ncolumns, true);
+		o->window = w;
+	}
+
+	const JsonbValue *retention = Field(root, "retention");
+	if (retention != nullptr) {
+		o->retention_column = StringOf(Field(ContainerOf(retention), "column"));
+		o->retention_keep = StringOf(Field(ContainerOf(retention), "keep"));
+	}
+	o->touch = StringOf(Field(root, "touch"));
+	o->keep_zero = Field(root, "keep_zero") != nullptr;
+
+	Datum max_slots = NumericOf(Field(root, "max_slots"));
+	if (max_slots != (Datum)0) {
+		o->max_slots_set = true;
+		o->max_slots = DatumGetInt32(DirectFunctionCall1(numeric_int4, max_slots));
+	}
+
+	const JsonbValue *building = Field(root, "building");
+	if (building != nullptr) {
+		o->building = true;
+		const char *mode = StringOf(Field(ContainerOf(building), "mode"));
+		o->building_has_mode = mode != nullptr;
+		o->building_mode = mode != nullptr ? ParseModeName(mode) : Mode::Exact;
+		Datum slots = NumericOf(Field(ContainerOf(building), "max_slots"));
+		o->building_max_slots = slots != (Datum)0 ? DatumGetInt32(DirectFunctionCall1(numeric_int4, slots)) : -1;
+	}
+	return o;
+}
+
+const CounterOptions *
+CurrentOptions(const char *name)
+{
+	List *entries = ReadCatalog(name);
+	if (entries == NIL)
+		return ParseOptions((Datum)0, true);
+	return ((CatalogEntry *)linitial(entries))->options;
+}
+
+/* The modes by name: the one table (counters.counter.mode, alter_counter's argument, "building"). */
+namespace {
+const struct {
+	Mode mode;
+	const char *name;
+} MODES[] = {{Mode::Exact, "exact"}, {Mode::Log, "log"}, {Mode::Sharded, "sharded"}};
+} // namespace
+
+const char *
+ModeName(Mode mode)
+{
+	for (const auto &m : MODES)
+		if (m.mode == mode)
+			return m.name;
+	return "exact";
+}
+
+bool
+LookupModeName(const char *name, Mode *mode)
+{
+	for (const auto &m : MODES)
+		if (name != nullptr && strcmp(m.name, name) == 0) {
+			*mode = m.mode;
+			return true;
+		}
+	return false;
+}
+
+Mode
+ParseModeName(const char *name)
+{
+	Mode mode = Mode::Exact;
+	(void)LookupModeName(name, &mode);
+	return mode;
+}
+
+bool
+IsTimeBucketType(Oid type)
+{
+	return type == DATEOID || type == TIMESTAMPOID || type == TIMESTAMPTZOID;
+}
+
+Oid
+ResolveCallback(const char *callback)
+{
+	if (callback == nullptr)
+		return InvalidOid;
+	/* (written qualified: resolved with nothing but pg_catalog on the path, whoever reads it) */
+	int level = PinSettings(PIN_SEARCH_PATH);
+	LOCAL_FCINFO(fcinfo, 1);
+	InitFunctionCallInfoData(*fcinfo, nullptr, 1, InvalidOid, nullptr, nullptr);
+	fcinfo->args[0].value = CStringGetTextDatum(callback);
+	fcinfo->args[0].isnull = false;
+	Datum proc = to_regprocedure(fcinfo);
+	UnpinSettings(level);
+	return fcinfo->isnull ? InvalidOid : DatumGetObjectId(proc);
+}
+
+/* ---- writing options back: jsonb built here, from the typed fields ---- */
+
+namespace {
+
+/*
+ * Each Push* pushes one value, objects and arrays from their beginning to their end, and returns what the last push
+ * returned: at the top level, the whole value.
+ */
+JsonbValue *
+PushString(JsonbParseState **state, JsonbIteratorToken token, const char *text)
+{
+	JsonbValue v;
+	v.type = jbvString;
+	v.val.string.val = (char *)text;
+	v.val.string.len = (int)strlen(text);
+	return pushJsonbValue(state, token, &v);
+}
+
+JsonbValue *
+PushNumeric(JsonbParseState **state, JsonbIteratorToken token, Datum n)
+{
+	JsonbValue v;
+	v.type = jbvNumeric;
+	v.val.numeric = DatumGetNumeric(n);
+	return pushJsonbValue(state, token, &v);
+}
+
+JsonbValue *
+PushBool(JsonbParseState **state, bool b)
+{
+	JsonbValue v;
+	v.type = jbvBool;
+	v.val.boolean = b;
+	return pushJsonbValue(state, WJB_VALUE, &v);
+}
+
+JsonbValue *
+PushBounds(JsonbParseState **state, int n, const ColumnBounds *bounds)
+{
+	(void)pushJsonbValue(state, WJB_BEGIN_OBJECT, nullptr);
+	for (int i = 0; i < n; i++) {
+		PushString(state, WJB_KEY, bounds[i].column);
+		(void)pushJsonbValue(state, WJB_BEGIN_OBJECT, nullptr);
+		if (bounds[i].has_min) {
+			PushString(state, WJB_KEY, "min");
+			PushNumeric(state, WJB_VALUE, bounds[i].min);
+		}
+		if (bounds[i].has_max) {
+			PushString(state, WJB_KEY, "max");
+			PushNumeric(state, WJB_VALUE, bounds[i].max);
+		}
+		(void)pushJsonbValue(state, WJB_END_OBJECT, nullptr);
+	}
+	return pushJsonbValue(state, WJB_END_OBJECT, nullptr);
+}
+
+JsonbValue *
+PushThresholds(JsonbParseState **state, int n, const ColumnThresholds *thresholds)
+{
+	(void)pushJsonbValue(state, WJB_BEGIN_OBJECT, nullptr);
+	for (int i = 0; i < n; i++) {
+		const ColumnThresholds *t = &thresholds[i];
+		PushString(state, WJB_KEY, t->column);
+		(void)pushJsonbValue(state, WJB_BEGIN_OBJECT, nullptr);
+		if (t->nvalues > 0) {
+			PushString(state, WJB_KEY, "values");
+			(void)pushJsonbValue(state, WJB_BEGIN_ARRAY, nullptr);
+			for (int j = 0; j < t->nvalues; j++)
+				PushNumeric(state, WJB_ELEM, t->values[j]);
+			(void)pushJsonbValue(state, WJB_END_ARRAY, nullptr);
+		}
+		if (t->every != (Datum)0) {
+			PushString(state, WJB_KEY, "every");
+			PushNumeric(state, WJB_VALUE, t->every);
+		}
+		if (t->callback != nullptr) {
+			PushString(state, WJB_KEY, "callback");
+			PushString(state, WJB_VALUE, t->callback);
+		}
+		(void)pushJsonbValue(state, WJB_END_OBJECT, nullptr);
+	}
+	return pushJsonbValue(state, WJB_END_OBJECT, nullptr);
+}
+
+JsonbValue *
+PushWindow(JsonbParseState **state, const WindowOptions *w)
+{
+	(void)pushJsonbValue(state, WJB_BEGIN_OBJECT, nullptr);
+	PushString(state, WJB_KEY, "bucket");
+	PushString(state, WJB_VALUE, w->bucket);
+	PushString(state, WJB_KEY, "width");
+	PushString(state, WJB_VALUE, w->width);
+	PushString(state, WJB_KEY, "columns");
+	PushThresholds(state, w->ncolumns, w->columns);
+	return pushJsonbValue(state, WJB_END_OBJECT, nullptr);
+}
+
+Datum
+JsonbOfValue(JsonbValue *v)
+{
+	return JsonbPGetDatum(JsonbValueToJsonb(v));
+}
+
+} // namespace
+
+Datum
+BoundsJsonb(const CounterOptions *o, bool *isnull)
+{
+	*isnull = o->nbounds == 0;
+	JsonbParseState *state = nullptr;
+	return *isnull ? (Datum)0 : JsonbOfValue(PushBounds(&state, o->nbounds, o->bounds));
+}
+
+Datum
+ThresholdsJsonb(const CounterOptions *o, bool *isnull)
+{
+	*isnull = o->nthresholds == 0;
+	JsonbParseState *state = nullptr;
+	return *isnull ? (Datum)0 : JsonbOfValue(PushThresholds(&state, o->nthresholds, o->thresholds));
+}
+
+Datum
+WindowJsonb(const CounterOptions *o, bool *isnull)
+{
+	*isnull = o->window == nullptr || o->window->ncolumns == 0;
+	JsonbParseState *state = nullptr;
+	return *isnull ? (Datum)0 : JsonbOfValue(PushWindow(&state, o->window));
+}
+
+Datum
+OptionsJsonb(const CounterOptions *o)
+{
+	JsonbParseState *state = nullptr;
+	(void)pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
+	if (o->nbounds > 0) {
+		PushString(&state, WJB_KEY, "bounds");
+		PushBounds(&state, o->nbounds, o->bounds);
+	}
+	if (o->nthresholds > 0) {
+		PushString(&state, WJB_KEY, "thresholds");
+		PushThresholds(&state, o->nthresholds, o->thresholds);
+	}
+	if (o->window != nullptr && o->window->ncolumns > 0) {
+		PushString(&state, WJB_KEY, "window");
+		PushWindow(&state, o->window);
+	}
+	if (o->retention_column != nullptr && o->retention_keep != nullptr) {
+		PushString(&state, WJB_KEY, "retention");
+		(void)pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
+		PushString(&state, WJB_KEY, "column");
+		PushString(&state, WJB_VALUE, o->retention_column);
+		PushString(&state, WJB_KEY, "keep");
+		PushString(&state, WJB_VALUE, o->retention_keep);
+		(void)pushJsonbValue(&state, WJB_END_OBJECT, nullptr);
+	}
+	if (o->touch != nullptr) {
+		PushString(&state, WJB_KEY, "touch");
+		PushString(&state, WJB_VALUE, o->touch);
+	}
+	if (o->keep_zero) {
+		PushString(&state, WJB_KEY, "keep_zero");
+		PushBool(&state, true);
+	}
+	if (o->max_slots_set) {
+		PushString(&state, WJB_KEY, "max_slots");
+		PushNumeric(&state, WJB_VALUE, DirectFunctionCall1(int4_numeric, Int32GetDatum(o->max_slots)));
+	}
+	return JsonbOfValue(pushJsonbValue(&state, WJB_END_OBJECT, nullptr));
+}
+
+Datum
+MaxSlotsJsonb(int max_slots)
+{
+	JsonbValue v;
+	v.type = jbvNumeric;
+	v.val.numeric = DatumGetNumeric(DirectFunctionCall1(int4_numeric, Int32GetDatum(max_slots)));
+	return JsonbOfValue(&v);
+}
+
+Datum
+BuildingJsonb(Mode mode, int max_slots)
+{
+	JsonbParseState *state = nullptr;
+	(void)pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
+	PushString(&state, WJB_KEY, "mode");
+	PushString(&state, WJB_VALUE, ModeName(mode));
+	if (max_slots > 0) {
+		PushString(&state, WJB_KEY, "max_slots");
+		PushNumeric(&state, WJB_VALUE, DirectFunctionCall1(int4_numeric, Int32GetDatum(max_slots)));
+	}
+	return JsonbOfValue(pushJsonbValue(&state, WJB_END_OBJECT, nullptr));
+}
+
+ColumnBounds *
+WithColumnBounds(const ColumnBounds *bounds, int *n, const char *column, const ColumnBounds *entry)
+{
+	ColumnBounds *out = (ColumnBounds *)palloc0(sizeof(ColumnBounds) * (*n + 1));
+	int m = 0;
+	for (int i = 0; i < *n; i++)
+		if (strcmp(bounds[i].column, column) != 0)
+			out[m++] = bounds[i];
+	if (entry != nullptr)
+		out[m++] = *entry;
+	*n = m;
+	return out;
+}
+
+ColumnThresholds *
+WithColumnThresholds(const ColumnThresholds *thresholds, int *n, const char *column, const ColumnThresholds *entry)
+{
+	ColumnThresholds *out = (ColumnThresholds *)palloc0(sizeof(ColumnThresholds) * (*n + 1));
+	int m = 0;
+	for (int i = 0; i < *n; i++)
+		if (strcmp(thresholds[i].column, column) != 0)
+			out[m++] = thresholds[i];
+	if (entry != nullptr)
+		out[m++] = *entry;
+	*n = m;
+	return out;
+}
+
+} // namespace counters
