@@ -395,10 +395,7 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 			bool log_mode = OidIsValid(e->log);
 
 			CompiledCounter *c = &compiled[i];
-			c->mode = !e->owns_target            ? ApplyMode::Target
-			          : e->mode == Mode::Sharded ? ApplyMode::Sharded
-			          : log_mode                 ? ApplyMode::Log
-			                                     : ApplyMode::Exact;
+			c->mode = ApplyModeOf(e);
 			c->target = e->target;
 			c->query = e->query;
 			c->write_rel = WriteRelation(name, c->mode, e->target, e->log, entry->relid, source);

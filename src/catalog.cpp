@@ -735,8 +735,8 @@ RestoreOptions(const char *name, const CounterOptions *kept, const CounterDef *d
 		o.retention_column = nullptr;
 	}
 	if (o.window != nullptr) {
-		bool keep = e->mode == Mode::Exact && e->owns_target && o.window->bucket != nullptr &&
-		            IsKeyColumn(def, o.window->bucket);
+		bool keep =
+		    ApplyModeOf(e) == ApplyMode::Exact && o.window->bucket != nullptr && IsKeyColumn(def, o.window->bucket);
 		for (int i = 0; keep && i < o.window->ncolumns; i++)
 			keep = IsValueColumn(def, o.window->columns[i].column);
 		if (!keep) {

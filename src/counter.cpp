@@ -256,6 +256,16 @@ LookupModeName(const char *name, Mode *mode)
 	return false;
 }
 
+ApplyMode
+ApplyModeOf(const CatalogEntry *e)
+{
+	if (!e->owns_target)
+		return ApplyMode::Target;
+	if (e->mode == Mode::Sharded)
+		return ApplyMode::Sharded;
+	return OidIsValid(e->log) ? ApplyMode::Log : ApplyMode::Exact;
+}
+
 Mode
 ParseModeName(const char *name)
 {

@@ -356,6 +356,11 @@ struct CatalogEntry {
 	Oid crossings; /* window thresholds: which each prefix is at or above, as announced (a table) */
 	const CounterOptions *options;
 };
+/*
+ * How a counter's deltas are written, from its row: the one place that derives it (a counter-cache counter is
+ * exact mode with a target it does not own).
+ */
+ApplyMode ApplyModeOf(const CatalogEntry *e);
 
 /*
  * Lock a source and every partition under it (as LOCK TABLE does): a writer that names a partition takes no lock on

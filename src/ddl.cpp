@@ -601,7 +601,7 @@ OnSqlDrop()
 		             {c->mode != Mode::Exact ? c->target : InvalidOid, "VIEW"},
 		             {c->log, "TABLE"},
 		             {c->totals, "TABLE"},
-		             {c->mode == Mode::Exact && c->owns_target ? c->target : InvalidOid, "TABLE"},
+		             {ApplyModeOf(c) == ApplyMode::Exact ? c->target : InvalidOid, "TABLE"},
 		             {c->crossings, "TABLE"}};
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "counters: SPI_connect failed");

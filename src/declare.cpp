@@ -988,8 +988,7 @@ ParentsOfSource(Oid source)
 void
 GuardOwnTables(const CatalogEntry *e)
 {
-	Oid tables[4] = {e->mode == Mode::Exact && e->owns_target ? e->target : InvalidOid, e->totals, e->log,
-	                 e->crossings};
+	Oid tables[4] = {ApplyModeOf(e) == ApplyMode::Exact ? e->target : InvalidOid, e->totals, e->log, e->crossings};
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "counters: SPI_connect failed");
 	for (int i = 0; i < 4; i++)

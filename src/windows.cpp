@@ -396,7 +396,7 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 	CatalogEntry *e = LookupCounter(name);
 	citus::RefuseFeature(name, e->source, "window thresholds");
 	RequireMaintainer(e);
-	if (e->mode != Mode::Exact || !e->owns_target)
+	if (ApplyModeOf(e) != ApplyMode::Exact)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\": window thresholds need an exact counter with a table of its own", name),
 		                errdetail("The window sum is read from the counter's rows after each write.")));

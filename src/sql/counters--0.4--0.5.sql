@@ -18,7 +18,7 @@ CREATE FUNCTION counters.set_thresholds(name text, column_name text, thresholds 
 	AS 'MODULE_PATHNAME', 'counters_set_thresholds'
 	LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure, numeric) IS
-	'thresholds on a value column of an exact counter (listed, or every multiple of a step): each crossing sends NOTIFY "counters.<name>" and calls the callback';
+	'thresholds on a value column (listed, or every multiple of a step; exact and counter-cache counters cross them as they are written, log and sharded ones when compaction folds them): each crossing calls the callback as the counter''s owner and sends NOTIFY "counters.<name>" naming the counter and the column';
 
 CREATE OR REPLACE VIEW counters.thresholds AS
 SELECT c.name AS counter, t.key AS column_name,

@@ -371,26 +371,14 @@ CREATE FUNCTION counters.set_bounds(name text, column_name text, min numeric DEF
 COMMENT ON FUNCTION counters.set_bounds(text, text, numeric, numeric) IS
 	'bounds on a value column of an exact counter: statements that would cross them fail with 23514';
 
--- Thresholds on one value column of an exact counter (calling again replaces them; an empty array and no "every"
--- removes them). When a statement moves a value from below a threshold to at or above it (direction "up"), or back
--- below it ("down"), the extension sends
---   NOTIFY "counters.<counter name>", '{"counter": ..., "key": {...}, "column": ..., "old": ..., "new": ...,
---                                      "threshold": ..., "direction": "up" | "down"}'
--- (delivered only if the transaction commits), and calls the callback, if given, in the same transaction with the
--- same fields as arguments: callback(counter text, key jsonb, column_name text, old numeric, new numeric,
--- threshold numeric, direction text), as the counter's owner in a security-restricted operation, with
--- search_path = pg_catalog, pg_temp. A value that crosses several thresholds at once reports each.
--- every => N (N > 0) adds repeating thresholds: every multiple of N but 0 (N, 2N, ... and -N, -2N, ...). A statement
--- that moves a key's value across some of them reports them in one event, after those of the listed thresholds: its
--- "threshold" is the highest multiple crossed going up (the lowest going down), and the payload adds "every": N and
--- "crossed": the number of multiples crossed. A callback may take two more arguments (every numeric, crossed
--- numeric) to receive them: NULL and 1 for a listed threshold.
+-- Thresholds on one value column (calling again replaces them; an empty array and no "every" removes them): the
+-- crossings, up and down, and the callback's arguments are in docs/decisions.md and docs/security.md.
 CREATE FUNCTION counters.set_thresholds(name text, column_name text, thresholds numeric[] DEFAULT NULL,
 	callback regprocedure DEFAULT NULL, every numeric DEFAULT NULL) RETURNS void
 	AS 'MODULE_PATHNAME', 'counters_set_thresholds'
 	LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure, numeric) IS
-	'thresholds on a value column of an exact counter (listed, or every multiple of a step): each crossing sends NOTIFY "counters.<name>" and calls the callback';
+	'thresholds on a value column (listed, or every multiple of a step; exact and counter-cache counters cross them as they are written, log and sharded ones when compaction folds them): each crossing calls the callback as the counter''s owner and sends NOTIFY "counters.<name>" naming the counter and the column';
 
 -- ---------------------------------------------------------------------------------------------------------------
 -- time windows
