@@ -140,6 +140,13 @@ SELECT counters.alter_counter('tag_hourly', definition => $$
 	 GROUP BY region, date_trunc('hour', used_at)$$);
 SELECT count(*) AS recorded FROM counters.window_state('tag_hourly');
 
+-- A window callback that no longer exists fails the write that crosses, naming the counter, as a threshold's does:
+-- an announcement is never lost without a word.
+BEGIN;
+DROP FUNCTION on_trend(text, jsonb, text, numeric, numeric, numeric, text);
+INSERT INTO uses (region, tag, used_at) SELECT 'xx', 'pg', localtimestamp FROM generate_series(1, 5);
+ROLLBACK;
+
 -- Removing the thresholds removes what was recorded, and its table; dropping the counter too.
 SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{}');
 SELECT options FROM counters.counter WHERE name = 'tag_hourly';

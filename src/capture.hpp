@@ -102,8 +102,17 @@ void ApplyCounters(CounterRun **list, int n);
 List *StartCrossings();
 List *TakeCrossings(List *enclosing);
 void AnnounceCrossings(List *crossings);
-/* NOTIFY "counters.<counter>" of a crossing of `column`'s thresholds (listed, repeating or window). */
+/*
+ * The one announcer of crossings -- listed, repeating and window thresholds: NOTIFY "counters.<counter>" naming the
+ * counter and `column` (NotifyCrossing), then the column's callback (InvalidOid: none; missing: set, but gone, which
+ * is an error), as the owner: PrepareCallback checks it (kind: "threshold" or "window", for messages) and says
+ * whether there is one to call, InvokeCallback calls it inside the owner's scope with the crossing's fields (counter,
+ * key, column, old, new, threshold, direction, every, crossed; nulls[] per field).
+ */
 void NotifyCrossing(const char *counter, const char *column);
+bool PrepareCallback(const CompiledCounter *c, const char *kind, const char *column, Oid callback, bool missing,
+                     FmgrInfo *flinfo);
+void InvokeCallback(const CompiledCounter *c, FmgrInfo *flinfo, const Datum *fields, const bool *nulls);
 void InitDecisions();
 
 } // namespace counters

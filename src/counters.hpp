@@ -114,7 +114,8 @@ struct WindowConfig {
 	char **columns;
 	Datum *thresholds; /* numeric[] */
 	Oid *callbacks;
-	Oid crossings; /* the counter's table of which thresholds each prefix is at or above, as announced */
+	bool *callback_missing; /* a callback was set but no longer exists */
+	Oid crossings;          /* the counter's table of which thresholds each prefix is at or above, as announced */
 };
 
 /* The compiled, per-backend form of one counter. */

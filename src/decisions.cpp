@@ -166,42 +166,16 @@ void
 CallCallback(const Crossing *x)
 {
 	CompiledCounter *c = x->c;
-	const CounterDef *def = c->def;
-	Oid callback = c->callbacks[x->v];
-	/* (called through fmgr with the callback's arguments: anything but a function of that signature is refused) */
-	if (c->callback_missing[x->v] || (OidIsValid(callback) && !IsThresholdCallback(callback)))
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
-		                errmsg("counter \"%s\": the threshold callback of column \"%s\" no longer exists", def->name,
-		                       def->values[x->v].column_name),
-		                errhint("Set the thresholds again with counters.set_thresholds().")));
-	if (!OidIsValid(callback))
-		return;
-	if (compat::FunctionAclCheck(callback, c->owner, ACL_EXECUTE) != ACLCHECK_OK)
-		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-		                errmsg("counter \"%s\": its owner %s may not execute the threshold callback %s", def->name,
-		                       GetUserNameFromId(c->owner, false), format_procedure(callback))));
 	FmgrInfo flinfo;
-	fmgr_info(callback, &flinfo);
+	if (!PrepareCallback(c, "threshold", c->def->values[x->v].column_name, c->callbacks[x->v],
+	                     c->callback_missing[x->v], &flinfo))
+		return;
 	OwnerScope owner;
 	EnterOwner(&owner, c->owner, PIN_SEARCH_PATH | PIN_OUTPUT);
 	Datum fields[ALL_CROSSING_FIELDS];
 	bool nulls[ALL_CROSSING_FIELDS];
 	CrossingFields(x, fields, nulls);
-	/* (seven arguments, or all nine: IsThresholdCallback() said so) */
-	int nargs = flinfo.fn_nargs;
-	/* (a STRICT callback is not called with a NULL argument, as SQL would not call it) */
-	bool call = true;
-	for (int a = 0; flinfo.fn_strict && a < nargs; a++)
-		call &= !nulls[a];
-	if (call) {
-		LOCAL_FCINFO(fcinfo, ALL_CROSSING_FIELDS);
-		InitFunctionCallInfoData(*fcinfo, &flinfo, nargs, InvalidOid, nullptr, nullptr);
-		for (int a = 0; a < nargs; a++) {
-			fcinfo->args[a].value = nulls[a] ? (Datum)0 : fields[a];
-			fcinfo->args[a].isnull = nulls[a];
-		}
-		(void)FunctionCallInvoke(fcinfo);
-	}
+	InvokeCallback(c, &flinfo, fields, nulls);
 	LeaveOwner(&owner);
 }
 
@@ -238,6 +212,47 @@ SubtransactionCallback(SubXactEvent event, SubTransactionId sub, SubTransactionI
 }
 
 } // namespace
+
+bool
+PrepareCallback(const CompiledCounter *c, const char *kind, const char *column, Oid callback, bool missing,
+                FmgrInfo *flinfo)
+{
+	/* (called through fmgr with the callback's arguments: anything but a function of that signature is refused) */
+	if (missing || (OidIsValid(callback) && !IsThresholdCallback(callback)))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
+		                errmsg("counter \"%s\": the %s callback of column \"%s\" no longer exists", c->def->name, kind,
+		                       column),
+		                errhint(strcmp(kind, "window") == 0
+		                            ? "Set the window thresholds again with counters.set_window_thresholds()."
+		                            : "Set the thresholds again with counters.set_thresholds().")));
+	if (!OidIsValid(callback))
+		return false;
+	if (compat::FunctionAclCheck(callback, c->owner, ACL_EXECUTE) != ACLCHECK_OK)
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("counter \"%s\": its owner %s may not execute the %s callback %s", c->def->name,
+		                       GetUserNameFromId(c->owner, false), kind, format_procedure(callback))));
+	fmgr_info(callback, flinfo);
+	return true;
+}
+
+void
+InvokeCallback(const CompiledCounter *c, FmgrInfo *flinfo, const Datum *fields, const bool *nulls)
+{
+	RequireOwnerScope(c->owner);
+	/* (seven arguments, or all nine: IsThresholdCallback() said so) */
+	int nargs = flinfo->fn_nargs;
+	/* (a STRICT callback is not called with a NULL argument, as SQL would not call it) */
+	for (int a = 0; flinfo->fn_strict && a < nargs; a++)
+		if (nulls[a])
+			return;
+	LOCAL_FCINFO(fcinfo, ALL_CROSSING_FIELDS);
+	InitFunctionCallInfoData(*fcinfo, flinfo, nargs, InvalidOid, nullptr, nullptr);
+	for (int a = 0; a < nargs; a++) {
+		fcinfo->args[a].value = nulls[a] ? (Datum)0 : fields[a];
+		fcinfo->args[a].isnull = nulls[a];
+	}
+	(void)FunctionCallInvoke(fcinfo);
+}
 
 Datum
 RenderKey(Oid owner, int n, const char *const *names, const Datum *values, const bool *nulls, const Oid *types)

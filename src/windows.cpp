@@ -55,52 +55,19 @@ ReadWindow(const CatalogEntry *e)
 	w->columns = (char **)palloc(sizeof(char *) * w->ncolumns);
 	w->thresholds = (Datum *)palloc(sizeof(Datum) * w->ncolumns);
 	w->callbacks = (Oid *)palloc(sizeof(Oid) * w->ncolumns);
+	w->callback_missing = (bool *)palloc(sizeof(bool) * w->ncolumns);
 	w->crossings = e->crossings;
 	for (int i = 0; i < w->ncolumns; i++) {
 		const ColumnThresholds *t = &o->columns[i];
 		w->columns[i] = pstrdup(t->column);
 		w->thresholds[i] = PointerGetDatum(construct_array(t->values, t->nvalues, NUMERICOID, -1, false, TYPALIGN_INT));
 		w->callbacks[i] = ResolveCallback(t->callback);
+		w->callback_missing[i] = t->callback != nullptr && !OidIsValid(w->callbacks[i]);
 	}
 	return w;
 }
 
 namespace {
-
-/* Call the window callback `callback` of counter `c` with the crossing's fields (as CallCallback does thresholds'). */
-void
-CallWindowCallback(const CompiledCounter *c, Oid callback, const Datum *fields, const bool *nulls)
-{
-	if (!OidIsValid(callback))
-		return;
-	if (!IsThresholdCallback(callback))
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
-		                errmsg("counter \"%s\": its window callback %s does not take a threshold's arguments",
-		                       c->def->name, format_procedure(callback))));
-	if (compat::FunctionAclCheck(callback, c->owner, ACL_EXECUTE) != ACLCHECK_OK)
-		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-		                errmsg("counter \"%s\": its owner %s may not execute the window callback %s", c->def->name,
-		                       GetUserNameFromId(c->owner, false), format_procedure(callback))));
-	FmgrInfo flinfo;
-	fmgr_info(callback, &flinfo);
-	int nargs = flinfo.fn_nargs;
-	/* (old is NULL: a STRICT callback is not called, as SQL would not call it) */
-	for (int a = 0; flinfo.fn_strict && a < nargs; a++)
-		if (a >= 7 || nulls[a])
-			return;
-	LOCAL_FCINFO(fcinfo, 9);
-	InitFunctionCallInfoData(*fcinfo, &flinfo, nargs, InvalidOid, nullptr, nullptr);
-	for (int a = 0; a < nargs; a++) {
-		/* (the 9-argument form: every NULL, crossed 1) */
-		bool null = a < 7 ? nulls[a] : a == 7;
-		fcinfo->args[a].value = null ? (Datum)0 : a < 7 ? fields[a] : NumericGetDatum(int64_to_numeric(1));
-		fcinfo->args[a].isnull = null;
-	}
-	OwnerScope owner;
-	EnterOwner(&owner, c->owner, PIN_SEARCH_PATH);
-	(void)FunctionCallInvoke(fcinfo);
-	LeaveOwner(&owner);
-}
 
 /*
  * Check the window sums of counter `c` (SPI connected, settings pinned): with `prefixes` (one array per prefix key
@@ -206,15 +173,24 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 			HeapTuple tup = SPI_tuptable->vals[r];
 			bool up = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
 			NotifyCrossing(c->def->name, w->columns[i]);
-			Datum fields[7] = {CStringGetTextDatum(c->def->name),
-			                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull),
-			                   CStringGetTextDatum(w->columns[i]),
-			                   (Datum)0,
-			                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull),
-			                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 4, &isnull),
-			                   CStringGetTextDatum(up ? "up" : "down")};
-			bool nulls[7] = {false, false, false, true, false, false, false};
-			CallWindowCallback(c, w->callbacks[i], fields, nulls);
+			FmgrInfo flinfo;
+			if (PrepareCallback(c, "window", w->columns[i], w->callbacks[i], w->callback_missing[i], &flinfo)) {
+				/* (old: none, a window sum checked now has no "before"; every: none, crossed: 1) */
+				Datum fields[9] = {CStringGetTextDatum(c->def->name),
+				                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull),
+				                   CStringGetTextDatum(w->columns[i]),
+				                   (Datum)0,
+				                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull),
+				                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 4, &isnull),
+				                   CStringGetTextDatum(up ? "up" : "down"),
+				                   (Datum)0,
+				                   NumericGetDatum(int64_to_numeric(1))};
+				bool nulls[9] = {false, false, false, true, false, false, false, true, false};
+				OwnerScope as;
+				EnterOwner(&as, c->owner, PIN_SEARCH_PATH | PIN_OUTPUT);
+				InvokeCallback(c, &flinfo, fields, nulls);
+				LeaveOwner(&as);
+			}
 			announced++;
 		}
 	}
