@@ -386,8 +386,7 @@ ApplyCounters(CounterRun **list, int n)
 	int level = PinSettings(pin);
 	Datum *params = (Datum *)palloc(sizeof(Datum) * maxparams);
 	char *nulls = (char *)palloc(sizeof(char) * maxparams);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	/* The enclosing list is put back even when applying fails: no pointer into an aborted context outlives it. */
 	List *enclosing = StartCrossings();
 	List *mine = NIL;

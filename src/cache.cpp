@@ -370,8 +370,7 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 	MemoryContextSwitchTo(cxt);
 	List *entries = ReadCountersOf(source, as_parent);
 	int n = list_length(entries);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	MemoryContextSwitchTo(cxt);
 	CompiledCounter *compiled = (CompiledCounter *)palloc0(sizeof(CompiledCounter) * (n > 0 ? n : 1));
 	/* Plans are kept under CacheMemoryContext by SPI_keepplan: release them if anything below fails. */

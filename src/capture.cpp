@@ -476,8 +476,7 @@ ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
 	Datum array = PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
 	Oid argtypes[1] = {INT8ARRAYOID};
 	LockParentKeys(def->parent, keys, n, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	/* (row-level security that would hide a parent makes this fail, rather than count its rows as orphans) */
 	OwnerScope owner;
 	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
@@ -868,8 +867,7 @@ CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_row
 void
 ZeroCounters(SourceCounters *sc)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	for (int i = 0; i < sc->ncounters; i++) {
 		CompiledCounter *c = &sc->counters[i];
 		OwnerScope owner;
@@ -1043,8 +1041,7 @@ CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, HTA
 	for (int i = 0; i < n; i++)
 		elems[i] = Int64GetDatum(keys[i]);
 	Datum array = PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	OwnerScope owner;
 	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
 	if (r->c->child_plan == nullptr) {
@@ -1337,8 +1334,7 @@ TargetKeyRow(TriggerData *td)
 		if (!moved)
 			continue;
 		MemoryContext caller = CurrentMemoryContext;
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
+		SpiConnect();
 		OwnerScope scope;
 		EnterOwner(&scope, owner, PIN_ROW_SECURITY);
 		SPIPlanPtr plan = SPI_prepare(KeyRecountStatement(def, e->query, relid), def->nkeys, types);

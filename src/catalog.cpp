@@ -69,6 +69,13 @@ TextColumn(HeapTuple tup, TupleDesc desc, int col)
 
 } // namespace
 
+void
+SpiConnect()
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "counters: SPI_connect failed");
+}
+
 int
 QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, bool read_only)
 {
@@ -94,8 +101,7 @@ List *
 ReadCatalogWhere(const char *from, const char *condition, Oid argtype, Datum arg, bool arg_isnull)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	Oid argtypes[1] = {argtype};
 	Datum args[1] = {arg};
 	char nulls[1] = {arg_isnull ? 'n' : ' '};
@@ -218,6 +224,15 @@ LookupCounter(const char *name)
 	return (CatalogEntry *)linitial(entries);
 }
 
+void
+CounterChanged(const char *name, Oid source)
+{
+	if (name != nullptr)
+		citus::SyncReplica(name);
+	if (OidIsValid(source))
+		CacheInvalidateRelcacheByRelid(source);
+}
+
 uint64
 ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, int expected,
                       bool exactly_one)
@@ -225,8 +240,7 @@ ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, 
 	Oid catalog = RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
 	OwnerScope owner;
 	EnterOwner(&owner, RelationOwner(catalog), PIN_SEARCH_PATH);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	int ret = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, false, 0);
 	if (ret != expected || (exactly_one && SPI_processed != 1))
 		elog(ERROR, "counters: catalog update failed: %s", SPI_result_code_string(ret));
@@ -323,8 +337,7 @@ CheckTargetKeyTypes(const CounterDef *def, Oid target)
 bool
 ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	Oid argtypes[3] = {OIDOID, OIDOID, INT4OID};
 	Datum args[3] = {ObjectIdGetDatum(view), ObjectIdGetDatum(rel), Int32GetDatum(attnum)};
 	QueryLatest("SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_rewrite r "
@@ -349,8 +362,7 @@ char *
 ViewsReading(Oid rel, Oid except)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	Oid argtypes[2] = {OIDOID, OIDOID};
 	Datum args[2] = {ObjectIdGetDatum(rel), ObjectIdGetDatum(except)};
 	/* (names as the message shows them: schema-qualified) */
@@ -378,8 +390,7 @@ char *
 CheckOptionViews(Oid rel)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	Oid argtypes[1] = {OIDOID};
 	Datum args[1] = {ObjectIdGetDatum(rel)};
 	/* (names as the message shows them: schema-qualified) */
@@ -440,8 +451,7 @@ Register(const char *name, Oid query, Oid target, bool owns)
 	ExecuteAsCatalogOwner("INSERT INTO counters.counter (name, source, target, query, owns_target) "
 	                      "VALUES ($1, $2::pg_catalog.regclass, $3::pg_catalog.regclass, $4::pg_catalog.regclass, $5)",
 	                      5, argtypes, values, nullptr, SPI_OK_INSERT, true);
-	citus::SyncReplica(name);
-	CacheInvalidateRelcacheByRelid(def->source);
+	CounterChanged(name, def->source);
 	if (OidIsValid(def->parent))
 		CacheInvalidateRelcacheByRelid(def->parent);
 	CommandCounterIncrement();
@@ -457,8 +467,7 @@ Unregister(const CatalogEntry *e)
 	Datum args[1] = {CStringGetTextDatum(e->name)};
 	ExecuteAsCatalogOwner("DELETE FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes, args,
 	                      nullptr, SPI_OK_DELETE, true);
-	citus::SyncReplica(e->name);
-	CacheInvalidateRelcacheByRelid(e->source);
+	CounterChanged(e->name, e->source);
 }
 
 CatalogEntry *
@@ -478,9 +487,7 @@ Forget(const char *name)
 	Datum args[1] = {CStringGetTextDatum(e->name)};
 	ExecuteAsCatalogOwner("DELETE FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes, args,
 	                      nullptr, SPI_OK_DELETE, true);
-	citus::SyncReplica(e->name);
-	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->source)))
-		CacheInvalidateRelcacheByRelid(e->source);
+	CounterChanged(e->name, SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->source)) ? e->source : InvalidOid);
 	return e;
 }
 
@@ -545,8 +552,7 @@ SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 	                      "totals = $4::pg_catalog.regclass, log = $5::pg_catalog.regclass "
 	                      "WHERE name OPERATOR(pg_catalog.=) $1",
 	                      5, argtypes, values, nulls, SPI_OK_UPDATE, true);
-	citus::SyncReplica(name);
-	CacheInvalidateRelcacheByRelid(e->source);
+	CounterChanged(name, e->source);
 }
 
 void
@@ -568,8 +574,7 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 	                      "ELSE options OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object($2, $3) END "
 	                      "WHERE name OPERATOR(pg_catalog.=) $1",
 	                      3, argtypes, values, nulls, SPI_OK_UPDATE, true);
-	citus::SyncReplica(name);
-	CacheInvalidateRelcacheByRelid(e->source);
+	CounterChanged(name, e->source);
 }
 
 HeapTuple
@@ -623,7 +628,7 @@ SetCrossings(const char *name, Oid crossings)
 	ExecuteAsCatalogOwner("UPDATE counters.counter SET crossings = $2::pg_catalog.regclass "
 	                      "WHERE name OPERATOR(pg_catalog.=) $1",
 	                      2, argtypes, values, nulls, SPI_OK_UPDATE, true);
-	CacheInvalidateRelcacheByRelid(e->source);
+	CounterChanged(nullptr, e->source);
 }
 
 /* ---- what the compiled cache reads (cache.cpp) ---- */
@@ -749,11 +754,10 @@ RestoreOptions(const char *name, const CounterOptions *kept, const CounterDef *d
 	Datum args[2] = {CStringGetTextDatum(name), OptionsJsonb(&o)};
 	ExecuteAsCatalogOwner("UPDATE counters.counter SET options = $2 WHERE name OPERATOR(pg_catalog.=) $1", 2, argtypes,
 	                      args, nullptr, SPI_OK_UPDATE, true);
-	citus::SyncReplica(name);
+	CounterChanged(name, e->source);
 	ListCell *lc;
 	foreach (lc, dropped)
 		ereport(NOTICE, (errmsg("counter \"%s\": dropped its %s", name, (const char *)lfirst(lc))));
-	CacheInvalidateRelcacheByRelid(e->source);
 }
 
 } // namespace counters

@@ -77,8 +77,7 @@ Describe(const char *partmethod, const char *repmodel, int64 colocationid)
 void
 Connect()
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 }
 
 /* One row of a query of Citus's catalogs (SPI connected): its columns as text, or false if there is none. */

@@ -392,6 +392,13 @@ void GuardCounterRelation(Oid rel, const char *command);
 /* The counter named `name`, or an error (42704). */
 CatalogEntry *LookupCounter(const char *name);
 /*
+ * A counter's catalog row changed (`name`, NULL: no row Citus copies changed): Citus's replica follows, and every
+ * backend compiles the counters of `source` (InvalidOid: none left to) again. Every write of the catalog ends so.
+ */
+void CounterChanged(const char *name, Oid source);
+/* SPI_connect, or an error. */
+void SpiConnect();
+/*
  * Run an SPI query (SPI connected) with the latest snapshot: it sees what committed before the locks the caller holds
  * were granted, whatever the transaction's snapshot. (read_only = false: also the current command's changes.)
  */

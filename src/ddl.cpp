@@ -130,8 +130,7 @@ List *
 PartitionsOf(Holder holder, Oid arg)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	Oid argtypes[1] = {OIDOID};
 	Datum args[1] = {ObjectIdGetDatum(arg)};
 	int ret = SPI_execute_with_args(holder == Holder::Schema
@@ -478,8 +477,7 @@ OnDdlEnd(EventTriggerData *trigger)
 	}
 	MemoryContext caller = CurrentMemoryContext;
 	int level = PinSettings(PIN_SEARCH_PATH);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	List *sources = OidsOf(caller, "SELECT DISTINCT k.source::pg_catalog.oid "
 	                               "  FROM pg_catalog.pg_event_trigger_ddl_commands() d "
 	                               "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid "
@@ -543,8 +541,7 @@ OnDdlEnd(EventTriggerData *trigger)
 			Detach(lfirst_oid(lc));
 	/* Citus: the replica names the tables; a renamed one is named anew */
 	if (citus::Present()) {
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
+		SpiConnect();
 		List *changed = OidsOf(caller, "SELECT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() d WHERE "
 		                               "d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass");
 		SPI_finish();
@@ -571,8 +568,7 @@ OnSqlDrop()
 		return;
 	MemoryContext caller = CurrentMemoryContext;
 	int level = PinSettings(PIN_SEARCH_PATH);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	List *dropped = OidsOf(caller, "SELECT d.objid FROM pg_catalog.pg_event_trigger_dropped_objects() d "
 	                               " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
 	                               "   AND d.objsubid OPERATOR(pg_catalog.=) 0");
@@ -603,8 +599,7 @@ OnSqlDrop()
 		             {c->totals, "TABLE"},
 		             {ApplyModeOf(c) == ApplyMode::Exact ? c->target : InvalidOid, "TABLE"},
 		             {c->crossings, "TABLE"}};
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
+		SpiConnect();
 		for (int i = 0; i < 6; i++) {
 			Oid rel = left[i].rel;
 			if (!OidIsValid(rel) || list_member_oid(dropped, rel) ||

@@ -331,8 +331,7 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 		table = pstrdup(name);
 	}
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	/*
 	 * The definition becomes a view next to the counter table: PostgreSQL tracks what it depends on, renames follow
 	 * it, pg_dump dumps it as SQL, and selecting from it recomputes the counter from scratch. (Its names resolve as
@@ -538,8 +537,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	/* (in this context: SPI's goes away with SPI_finish) */
 	char *nsp = get_namespace_name(get_rel_namespace(c->target));
 	char *rel = get_rel_name(c->target);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	if (mode != Mode::Exact) {
 		CounterShape *s = BuildShape(c);
 		char *totals_name = DerivedName(rel, "_totals");
@@ -570,8 +568,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		(void)Compact(name);
 		SetMode(name, c->totals, Mode::Exact, InvalidOid, InvalidOid);
 		SetOption(name, "max_slots", (Datum)0, true);
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
+		SpiConnect();
 		/* SELECT grants on the view go back to the table that takes its name. */
 		CopySelectGrants(c->target, c->totals);
 		Execute(DropStatement("VIEW", c->target), SPI_OK_UTILITY);
@@ -622,8 +619,7 @@ RenameCounter(const char *from, const char *to)
 	RequireMaintainer(e);
 	OwnerScope as;
 	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	RenameWithIndexes(e->query, psprintf("%s_definition", to), from, to);
 	RenameWithIndexes(e->target, to, from, to);
 	if (e->mode != Mode::Exact) {
@@ -638,9 +634,8 @@ RenameCounter(const char *from, const char *to)
 	Datum args[2] = {CStringGetTextDatum(from), CStringGetTextDatum(to)};
 	ExecuteAsCatalogOwner("UPDATE counters.counter SET name = $2 WHERE name OPERATOR(pg_catalog.=) $1", 2, argtypes,
 	                      args, nullptr, SPI_OK_UPDATE, true);
-	citus::SyncReplica(from);
-	citus::SyncReplica(to);
-	CacheInvalidateRelcacheByRelid(e->source);
+	CounterChanged(from, InvalidOid);
+	CounterChanged(to, e->source);
 }
 
 /*
@@ -673,8 +668,7 @@ GiveBack(const char *name, const Kept *k)
 		KeepCrossings(e, k->crossings, def);
 	if (k->grantees == NIL)
 		return;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	ListCell *lc;
 	foreach (lc, k->grantees)
 		Execute(GrantSelectStatement(e->target, lfirst_oid(lc)), SPI_OK_UTILITY);
@@ -730,8 +724,7 @@ SaveAndDrop(const CatalogEntry *e)
 	/* (with search_path pinned: every name the definition uses comes out qualified) */
 	int level = PinSettings(PIN_SEARCH_PATH);
 	MemoryContext caller = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	Oid argtypes[1] = {OIDOID};
 	Datum args[1] = {ObjectIdGetDatum(e->query)};
 	if (SPI_execute_with_args("SELECT pg_catalog.pg_get_viewdef($1, true)", 1, argtypes, args, nullptr, true, 1) !=
@@ -842,8 +835,7 @@ DropCounter(const char *name)
 		if (!JoinsParent(parent))
 			DetachParent(parent);
 	}
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	Execute(DropStatement("VIEW", c->query), SPI_OK_UTILITY);
 	if (c->mode != Mode::Exact) {
 		Execute(DropStatement("VIEW", c->target), SPI_OK_UTILITY);
@@ -912,8 +904,7 @@ Attach(Oid source)
 	if (citus::IsCitusRelation(source))
 		citus::BeginDistributedChange();
 	List *rels = find_all_inheritors(source, NoLock, nullptr);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	ListCell *lc;
 	foreach (lc, rels) {
 		Oid rel = lfirst_oid(lc);
@@ -944,8 +935,7 @@ Detach(Oid source)
 	if (citus::IsCitusRelation(source))
 		citus::BeginDistributedChange();
 	List *rels = find_all_inheritors(source, NoLock, nullptr);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	ListCell *lc;
 	foreach (lc, rels)
 		for (int t = 0; t < CAPTURE_TRIGGERS; t++)
@@ -989,8 +979,7 @@ void
 GuardOwnTables(const CatalogEntry *e)
 {
 	Oid tables[4] = {ApplyModeOf(e) == ApplyMode::Exact ? e->target : InvalidOid, e->totals, e->log, e->crossings};
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	for (int i = 0; i < 4; i++)
 		if (OidIsValid(tables[i]) && !OidIsValid(TriggerFunction(tables[i], guard_trigger)))
 			Execute(CreateGuardTriggerStatement(tables[i]), SPI_OK_UTILITY);
@@ -1011,8 +1000,7 @@ WindowCrossings(const CatalogEntry *e, bool window)
 	Oid rel = InvalidOid;
 	OwnerScope as;
 	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	if (window) {
 		if (OidIsValid(get_relname_relid(table, nsp)))
 			ereport(ERROR,
@@ -1039,8 +1027,7 @@ KeepCrossings(const CatalogEntry *e, Oid crossings, const CounterDef *def)
 	WindowConfig *w = ReadWindow(LookupCounter(e->name));
 	OwnerScope as;
 	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	if (w == nullptr)
 		Execute(DropStatement("TABLE", crossings), SPI_OK_UTILITY);
 	else {
@@ -1094,8 +1081,7 @@ AttachTarget(Oid target)
 				columns = lappend(columns, (void *)def->keys[k].column_name);
 		}
 	}
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	if (TriggerFunction(target, target_key_trigger) == CaptureFunction())
 		Execute(DropTargetKeyTriggerStatement(target), SPI_OK_UTILITY);
 	if (columns != NIL)
@@ -1106,8 +1092,7 @@ AttachTarget(Oid target)
 void
 AttachParent(Oid parent)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	for (int t = 0; t < PARENT_TRIGGERS; t++)
 		if (!OidIsValid(TriggerFunction(parent, ParentTriggerName(t))))
 			Execute(CreateParentTriggerStatement(t, parent), SPI_OK_UTILITY);
@@ -1117,8 +1102,7 @@ AttachParent(Oid parent)
 void
 DetachParent(Oid parent)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	for (int t = 0; t < PARENT_TRIGGERS; t++)
 		if (TriggerFunction(parent, ParentTriggerName(t)) == CaptureFunction())
 			Execute(psprintf("DROP TRIGGER %s ON %s", ParentTriggerName(t), QualifiedName(parent)), SPI_OK_UTILITY);
@@ -1202,8 +1186,7 @@ SetSink(Oid source, bool sink)
 		return;
 	if (!sink) {
 		/* (Attach keeps the triggers of a sink: the sink trigger goes first) */
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
+		SpiConnect();
 		Execute(DropTriggerStatement(SINK_TRIGGER, source), SPI_OK_UTILITY);
 		SPI_finish();
 		Attach(source);
@@ -1225,8 +1208,7 @@ SetSink(Oid source, bool sink)
 	RequireSinkShape(rel);
 	table_close(rel, NoLock);
 	RefuseCheckOptionViews(source, true);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	/* (as its owner: a rule or policy of the table is the owner's code) */
 	OwnerScope owner;
 	EnterOwner(&owner, RelationOwner(source), PIN_ROW_SECURITY);

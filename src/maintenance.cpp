@@ -354,8 +354,7 @@ CompactOne(const CatalogEntry *e, Round *round)
 		                        e->name)));
 	CounterShape *s = BuildShape(e);
 	CompiledCounter *thresholds = WithThresholds(e);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	int ret = RunAsOwner(e, CompactStatement(s, thresholds != nullptr), 0, nullptr, nullptr, false);
 	if (ret != SPI_OK_SELECT || SPI_processed < 1)
 		elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
@@ -386,8 +385,7 @@ RetainOne(const CatalogEntry *e, Round *round)
 	CounterShape *s = BuildShape(e);
 	if (s->retention_column < 0)
 		return 0;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	int64 deleted = 0;
 	for (int i = 0; i < 2; i++) {
 		Oid rel = i == 0 ? table : e->log;
@@ -610,8 +608,7 @@ VerifyOne(void *arg)
 	ReturnSetInfo *rsinfo = a->rsinfo;
 	RequireAllRowsVisible(e);
 	CounterShape *s = BuildShape(e);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	Oid argtypes[1] = {TEXTOID};
 	Datum args[1] = {CStringGetTextDatum(e->name)};
 	int ret = RunAsOwner(e, VerifyStatement(s), 1, argtypes, args, true);
@@ -683,8 +680,7 @@ ProbeCondition(void *arg)
 	Condition *c = (Condition *)arg;
 	if (list_length(raw_parser(ConditionProbe(c->condition), RAW_PARSE_DEFAULT)) != 1)
 		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR), errmsg("more than one statement")));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	(void)RunAsOwner(c->e, RebuildConditionCheck(c->s, c->condition), 0, nullptr, nullptr, true);
 	SPI_finish();
 }
@@ -772,8 +768,7 @@ RebuildOne(const CatalogEntry *e, const char *condition, bool named)
 	CounterShape *s = BuildShape(e);
 	if (condition != nullptr)
 		CheckCondition(e, s, condition);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	bool distributed = citus::KindOfTable(s->table) != citus::Kind::Local;
 	int ret = RunAsOwner(e, RebuildStatement(s, condition, distributed), 0, nullptr, nullptr, false);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
@@ -864,8 +859,7 @@ RefreshConcurrently(const char *name, const char *step)
 	const char *statements[3] = {DeleteAllStatement(e->totals), FillStatement(s->def, e->totals, e->query),
 	                             DeleteAllStatement(e->log)};
 	uint64 processed[3];
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	OwnerScope owner;
 	EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
 	for (int i = 0; i < 3; i++) {

@@ -119,8 +119,7 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 		e = BeginChange(&change, name, ShareLock, AccessShareLock);
 		RequireExactMode(e, "bounds");
 		char *outside = BoundsViolation(col.table_name, min, min_null, max, max_null);
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
+		SpiConnect();
 		bool isnull;
 		int level = PinSettings(PIN_SEARCH_PATH);
 		int64 violating = DatumGetInt64(QueryValue(CurrentMemoryContext, CountWhereStatement(e->target, outside), 0,
@@ -382,8 +381,7 @@ RunTop(const CatalogEntry *e, const CounterShape *s, int col, Datum k, bool k_nu
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 	TupleDesc desc = rsinfo->setDesc;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	/* The caller reads the counter with its own rights; the statement's names are its own, pinned. */
 	int level = PinSettings(PIN_SEARCH_PATH);
 	/* In log and sharded mode a key's value is spread over several rows: the filter may name key columns only. */

@@ -240,8 +240,7 @@ WriteWindowOption(const char *name, const char *bucket, const char *width, const
 	char state_nulls[2] = {' ', thresholds == (Datum)0 ? 'n' : ' '};
 	OwnerScope owner;
 	EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	if (SPI_execute_with_args(DeleteCrossingsStatement(crossings), 2, state_types, state_args, state_nulls, false, 0) !=
 	    SPI_OK_DELETE)
 		elog(ERROR, "counters: updating the window state of counter \"%s\" failed", name);
@@ -312,8 +311,7 @@ CheckWindows(const char *name)
 			continue;
 		CHECK_FOR_INTERRUPTS();
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
+		SpiConnect();
 		announced += Check(c, w, nullptr);
 		SPI_finish();
 		UnpinSettings(level);
@@ -343,8 +341,7 @@ WindowState(const char *name, FunctionCallInfo fcinfo)
 		/* (read as the owner, whose table it is: for a role that may read the counter) */
 		OwnerScope owner;
 		EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH | PIN_ROW_SECURITY);
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "counters: SPI_connect failed");
+		SpiConnect();
 		if (SPI_execute(CrossingsStatement(e->crossings), true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "counters: reading the window state of counter \"%s\" failed", e->name);
 		for (uint64 r = 0; r < SPI_processed; r++) {

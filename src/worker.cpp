@@ -78,8 +78,7 @@ CounterNames(MemoryContext cxt)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
+	SpiConnect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	List *names = NIL;
 	int ret =
