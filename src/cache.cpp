@@ -466,24 +466,6 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 
 } // namespace
 
-char *
-QualifiedName(Oid relid)
-{
-	char *name = get_rel_name(relid);
-	if (name == nullptr)
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), name);
-}
-
-Oid
-SourceOf(Oid relid)
-{
-	Oid table = citus::TableOfShard(relid);
-	if (OidIsValid(table))
-		relid = table;
-	return get_rel_relispartition(relid) ? llast_oid(get_partition_ancestors(relid)) : relid;
-}
-
 /* A renamed schema changes the qualified names the prepared statements were built from: rebuild everything. */
 void
 NamespaceCallback(Datum arg, int cacheid, uint32 hashvalue)

@@ -1377,4 +1377,38 @@ InitCapture()
 	RegisterSubXactCallback(SinkSubXactCallback, nullptr);
 }
 
+/*
+ * What a sink cannot keep: checks that need stored rows (a foreign key, row-level security's WITH CHECK), columns
+ * computed after BEFORE triggers.
+ */
+void
+RequireSinkShape(Relation rel)
+{
+	const char *name = QualifiedName(RelationGetRelid(rel));
+	if (rel->rd_rel->relrowsecurity)
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("table %s cannot be a sink: it has row-level security enabled", name),
+		         errdetail("Policies check the rows a statement stores; the rows of a sink are never stored, so a "
+		                   "writer could count rows the policies refuse."),
+		         errhint("Disable row-level security on it (ALTER TABLE %s DISABLE ROW LEVEL SECURITY).", name)));
+	if (RelationGetFKeyList(rel) != NIL)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("table %s cannot be a sink: it has a foreign key", name),
+		                errdetail("A foreign key is checked on stored rows; the rows of a sink are never stored, so "
+		                          "it would not be checked."),
+		                errhint("Drop the constraint (Django: ForeignKey(..., db_constraint=False)).")));
+	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < desc->natts; i++) {
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		if (!att->attisdropped && att->attgenerated != '\0')
+			ereport(
+			    ERROR,
+			    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			     errmsg("table %s cannot be a sink: column \"%s\" is a generated column", name, NameStr(att->attname)),
+			     errdetail("Generated columns are computed after the BEFORE triggers, where a sink counts rows."),
+			     errhint("Count the expression in the counter's definition instead.")));
+	}
+}
+
 } // namespace counters

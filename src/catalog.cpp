@@ -12,6 +12,7 @@
 extern "C" {
 #include "storage/lmgr.h"
 #include "catalog/pg_class.h"
+#include "catalog/partition.h"
 #include "catalog/pg_inherits.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -68,6 +69,24 @@ TextColumn(HeapTuple tup, TupleDesc desc, int col)
 }
 
 } // namespace
+
+char *
+QualifiedName(Oid relid)
+{
+	char *name = get_rel_name(relid);
+	if (name == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), name);
+}
+
+Oid
+SourceOf(Oid relid)
+{
+	Oid table = citus::TableOfShard(relid);
+	if (OidIsValid(table))
+		relid = table;
+	return get_rel_relispartition(relid) ? llast_oid(get_partition_ancestors(relid)) : relid;
+}
 
 void
 SpiConnect()
@@ -432,7 +451,7 @@ OidOrNull(Oid oid, char *null)
 
 } // namespace
 
-void
+Oid
 Register(const char *name, Oid query, Oid target, bool owns)
 {
 	/* The counter's code runs as its owner, who must have the rights of every owner; so must the caller. */
@@ -455,8 +474,7 @@ Register(const char *name, Oid query, Oid target, bool owns)
 	if (OidIsValid(def->parent))
 		CacheInvalidateRelcacheByRelid(def->parent);
 	CommandCounterIncrement();
-	/* Compile now: anything the trigger could not run fails the declaration, not a later write. */
-	(void)GetSourceCounters(def->source);
+	return def->source;
 }
 
 void

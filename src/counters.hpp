@@ -408,10 +408,10 @@ uint64 ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *v
                              bool exactly_one);
 /*
  * Catalog writes (catalog.cpp), each after checking the caller's rights on every relation the row names: record a
- * counter (and compile it once), remove it, remove a counter one of whose relations is gone, change its mode and
- * relations, set (or remove, isnull) one entry of its options.
+ * counter (returning its source, for the caller to compile it at once), remove it, remove a counter one of whose
+ * relations is gone, change its mode and relations, set (or remove, isnull) one entry of its options.
  */
-void Register(const char *name, Oid query, Oid target, bool owns);
+Oid Register(const char *name, Oid query, Oid target, bool owns); /* returns the source */
 void Unregister(const CatalogEntry *e);
 CatalogEntry *Forget(const char *name);
 void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
@@ -700,9 +700,10 @@ char *KeyFilterCheckStatement(const CounterShape *s, const char *filter);
 char *TopStatement(const CounterShape *s, int col, const char *limit, const char *filter, TupleDesc rowtype = nullptr);
 
 /*
- * Thresholds on a sliding-window sum (windows.cpp): setting them, checking every counter's windows (or one's), and,
- * for a statement's write, the prefixes (keys but the bucket, one array per key column) of its deltas `entries`
- * (NULL: a key type has no array type) and checking those once the deltas are applied (SPI connected).
+ * Thresholds on a sliding-window sum: setting them and window_state() (options.cpp); checking every counter's windows
+ * (or one's), and, for a statement's write (windows.cpp), the prefixes (keys but the bucket, one array per key column)
+ * of its deltas `entries` (NULL: a key type has no array type) and checking those once the deltas are applied (SPI
+ * connected).
  */
 void SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds, const char *bucket,
                          const char *width, Oid callback);

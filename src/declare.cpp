@@ -360,7 +360,8 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 		/* Citus: distributed co-located with the source (or a reference table) before it is filled */
 		if (placement != citus::Placement::Local)
 			citus::DistributeCounterTable(tgt, placement, colocate_with, distribution_column);
-		Register(name, view, tgt, owns);
+		/* (compiled now: anything the trigger could not run fails the declaration, not a later write) */
+		(void)GetSourceCounters(Register(name, view, tgt, owns));
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
 		ret = fill ? SPI_execute(FillStatement(def, tgt, view), false, 0) : SPI_OK_INSERT;
 		UnpinSettings(level);
@@ -370,7 +371,8 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	} else {
 		CheckExistingTarget(name, def, tgt);
 		/* (checks that the key columns have the definition's key types: compared without conversion) */
-		Register(name, view, tgt, owns);
+		/* (compiled now: anything the trigger could not run fails the declaration, not a later write) */
+		(void)GetSourceCounters(Register(name, view, tgt, owns));
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
 		ret = SPI_execute(ZeroTargetStatement(def, tgt), false, 0);
 		if (ret == SPI_OK_UPDATE)
@@ -1113,40 +1115,6 @@ bool
 IsSink(Oid rel)
 {
 	return TriggerFunction(rel, CaptureTriggerName(SINK_TRIGGER)) == CaptureFunction();
-}
-
-/*
- * What a sink cannot keep: checks that need stored rows (a foreign key, row-level security's WITH CHECK), columns
- * computed after BEFORE triggers.
- */
-void
-RequireSinkShape(Relation rel)
-{
-	const char *name = QualifiedName(RelationGetRelid(rel));
-	if (rel->rd_rel->relrowsecurity)
-		ereport(ERROR,
-		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		         errmsg("table %s cannot be a sink: it has row-level security enabled", name),
-		         errdetail("Policies check the rows a statement stores; the rows of a sink are never stored, so a "
-		                   "writer could count rows the policies refuse."),
-		         errhint("Disable row-level security on it (ALTER TABLE %s DISABLE ROW LEVEL SECURITY).", name)));
-	if (RelationGetFKeyList(rel) != NIL)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("table %s cannot be a sink: it has a foreign key", name),
-		                errdetail("A foreign key is checked on stored rows; the rows of a sink are never stored, so "
-		                          "it would not be checked."),
-		                errhint("Drop the constraint (Django: ForeignKey(..., db_constraint=False)).")));
-	TupleDesc desc = RelationGetDescr(rel);
-	for (int i = 0; i < desc->natts; i++) {
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		if (!att->attisdropped && att->attgenerated != '\0')
-			ereport(
-			    ERROR,
-			    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			     errmsg("table %s cannot be a sink: column \"%s\" is a generated column", name, NameStr(att->attname)),
-			     errdetail("Generated columns are computed after the BEFORE triggers, where a sink counts rows."),
-			     errhint("Count the expression in the counter's definition instead.")));
-	}
 }
 
 void

@@ -63,7 +63,8 @@ COUNTERS_FUNCTION(counters_describe_keys)
 /* counters._register(name, query, target, owns_target) (0.1 to 0.3) */
 COUNTERS_FUNCTION(counters_register)
 {
-	counters::Register(text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_OID(1), PG_GETARG_OID(2), PG_GETARG_BOOL(3));
+	(void)counters::GetSourceCounters(counters::Register(text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_OID(1),
+	                                                     PG_GETARG_OID(2), PG_GETARG_BOOL(3)));
 	PG_RETURN_OID(PG_GETARG_OID(2));
 }
 

@@ -1,6 +1,7 @@
 /*
- * options.cpp: decisions a counter makes at write time and what it keeps: bounds, thresholds, retention (the catalog's
- * options, checked and recorded here), and top(), which reads a counter's largest keys.
+ * options.cpp: decisions a counter makes at write time and what it keeps: bounds, thresholds, window thresholds,
+ * retention (the catalog's options, checked and recorded here; counter.cpp reads and writes their form), the window
+ * state a role may read, and top(), which reads a counter's largest keys.
  */
 #include "counters.hpp"
 #include "compat.hpp"
@@ -545,6 +546,188 @@ RequireKeyFilter(const CatalogEntry *e, const CounterShape *s, const char *filte
 	                       ModeName(e->mode), KeyColumnList(s)),
 	                errhint("Filter the result instead: SELECT * FROM %s WHERE ... ORDER BY ... LIMIT ...",
 	                        QualifiedName(e->target))));
+}
+
+/* ---- window thresholds: the options (windows.cpp checks them) ---- */
+
+namespace {
+
+/*
+ * Set (thresholds not (Datum)0) or remove column `column` of counter `name`'s window {bucket, width, columns: {column:
+ * {values, callback}}}, the window going with its last column; crossings recorded for thresholds no longer set go.
+ */
+void
+WriteWindowOption(const char *name, const char *bucket, const char *width, const char *column, Datum thresholds,
+                  Oid callback)
+{
+	/* the window's other columns as they are, and this one's thresholds (none: the column goes) */
+	CounterOptions o = *CurrentOptions(name);
+	WindowOptions w = {bucket, width, 0, nullptr};
+	if (o.window != nullptr) {
+		w.ncolumns = o.window->ncolumns;
+		w.columns = o.window->columns;
+	}
+	ColumnThresholds entry = {column, 0, nullptr, (Datum)0,
+	                          OidIsValid(callback) ? format_procedure_qualified(callback) : nullptr};
+	if (thresholds != (Datum)0) {
+		bool *nulls;
+		deconstruct_array(DatumGetArrayTypeP(thresholds), NUMERICOID, -1, false, TYPALIGN_INT, &entry.values, &nulls,
+		                  &entry.nvalues);
+	}
+	w.columns = WithColumnThresholds(w.columns, &w.ncolumns, column, thresholds != (Datum)0 ? &entry : nullptr);
+	/* (in C order, as the window's columns are read) */
+	for (int i = w.ncolumns - 1; i > 0 && strcmp(w.columns[i - 1].column, w.columns[i].column) > 0; i--) {
+		ColumnThresholds swap = w.columns[i - 1];
+		w.columns[i - 1] = w.columns[i];
+		w.columns[i] = swap;
+	}
+	o.window = &w;
+	bool isnull;
+	Datum window = WindowJsonb(&o, &isnull);
+	SetOption(name, "window", window, isnull);
+	/* The state: a table of the owner's while there is a window, without the thresholds no longer set. */
+	CatalogEntry *e = LookupCounter(name);
+	Oid crossings = WindowCrossings(e, !isnull);
+	if (!OidIsValid(crossings))
+		return;
+	Oid state_types[2] = {TEXTOID, NUMERICARRAYOID};
+	Datum state_args[2] = {CStringGetTextDatum(column), thresholds};
+	char state_nulls[2] = {' ', thresholds == (Datum)0 ? 'n' : ' '};
+	OwnerScope owner;
+	EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH);
+	SpiConnect();
+	if (SPI_execute_with_args(DeleteCrossingsStatement(crossings), 2, state_types, state_args, state_nulls, false, 0) !=
+	    SPI_OK_DELETE)
+		elog(ERROR, "counters: updating the window state of counter \"%s\" failed", name);
+	SPI_finish();
+	LeaveOwner(&owner);
+}
+
+} // namespace
+
+void
+WindowState(const char *name, FunctionCallInfo fcinfo)
+{
+	InitMaterializedSRF(fcinfo, 0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
+	ListCell *lc;
+	foreach (lc, entries) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (!OidIsValid(e->crossings))
+			continue;
+		if (!MayRead(e)) {
+			if (name != nullptr)
+				ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				                errmsg("counter \"%s\": permission denied for %s", e->name, QualifiedName(e->target)),
+				                errdetail("Its window state shows keys of the counter, which only roles that may read "
+				                          "it may see.")));
+			continue;
+		}
+		/* (read as the owner, whose table it is: for a role that may read the counter) */
+		OwnerScope owner;
+		EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH | PIN_ROW_SECURITY);
+		SpiConnect();
+		if (SPI_execute(CrossingsStatement(e->crossings), true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "counters: reading the window state of counter \"%s\" failed", e->name);
+		for (uint64 r = 0; r < SPI_processed; r++) {
+			Datum values[5];
+			bool nulls[5];
+			values[0] = CStringGetTextDatum(e->name);
+			nulls[0] = false;
+			for (int col = 1; col < 5; col++)
+				values[col] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, col, &nulls[col]);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		SPI_finish();
+		LeaveOwner(&owner);
+	}
+}
+
+/*
+ * counters.set_window_thresholds(name, column_name, thresholds, bucket_column, width, callback): the window is the
+ * counter's (one bucket column and width for all its columns); NULL or empty thresholds remove the column's.
+ */
+void
+SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds, const char *bucket, const char *width,
+                    Oid callback)
+{
+	CatalogEntry *e = LookupCounter(name);
+	citus::RefuseFeature(name, e->source, "window thresholds");
+	RequireMaintainer(e);
+	if (ApplyModeOf(e) != ApplyMode::Exact)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": window thresholds need an exact counter with a table of its own", name),
+		                errdetail("The window sum is read from the counter's rows after each write.")));
+	CounterShape *s = BuildShape(e);
+	int value = -1;
+	for (int v = 0; v < s->def->nvalues; v++)
+		if (strcmp(s->def->values[v].column_name, column) == 0)
+			value = v;
+	if (value < 0)
+		ereport(ERROR,
+		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no value column \"%s\"", name, column)));
+	bool remove = thresholds == nullptr || ArrayGetNItems(ARR_NDIM(thresholds), ARR_DIMS(thresholds)) == 0;
+	WindowConfig *current = ReadWindow(LookupCounter(name));
+	if (remove) {
+		if (current != nullptr)
+			WriteWindowOption(name, current->bucket, current->width, column, (Datum)0, InvalidOid);
+		return;
+	}
+	if (bucket == nullptr || width == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+		                errmsg("counter \"%s\": window thresholds need a bucket column and a width", name)));
+	int key = -1;
+	for (int k = 0; k < s->def->nkeys; k++)
+		if (strcmp(s->def->keys[k].column_name, bucket) == 0)
+			key = k;
+	if (key < 0)
+		ereport(ERROR,
+		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no key column \"%s\"", name, bucket)));
+	Oid type = s->def->keys[key].type;
+	if (!IsTimeBucketType(type))
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+		                errmsg("counter \"%s\": key \"%s\" is a %s, not a time bucket (date, timestamp or timestamptz)",
+		                       name, bucket, format_type_be(type))));
+	/* (a window whose only column is this one is replaced) */
+	bool only_this = current != nullptr && current->ncolumns == 1 && strcmp(current->columns[0], column) == 0;
+	if (current != nullptr && !only_this &&
+	    (strcmp(current->bucket, bucket) != 0 ||
+	     !DatumGetBool(DirectFunctionCall2(interval_eq,
+	                                       DirectFunctionCall3(interval_in, CStringGetDatum(current->width), 0, -1),
+	                                       DirectFunctionCall3(interval_in, CStringGetDatum(width), 0, -1)))))
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		         errmsg("counter \"%s\" already has a window of %s over \"%s\"", name, current->width, current->bucket),
+		         errdetail("A counter has one window, for all its columns."),
+		         errhint("Remove its window thresholds first (thresholds => '{}' for each column).")));
+	Datum interval = DirectFunctionCall3(interval_in, CStringGetDatum(width), 0, -1);
+	Datum zero = DirectFunctionCall3(interval_in, CStringGetDatum("0"), 0, -1);
+	if (!DatumGetBool(DirectFunctionCall2(interval_gt, interval, zero)))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": the window's width must be positive, not %s", name, width)));
+	if (array_contains_nulls(thresholds))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+		                errmsg("counter \"%s\": window thresholds of \"%s\" must not contain NULL", name, column)));
+	Datum *elems;
+	int n;
+	deconstruct_array(thresholds, NUMERICOID, -1, false, TYPALIGN_INT, &elems, nullptr, &n);
+	Datum numeric_zero = NumericGetDatum(int64_to_numeric(0));
+	for (int i = 0; i < n; i++)
+		if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, elems[i], numeric_zero)) <= 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			                errmsg("counter \"%s\": window thresholds must be positive", name)));
+	if (OidIsValid(callback) && !IsThresholdCallback(callback))
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		         errmsg("counter \"%s\": %s cannot be a threshold callback", name, format_procedure(callback)),
+		         errhint("A callback takes (counter text, key jsonb, column_name text, old numeric, new numeric, "
+		                 "threshold numeric, direction text).")));
+	/* (stored in IntervalStyle postgres, as events show it, whatever the session's style) */
+	int level = PinSettings(PIN_OUTPUT);
+	char *width_text = DatumGetCString(DirectFunctionCall1(interval_out, interval));
+	UnpinSettings(level);
+	WriteWindowOption(name, bucket, width_text, column, PointerGetDatum(thresholds), callback);
 }
 
 } // namespace counters
