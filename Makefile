@@ -3,7 +3,7 @@ EXTENSION = counters
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" counters.control)
 
 MODULE_big = counters
-SRCS = $(sort $(wildcard src/*.cpp))
+SRCS = $(sort $(wildcard src/*.cpp src/*/*.cpp))
 OBJS = $(SRCS:.cpp=.o)
 
 # src/sql/counters.sql is the one editable install script; the build copies it to counters--$(EXTVERSION).sql.
@@ -26,6 +26,7 @@ PROVE_TESTS = test/t/*.pl
 EXTRA_CLEAN = results regression.diffs regression.out output_iso test/results log tmp_check
 
 PG_CONFIG ?= pg_config
+PG_CPPFLAGS += -I$(srcdir)/src
 PG_CXXFLAGS += -std=gnu++17 -fno-exceptions -fno-rtti -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	-Wno-register -Wno-sign-compare
 ifeq ($(WERROR),1)
@@ -38,14 +39,14 @@ override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-$(OBJS): $(wildcard src/*.hpp)
+$(OBJS): $(wildcard src/*.hpp src/*/*.hpp)
 
 src/sql/counters--$(EXTVERSION).sql: src/sql/counters.sql
 	cp $< $@
 
 .PHONY: format
 format:
-	clang-format -i src/*.cpp src/*.hpp
+	clang-format -i src/*.cpp src/*.hpp src/*/*.cpp src/*/*.hpp
 
 # A versioned source archive for PGXN (and anyone): counters-<version>.zip from the committed tree (git archive).
 DISTVERSION = $(shell sed -n 's/^ *"version": "\([0-9.]*\)",/\1/p' META.json | head -1)

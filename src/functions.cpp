@@ -5,6 +5,7 @@
  * PostgreSQL's own errors can leave a body.
  */
 #include "functions.hpp"
+#include "citus/citus.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -65,28 +66,7 @@ COUNTERS_FUNCTION(counters_capture)
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("counters.capture() must be called as a trigger")));
-	TriggerData *td = (TriggerData *)fcinfo->context;
-	if (TRIGGER_FIRED_FOR_ROW(td->tg_event) && TRIGGER_FIRED_BEFORE(td->tg_event) &&
-	    TRIGGER_FIRED_BY_INSERT(td->tg_event) &&
-	    strcmp(td->tg_trigger->tgname, counters::CaptureTriggerName(counters::SINK_TRIGGER)) == 0) {
-		counters::SinkRow(td);
-		return PointerGetDatum(nullptr); /* (the row is not stored) */
-	}
-	if (TRIGGER_FIRED_FOR_ROW(td->tg_event) && TRIGGER_FIRED_BEFORE(td->tg_event) &&
-	    TRIGGER_FIRED_BY_UPDATE(td->tg_event) && strcmp(td->tg_trigger->tgname, counters::target_key_trigger) == 0)
-		return PointerGetDatum(counters::TargetKeyRow(td));
-	if (TRIGGER_FIRED_FOR_ROW(td->tg_event) && TRIGGER_FIRED_AFTER(td->tg_event) &&
-	    !TRIGGER_FIRED_BY_INSERT(td->tg_event) &&
-	    strcmp(td->tg_trigger->tgname, counters::ParentTriggerName(counters::PARENT_ROW_TRIGGER)) == 0) {
-		counters::ParentRow(td);
-		return PointerGetDatum(nullptr);
-	}
-	if (!TRIGGER_FIRED_FOR_STATEMENT(td->tg_event))
-		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-		                errmsg("counters.capture() must be fired FOR EACH STATEMENT"),
-		                errhint("Re-create the triggers with counters.attach().")));
-	counters::Capture(td);
-	return PointerGetDatum(nullptr);
+	return PointerGetDatum(counters::Fire((TriggerData *)fcinfo->context));
 }
 
 /* counters.create_counter(name, definition, target, mode): declare a counter; returns the relation to read. */

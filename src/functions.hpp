@@ -4,7 +4,7 @@
  */
 #pragma once
 
-#include "counters.hpp"
+#include "control/control.hpp"
 
 extern "C" {
 #include "utils/builtins.h"

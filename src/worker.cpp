@@ -9,7 +9,7 @@
  * counters.compact() with pg_cron or any scheduler (one transaction, the same steps); counters stay exact either way,
  * only the log grows between compactions.
  */
-#include "counters.hpp"
+#include "control/control.hpp"
 
 extern "C" {
 #include "miscadmin.h"

@@ -10,7 +10,7 @@ fail=0
 code() {
 	perl -0777 -pe 's{/\*.*?\*/}{" " x length($&)}gse; s{//[^\n]*}{}g; s{"(?:\\.|[^"\\\n])*"}{""}g; s{'"'"'(?:\\.|[^'"'"'\\\n])*'"'"'}{'"''"'}g' "$1"
 }
-for f in src/*.cpp src/*.hpp; do
+for f in src/*.cpp src/*.hpp src/*/*.cpp src/*/*.hpp; do
 	hits=$(code "$f" | grep -nE '#include[[:space:]]*<|\bstd::|\bnew[[:space:]]+[A-Za-z_(]|\bdelete([[:space:]]+|[[:space:]]*\[\][[:space:]]*)[A-Za-z_(]|\b(malloc|calloc|realloc|free)[[:space:]]*\(|\b(throw|try|catch|dynamic_cast|typeid)\b' || true)
 	if [ -n "$hits" ]; then
 		echo "dialect: $f:"
@@ -19,7 +19,7 @@ for f in src/*.cpp src/*.hpp; do
 	fi
 done
 # Differences between PostgreSQL versions live in src/compat.hpp alone.
-for f in src/*.cpp src/*.hpp; do
+for f in src/*.cpp src/*.hpp src/*/*.cpp src/*/*.hpp; do
 	[ "$f" = src/compat.hpp ] && continue
 	hits=$(code "$f" | grep -nE '\bPG_(VERSION_NUM|MAJORVERSION(_NUM)?)\b' || true)
 	if [ -n "$hits" ]; then
@@ -29,7 +29,7 @@ for f in src/*.cpp src/*.hpp; do
 	fi
 done
 if command -v clang-format >/dev/null; then
-	for f in src/*.cpp src/*.hpp; do
+	for f in src/*.cpp src/*.hpp src/*/*.cpp src/*/*.hpp; do
 		if ! clang-format --dry-run --Werror "$f" 2>/dev/null; then
 			echo "dialect: $f is not clang-formatted (clang-format -i $f)"
 			fail=1
@@ -38,6 +38,16 @@ if command -v clang-format >/dev/null; then
 else
 	echo "dialect: clang-format is not installed (test/setup.sh installs it)"
 	fail=1
+fi
+# A function declared in a header and defined nowhere (or only inline) links: PostgreSQL's symbols resolve only when
+# the library is loaded, so the linker cannot tell. The built library must need no symbol of its own.
+if [ -f counters.so ] && command -v nm >/dev/null; then
+	missing=$(nm -C --undefined-only counters.so | grep -E ' counters::' || true)
+	if [ -n "$missing" ]; then
+		echo "dialect: counters.so needs symbols nothing defines (CREATE EXTENSION would fail):"
+		echo "$missing" | sed 's/^/    /'
+		fail=1
+	fi
 fi
 [ $fail -eq 0 ] && echo "dialect: ok"
 exit $fail

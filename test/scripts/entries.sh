@@ -15,7 +15,7 @@
 # The check is lexical (the code base's format: a function's name at the start of a line, its body between a "{" and
 # a "}" at the start of lines; clang-format keeps it so). It proves itself first: a seeded bypass must be reported.
 #
-# Usage: test/scripts/entries.sh [files...]   (default: src/*.cpp; exit status 1 when a call is not allowed)
+# Usage: test/scripts/entries.sh [files...]   (default: src/*.cpp src/*/*.cpp; exit status 1 when a call is not allowed)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -118,7 +118,7 @@ if [ "$(printf '%s\n' "$out" | grep -c .)" != 1 ] || ! grep -q "Seeded() calls S
 fi
 
 if [ $# -eq 0 ]; then
-	set -- src/*.cpp
+	set -- src/*.cpp src/*/*.cpp
 fi
 if ! check test/scripts/entries.allow "$@"; then
 	echo "entries.sh: code that can run a counter's code must run it as the counter's owner (see the header)" >&2

@@ -23,7 +23,7 @@ rm -f "$zip"
 make -s dist
 trap 'rm -f "$zip"' EXIT
 list=$(unzip -Z1 "$zip")
-for f in Makefile counters.control META.json README.md src/direct.cpp src/sql/counters.sql src/sql/counters--0.3--0.4.sql src/sql/counters--0.4.sql src/sql/counters--0.4--0.5.sql; do
+for f in Makefile counters.control META.json README.md src/write/direct.cpp src/sql/counters.sql src/sql/counters--0.3--0.4.sql src/sql/counters--0.4.sql src/sql/counters--0.4--0.5.sql; do
 	grep -qx "counters-$version/$f" <<<"$list" || fail "$zip lacks $f"
 done
 ! grep -qE '\.(o|so|bc)$' <<<"$list" || fail "$zip holds build products"

@@ -26,7 +26,7 @@
  * its stack; relations, slots and the executor state are released by the resource owner or freed with the
  * statement's memory context if an error escapes.
  */
-#include "counters.hpp"
+#include "write/write.hpp"
 #include "compat.hpp"
 
 extern "C" {
@@ -101,29 +101,6 @@ DirectAllowed(Relation rel)
 	return !IsolationIsSerializable();
 }
 
-/* The key column counters.key_digest(column) indexes (through a cast to its argument type), or 0: none. */
-AttrNumber
-DigestedColumn(Node *expr)
-{
-	if (!IsA(expr, FuncExpr))
-		return InvalidAttrNumber;
-	FuncExpr *f = (FuncExpr *)expr;
-	if (list_length(f->args) != 1 || strcmp(get_func_name(f->funcid), KEY_DIGEST_NAME) != 0 ||
-	    get_func_namespace(f->funcid) != get_namespace_oid("counters", false))
-		return InvalidAttrNumber;
-	Node *arg = (Node *)linitial(f->args);
-	for (;;) {
-		if (IsA(arg, RelabelType))
-			arg = (Node *)((RelabelType *)arg)->arg;
-		else if (IsA(arg, FuncExpr) && ((FuncExpr *)arg)->funcformat != COERCE_EXPLICIT_CALL &&
-		         list_length(((FuncExpr *)arg)->args) == 1)
-			arg = (Node *)linitial(((FuncExpr *)arg)->args);
-		else
-			break;
-	}
-	return IsA(arg, Var) ? ((Var *)arg)->varattno : InvalidAttrNumber;
-}
-
 /* The unique btree index on exactly the key columns of counter `c`'s table, or InvalidOid. */
 Oid
 FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
@@ -133,52 +110,6 @@ FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
 }
 
 } // namespace
-
-Oid
-FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column, bool *digested)
-{
-	int ncols = nkeys + (slot != InvalidAttrNumber ? 1 : 0);
-	List *indexes = RelationGetIndexList(rel);
-	Oid result = InvalidOid;
-	ListCell *lc;
-	foreach (lc, indexes) {
-		Oid indexoid = lfirst_oid(lc);
-		Relation index = index_open(indexoid, AccessShareLock);
-		Form_pg_index form = index->rd_index;
-		bool ok = form->indisunique && form->indisvalid && form->indimmediate && index->rd_rel->relam == BTREE_AM_OID &&
-		          form->indnkeyatts == ncols && heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
-		          (slot == InvalidAttrNumber || form->indkey.values[nkeys] == slot);
-		List *exprs = ok ? RelationGetIndexExpressions(index) : NIL;
-		ListCell *next = list_head(exprs);
-		for (int k = 0; digested != nullptr && k < nkeys; k++)
-			digested[k] = false;
-		for (int j = 0; ok && j < nkeys; j++) {
-			AttrNumber attnum = form->indkey.values[j];
-			bool digest = false;
-			if (attnum == 0) {
-				/* an expression: counters.key_digest(key column) only */
-				attnum = next != nullptr ? DigestedColumn((Node *)lfirst(next)) : InvalidAttrNumber;
-				next = next != nullptr ? lnext(exprs, next) : nullptr;
-				digest = true;
-			}
-			key_of_column[j] = -1;
-			for (int k = 0; attnum != InvalidAttrNumber && k < nkeys; k++)
-				if (attnum == attnums[k]) {
-					key_of_column[j] = k;
-					if (digested != nullptr)
-						digested[k] = digest;
-				}
-			ok = key_of_column[j] >= 0;
-		}
-		index_close(index, AccessShareLock);
-		if (ok) {
-			result = indexoid;
-			break;
-		}
-	}
-	list_free(indexes);
-	return result;
-}
 
 namespace {
 

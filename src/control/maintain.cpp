@@ -1,5 +1,5 @@
 /*
- * maintenance.cpp: verify(), rebuild(), compact() and apply_retention().
+ * maintain.cpp: verify(), rebuild(), compact() and apply_retention().
  *
  * Each works counter by counter, in name order. The statements that read a counter's definition or write its tables
  * run as the counter's owner inside a security-restricted operation, with search_path, output settings and
@@ -8,7 +8,8 @@
  * skipped; with a name, they are refused (42501). In a compaction round over all counters, a counter that fails is
  * reported (WARNING, counters.stats) and the round goes on with the others.
  */
-#include "capture.hpp"
+#include "control/control.hpp"
+#include "citus/citus.hpp"
 
 extern "C" {
 #include "access/table.h"
@@ -56,56 +57,6 @@ StepTimeoutHandler()
 	SetLatch(MyLatch);
 }
 
-/* The type the counter keeps in column `i` (definition order). */
-Oid
-ColumnType(const CounterDef *def, int i)
-{
-	const ColumnDef *cd = &def->columns[i];
-	if (cd->is_key)
-		return def->keys[cd->index].type;
-	return def->values[cd->index].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
-}
-
-/*
- * Names of the first n columns of `rel` (a table create_counter made: its columns follow the definition's), which
- * must have the types the counter keeps in them.
- */
-const char **
-NamesByPosition(const CounterDef *def, Oid rel, int n)
-{
-	const char *counter = def->name;
-	const char **names = (const char **)palloc0(sizeof(char *) * n);
-	HeapTuple reltup = SearchSysCache1(RELOID, ObjectIdGetDatum(rel));
-	if (!HeapTupleIsValid(reltup))
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", rel)));
-	int natts = ((Form_pg_class)GETSTRUCT(reltup))->relnatts;
-	ReleaseSysCache(reltup);
-	int found = 0;
-	for (AttrNumber a = 1; a <= natts && found < n; a++) {
-		HeapTuple tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(rel), Int16GetDatum(a));
-		if (!HeapTupleIsValid(tup))
-			continue;
-		Form_pg_attribute att = (Form_pg_attribute)GETSTRUCT(tup);
-		if (!att->attisdropped) {
-			Oid expected = ColumnType(def, found);
-			if (getBaseType(att->atttypid) != getBaseType(expected))
-				ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-				                errmsg("counter \"%s\": column \"%s\" of %s has type %s, the counter keeps %s there",
-				                       counter, NameStr(att->attname), QualifiedName(rel),
-				                       format_type_be(att->atttypid), format_type_be(expected)),
-				                errhint("Change the column back, or drop and declare the counter again.")));
-			names[found++] = pstrdup(NameStr(att->attname));
-		}
-		ReleaseSysCache(tup);
-	}
-	if (found < n)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-		                errmsg("counter \"%s\": counter table %s has fewer columns than the definition", counter,
-		                       QualifiedName(rel)),
-		                errhint("Drop and declare the counter again.")));
-	return names;
-}
-
 } // namespace
 
 CounterShape *
@@ -127,9 +78,13 @@ BuildShape(const CatalogEntry *e)
 	}
 	s->table = OidIsValid(e->totals) ? e->totals : e->target;
 	if (e->owns_target) {
-		s->table_names = NamesByPosition(s->def, s->table, n);
-		s->read_names = e->target == s->table ? s->table_names : NamesByPosition(s->def, e->target, n);
-		s->log_names = OidIsValid(e->log) ? NamesByPosition(s->def, e->log, n) : nullptr;
+		ColumnsByPosition(def, s->table, &s->table_names, nullptr);
+		if (e->target == s->table)
+			s->read_names = s->table_names;
+		else
+			ColumnsByPosition(def, e->target, &s->read_names, nullptr);
+		if (OidIsValid(e->log))
+			ColumnsByPosition(def, e->log, &s->log_names, nullptr);
 	} else {
 		/* An existing table's columns are named by the definition's aliases (renames of them are followed). */
 		s->table_names = s->read_names = s->def_names;
@@ -814,151 +769,4 @@ Rebuild(const char *name, const char *condition)
 	}
 	return total;
 }
-
-void
-ConcurrentStep(const char *name, const char *step)
-{
-	if (step == nullptr) {
-		pgstat_report_activity(STATE_RUNNING, "counters: finishing");
-		return;
-	}
-	/* (pg_stat_activity.query shows the step while it runs) */
-	pgstat_report_activity(STATE_RUNNING, psprintf("counters: counter \"%s\": step %s", name, step));
-	ereport(NOTICE, (errmsg("counter \"%s\": step %s", name, step)));
-}
-
-void
-CommitStep()
-{
-	SPI_commit();
-	SPI_start_transaction();
-}
-
-/*
- * A log-mode counter made equal to its definition without blocking writers: as of one snapshot S, the totals become
- * the definition's rows and the logged deltas S sees are deleted (they are in those rows); deltas logged by
- * transactions S does not see stay pending. Compaction waits meanwhile; writers only append to the log.
- */
-void
-RefreshConcurrently(const char *name, const char *step)
-{
-	CatalogEntry *e = LookupCounter(name);
-	RequireMaintainer(e);
-	if (e->mode != Mode::Log)
-		elog(ERROR, "counters: counter \"%s\" is not in log mode", name);
-	ConcurrentStep(name,
-	               psprintf("%s: counting the source as of one snapshot; writers log their deltas meanwhile", step));
-	/*
-	 * Compaction waits (it takes the log in this mode). No lock on the totals: writers preparing the counter's
-	 * statements lock them in ROW EXCLUSIVE mode. A retention running meanwhile may leave expired buckets in the
-	 * totals, for its next round.
-	 */
-	LockRelationOid(e->log, ShareUpdateExclusiveLock);
-	CounterShape *s = BuildShape(e);
-	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	const char *statements[3] = {DeleteAllStatement(e->totals), FillStatement(s->def, e->totals, e->query),
-	                             DeleteAllStatement(e->log)};
-	uint64 processed[3];
-	SpiConnect();
-	OwnerScope owner;
-	EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
-	for (int i = 0; i < 3; i++) {
-		SPIPlanPtr plan = SPI_prepare(statements[i], 0, nullptr);
-		if (plan == nullptr)
-			elog(ERROR, "counters: preparing \"%s\" failed: %s", statements[i], SPI_result_code_string(SPI_result));
-		/*
-		 * (AFTER triggers the owner put on its tables fire at the end of each statement, in this scope: a procedure's
-		 * step runs in a transaction of its own, with no outer query to queue them for)
-		 */
-		int ret = SPI_execute_snapshot(plan, nullptr, nullptr, snapshot, InvalidSnapshot, false, true, 0);
-		if (ret != (i == 1 ? SPI_OK_INSERT : SPI_OK_DELETE))
-			elog(ERROR, "counters: refreshing counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
-		processed[i] = SPI_processed;
-	}
-	LeaveOwner(&owner);
-	SPI_finish();
-	UnregisterSnapshot(snapshot);
-	SetOption(name, "building", (Datum)0, true);
-	ereport(NOTICE, (errmsg("counter \"%s\": %llu keys counted; %llu logged deltas were already in them, the others "
-	                        "stay pending",
-	                        name, (unsigned long long)processed[1], (unsigned long long)processed[2])));
-	const char *columns[1] = {"rebuilt_at"};
-	Oid types[1] = {TIMESTAMPTZOID};
-	Datum values[1] = {Now()};
-	NoteMaintenance(e->name, 1, columns, types, values, nullptr);
-}
-
-namespace {
-
-/*
- * Where a concurrent declaration or rebuild is going (its "building" option, which step 1 sets and step 2 removes):
- * the mode it ends in and, sharded, its max_slots; or, when none is under way, the counter's own. Read with the
- * latest snapshot.
- */
-void
-ReadDestination(const CatalogEntry *e, Mode *mode, int *max_slots)
-{
-	const CounterOptions *options = CurrentOptions(e->name);
-	*mode = options->building && options->building_has_mode ? options->building_mode : e->mode;
-	*max_slots = -1;
-	if (*mode == Mode::Sharded)
-		*max_slots = options->building && options->building_max_slots > 0 ? options->building_max_slots
-		             : options->max_slots_set                             ? options->max_slots
-		                                                                  : -1;
-}
-
-} // namespace
-
-void
-MarkBuilding(const char *name, Mode mode, int max_slots)
-{
-	SetOption(name, "building", BuildingJsonb(mode, max_slots), false);
-}
-
-void
-RebuildConcurrently(const char *name)
-{
-	CatalogEntry *e = LookupCounter(name);
-	RequireMaintainer(e);
-	RequireReadCommitted("counters.rebuild_concurrently()");
-	citus::RefuseFeature(name, e->source, "rebuild_concurrently() (it goes through log mode; rebuild() works)");
-	if (IsSink(e->source))
-		RefuseSinkRecount(e, "rebuilt");
-	if (!e->owns_target)
-		ereport(ERROR,
-		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		         errmsg("counter \"%s\" cannot be rebuilt concurrently: it is kept in columns of %s", name,
-		                QualifiedName(e->target)),
-		         errdetail("A concurrent rebuild logs the deltas of writers meanwhile (log mode); a counter kept in "
-		                   "an existing table is exact only."),
-		         errhint("Use counters.rebuild('%s'): it locks writers out while it runs.", name)));
-	/* (a rebuild or declaration that stopped after step 1 left the counter in log mode: it is completed to its mode) */
-	Mode mode;
-	int max_slots;
-	ReadDestination(e, &mode, &max_slots);
-	if (e->mode != Mode::Log) {
-		ConcurrentStep(name, "1 of 3: switching to log mode (writers wait for the switch)");
-		AlterCounter(name, "log", -1);
-	}
-	MarkBuilding(name, mode, max_slots);
-	CommitStep();
-	RefreshConcurrently(name, "2 of 3");
-	CommitStep();
-	if (mode != Mode::Log) {
-		ConcurrentStep(name, psprintf("3 of 3: switching back to %s mode", ModeName(mode)));
-		AlterCounter(name, ModeName(mode), mode == Mode::Sharded ? max_slots : -1);
-	}
-	ConcurrentStep(name, nullptr);
-}
-
-void
-RequireReadCommitted(const char *what)
-{
-	if (IsolationUsesXactSnapshot())
-		ereport(ERROR, (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-		                errmsg("%s must run at READ COMMITTED, not %s", what,
-		                       IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
-		                errhint("Its lock on the source must come before the snapshot it reads with.")));
-}
-
 } // namespace counters

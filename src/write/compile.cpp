@@ -1,14 +1,15 @@
 /*
- * cache.cpp: per-backend cache of compiled counters, keyed by the relation whose trigger fires.
+ * compile.cpp: per-backend cache of compiled counters, keyed by the relation whose trigger fires.
  *
  * The catalog (counters.counter) and the definition views hold the truth; this cache holds what the trigger needs
  * to run fast: planned key/value expressions, comparison and hash support for the keys, the mode and relation its
- * deltas go to (WriteRelation), and the prepared statements that apply them (written by statements.cpp). An entry is
- * dropped when PostgreSQL invalidates the relcache entry of the source, of the counter table, of the definition view,
- * or of the catalog (counters.create_counter/drop_counter send one for the source), so renames, ALTERs and new counters
- * are picked up by the next statement.
+ * deltas go to (WriteRelation), and the prepared statements that apply them (written by write_statements.cpp). An entry
+ * is dropped when PostgreSQL invalidates the relcache entry of the source, of the counter table, of the definition
+ * view, or of the catalog (counters.create_counter/drop_counter send one for the source), so renames, ALTERs and new
+ * counters are picked up by the next statement.
  */
-#include "counters.hpp"
+#include "write/write.hpp"
+#include "citus/citus.hpp"
 
 extern "C" {
 #include "access/relation.h"
@@ -205,38 +206,21 @@ ResolveColumns(CompiledCounter *c)
 		return;
 	c->key_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nkeys);
 	c->value_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nvalues);
-	Relation rel = table_open(c->write_rel, AccessShareLock);
-	TupleDesc desc = RelationGetDescr(rel);
-	int col = 0;
-	for (int a = 0; a < desc->natts && col < def->ncolumns; a++) {
-		Form_pg_attribute att = TupleDescAttr(desc, a);
-		if (att->attisdropped)
-			continue;
-		ColumnDef *cd = &def->columns[col++];
-		char *name = pstrdup(NameStr(att->attname));
-		/* The trigger writes datums of the definition's types: a retyped column must not be written blindly. */
-		Oid expected = cd->is_key ? def->keys[cd->index].type
-		                          : (def->values[cd->index].accum == AccumKind::Int64 ? INT8OID : NUMERICOID);
-		if (getBaseType(att->atttypid) != getBaseType(expected))
-			ereport(ERROR,
-			        (errcode(ERRCODE_DATATYPE_MISMATCH),
-			         errmsg("counter \"%s\": column \"%s\" of counter table %s has type %s, the counter writes %s",
-			                def->name, name, get_rel_name(c->write_rel), format_type_be(att->atttypid),
-			                format_type_be(expected)),
-			         errhint("Change the column back, or drop and declare the counter again.")));
+	const char **names;
+	AttrNumber *attnums;
+	ColumnsByPosition(def, c->write_rel, &names, &attnums);
+	for (int col = 0; col < def->ncolumns; col++) {
+		ColumnDef *cd = &def->columns[col];
 		if (cd->is_key) {
-			c->key_columns[cd->index] = name;
-			c->key_attnums[cd->index] = att->attnum;
+			c->key_columns[cd->index] = names[col];
+			c->key_attnums[cd->index] = attnums[col];
 		} else {
-			c->value_columns[cd->index] = name;
-			c->value_attnums[cd->index] = att->attnum;
+			c->value_columns[cd->index] = names[col];
+			c->value_attnums[cd->index] = attnums[col];
 		}
 	}
-	if (col < def->ncolumns)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-		                errmsg("counter \"%s\": counter table %s has fewer columns than the definition", def->name,
-		                       get_rel_name(c->write_rel)),
-		                errhint("Drop and declare the counter again.")));
+	Relation rel = table_open(c->write_rel, AccessShareLock);
+	TupleDesc desc = RelationGetDescr(rel);
 	/* sharded mode: the slot number is the integer column after the definition's */
 	AttrNumber last = Max(c->key_attnums[def->nkeys - 1], c->value_attnums[def->nvalues - 1]);
 	for (int a = 0; c->mode == ApplyMode::Sharded && a < desc->natts && c->slot_attnum == InvalidAttrNumber; a++) {

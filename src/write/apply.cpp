@@ -3,7 +3,8 @@
  *
  * Counters are applied in the order given (name order), each counter's nonzero deltas in sorted key order, so that
  * two statements touching the same keys lock them in the same order and cannot deadlock. Each counter is written as
- * the owner of its table, with the statements cache.cpp prepared (statements.cpp wrote them), one path per mode:
+ * the owner of its table, with the statements compile.cpp prepared (write_statements.cpp wrote them), one path per
+ * mode:
  *
  *   exact    add to the key's row (direct.cpp finds and updates it; the upsert creates a missing one), delete a row
  *            whose values all came back to zero;
@@ -12,9 +13,9 @@
  *   log      append the delta to the log (compaction folds it into the totals later).
  *
  * Many keys of an exact or log counter go in one statement fed by arrays. Every new value passes the counter's
- * decisions (decisions.cpp): bounds, thresholds.
+ * decisions (decide.cpp): bounds, thresholds.
  */
-#include "capture.hpp"
+#include "write/write.hpp"
 #include "compat.hpp"
 
 extern "C" {

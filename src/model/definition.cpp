@@ -6,7 +6,7 @@
  *          FILTER (WHERE ...) and the query's WHERE make a row contribute nothing.
  * Everything else is rejected here, at declaration, with the counter's name and the offending part.
  */
-#include "counters.hpp"
+#include "model/model.hpp"
 #include "compat.hpp"
 
 extern "C" {
@@ -682,71 +682,6 @@ DescribeDefinition(const char *name, const char *definition, Oid owner)
 	Query *query = parse_analyze_fixedparams(stmt, definition, nullptr, 0, nullptr);
 	error_context_stack = context.previous;
 	return AnalyzeDefinition(name, query, nullptr);
-}
-
-bool
-DigestedKeyType(Oid type, int32 typmod, Oid collation)
-{
-	Oid base = getBaseTypeAndTypmod(type, &typmod);
-	if (base != TEXTOID && base != BYTEAOID && base != VARCHAROID && base != BPCHAROID)
-		return false;
-	/* (a length limit short enough for any encoding's widest characters keeps the plain column) */
-	if ((base == VARCHAROID || base == BPCHAROID) && typmod >= VARHDRSZ && typmod - VARHDRSZ <= 600)
-		return false;
-	return !OidIsValid(collation) || get_collation_isdeterministic(collation);
-}
-
-namespace {
-
-/* The bytes a key's digest is computed from (char: without trailing spaces), detoasted. */
-const char *
-KeyBytes(Datum value, Oid type, int *len)
-{
-	struct varlena *v = PG_DETOAST_DATUM_PACKED(value);
-	const char *data = VARDATA_ANY(v);
-	int n = (int)VARSIZE_ANY_EXHDR(v);
-	if (type == BPCHAROID)
-		while (n > 0 && data[n - 1] == ' ')
-			n--;
-	*len = n;
-	return data;
-}
-
-} // namespace
-
-Datum
-KeyDigest(Datum value, Oid type)
-{
-	int len;
-	const char *data = KeyBytes(value, type, &len);
-	/* (short: 0x00 and the bytes, in order; long: 0x01 and their SHA-256; the two never equal each other) */
-	const int short_key = 32;
-	if (len <= short_key) {
-		bytea *out = (bytea *)palloc(VARHDRSZ + 1 + len);
-		SET_VARSIZE(out, VARHDRSZ + 1 + len);
-		VARDATA(out)[0] = 0;
-		memcpy(VARDATA(out) + 1, data, len);
-		return PointerGetDatum(out);
-	}
-	bytea *in = (bytea *)palloc(VARHDRSZ + len);
-	SET_VARSIZE(in, VARHDRSZ + len);
-	memcpy(VARDATA(in), data, len);
-	bytea *hash = DatumGetByteaPP(DirectFunctionCall1(sha256_bytea, PointerGetDatum(in)));
-	int hlen = (int)VARSIZE_ANY_EXHDR(hash);
-	bytea *out = (bytea *)palloc(VARHDRSZ + 1 + hlen);
-	SET_VARSIZE(out, VARHDRSZ + 1 + hlen);
-	VARDATA(out)[0] = 1;
-	memcpy(VARDATA(out) + 1, VARDATA_ANY(hash), hlen);
-	return PointerGetDatum(out);
-}
-
-bool
-KeyBytesEqual(Datum a, Datum b, Oid type)
-{
-	int alen, blen;
-	const char *adata = KeyBytes(a, type, &alen);
-	const char *bdata = KeyBytes(b, type, &blen);
-	return alen == blen && memcmp(adata, bdata, alen) == 0;
 }
 
 char *

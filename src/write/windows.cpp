@@ -14,7 +14,7 @@
  * Crossings are announced as thresholds' are: NOTIFY "counters.<name>" (delivered at commit) with the window in the
  * payload, then the callback, with old NULL (a window sum checked now has no "before" to compare with).
  */
-#include "capture.hpp"
+#include "write/write.hpp"
 #include "compat.hpp"
 
 extern "C" {

@@ -7,7 +7,8 @@
  * by everyone and written only here, after the callers have checked the caller's rights on every relation a row
  * names.
  */
-#include "counters.hpp"
+#include "model/model.hpp"
+#include "citus/citus.hpp"
 
 extern "C" {
 #include "storage/lmgr.h"
@@ -86,28 +87,6 @@ SourceOf(Oid relid)
 	if (OidIsValid(table))
 		relid = table;
 	return get_rel_relispartition(relid) ? llast_oid(get_partition_ancestors(relid)) : relid;
-}
-
-void
-SpiConnect()
-{
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "counters: SPI_connect failed");
-}
-
-int
-QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, bool read_only)
-{
-	SPIPlanPtr plan = SPI_prepare(sql, nargs, argtypes);
-	if (plan == nullptr)
-		elog(ERROR, "counters: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	int ret = SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot, read_only, false, 0);
-	UnregisterSnapshot(snapshot);
-	SPI_freeplan(plan);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "counters: reading the catalog failed: %s", SPI_result_code_string(ret));
-	return ret;
 }
 
 namespace {
@@ -495,10 +474,11 @@ Forget(const char *name)
 	if (entries == NIL)
 		return nullptr;
 	CatalogEntry *e = (CatalogEntry *)linitial(entries);
-	Oid rels[5] = {e->source, e->target, e->query, e->totals, e->log};
+	Oid rels[COUNTER_RELATIONS];
+	int n = RequiredRelations(e, rels);
 	bool broken = false;
-	for (int i = 0; i < 5; i++)
-		broken |= OidIsValid(rels[i]) && !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[i]));
+	for (int i = 0; i < n; i++)
+		broken |= !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[i]));
 	if (!broken)
 		return nullptr;
 	Oid argtypes[1] = {TEXTOID};
@@ -649,7 +629,7 @@ SetCrossings(const char *name, Oid crossings)
 	CounterChanged(nullptr, e->source);
 }
 
-/* ---- what the compiled cache reads (cache.cpp) ---- */
+/* ---- what the compiled cache reads (compile.cpp) ---- */
 
 List *
 ReadCountersOf(Oid source, bool as_parent)

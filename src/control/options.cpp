@@ -3,7 +3,8 @@
  * retention (the catalog's options, checked and recorded here; counter.cpp reads and writes their form), the window
  * state a role may read, and top(), which reads a counter's largest keys.
  */
-#include "counters.hpp"
+#include "control/control.hpp"
+#include "citus/citus.hpp"
 #include "compat.hpp"
 
 extern "C" {

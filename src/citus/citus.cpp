@@ -17,7 +17,8 @@
  * on every node. The declaring transaction switches Citus to sequential mode, so that its later statements reach each
  * node over the connection that wrote the replica and see its rows.
  */
-#include "counters.hpp"
+#include "citus/citus.hpp"
+#include "model/model.hpp"
 #include "compat.hpp"
 
 extern "C" {
@@ -74,12 +75,6 @@ Describe(const char *partmethod, const char *repmodel, int64 colocationid)
 	return colocationid != 0 ? "is distributed by Citus" : "is a Citus local table";
 }
 
-void
-Connect()
-{
-	SpiConnect();
-}
-
 /* One row of a query of Citus's catalogs (SPI connected): its columns as text, or false if there is none. */
 bool
 QueryRow(const char *sql, int nargs, Oid *argtypes, Datum *args, int ncolumns, char **columns)
@@ -107,7 +102,7 @@ Lookup(Oid relid, CitusRelation *out)
 	if (relname == nullptr)
 		return false;
 	MemoryContext caller = CurrentMemoryContext;
-	Connect();
+	SpiConnect();
 	int level = PinSettings(PIN_SEARCH_PATH);
 	char *row[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
 	Oid argtypes[1] = {REGCLASSOID};
@@ -202,19 +197,6 @@ KindName(Kind kind)
 	}
 }
 
-/* The key of `def` that is exactly column `column` of its source (a plain column, not an expression), or -1. */
-int
-DistributionKey(const CounterDef *def, const char *column)
-{
-	AttrNumber attnum = get_attnum(def->source, column);
-	for (int k = 0; k < def->nkeys; k++) {
-		Expr *e = def->keys[k].expr;
-		if (e != nullptr && IsA(e, Var) && ((Var *)e)->varno == 1 && ((Var *)e)->varattno == attnum)
-			return k;
-	}
-	return -1;
-}
-
 void
 SetLocal(const char *name, const char *value)
 {
@@ -229,6 +211,19 @@ ReplicaExists()
 
 } // namespace
 
+/* The key of `def` that is exactly column `column` of its source (a plain column, not an expression), or -1. */
+int
+DistributionKey(const CounterDef *def, const char *column)
+{
+	AttrNumber attnum = get_attnum(def->source, column);
+	for (int k = 0; k < def->nkeys; k++) {
+		Expr *e = def->keys[k].expr;
+		if (e != nullptr && IsA(e, Var) && ((Var *)e)->varno == 1 && ((Var *)e)->varattno == attnum)
+			return k;
+	}
+	return -1;
+}
+
 bool
 Present()
 {
@@ -240,7 +235,7 @@ OnWorker()
 {
 	if (!Present())
 		return false;
-	Connect();
+	SpiConnect();
 	int level = PinSettings(PIN_SEARCH_PATH);
 	(void)QueryLatest("SELECT 1 FROM pg_catalog.pg_dist_local_group g WHERE g.groupid OPERATOR(pg_catalog.<>) 0", 0,
 	                  nullptr, nullptr, nullptr);
@@ -416,7 +411,7 @@ CheckDeclaration(const char *counter, const CounterDef *def, Oid target, Oid *co
 void
 DistributeCounterTable(Oid table, Placement placement, Oid colocate_with, const char *column)
 {
-	Connect();
+	SpiConnect();
 	int level = PinSettings(PIN_SEARCH_PATH);
 	Oid argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
 	Datum args[3] = {CStringGetTextDatum(QualifiedName(table)), CStringGetTextDatum(column != nullptr ? column : ""),
@@ -532,7 +527,7 @@ SyncReplica(const char *name)
 		return;
 	Oid argtypes[1] = {TEXTOID};
 	Datum args[1] = {CStringGetTextDatum(name)}; /* (in the caller's context: used across SPI connections) */
-	Connect();
+	SpiConnect();
 	int level = PinSettings(PIN_SEARCH_PATH);
 	(void)QueryLatest("SELECT 1 FROM counters.counter c JOIN pg_catalog.pg_dist_partition p "
 	                  "ON p.logicalrelid OPERATOR(pg_catalog.=) c.source WHERE c.name OPERATOR(pg_catalog.=) $1",
@@ -549,7 +544,7 @@ SyncReplica(const char *name)
 	 * Written as the caller (who has the privileges of the counter's owners, or nothing would have been changed):
 	 * Citus lets one role modify reference tables in a transaction, and the caller's statements modify them too.
 	 */
-	Connect();
+	SpiConnect();
 	level = PinSettings(PIN_SEARCH_PATH);
 	if (SPI_execute_with_args("DELETE FROM counters.counter_replica WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes,
 	                          args, nullptr, false, 0) != SPI_OK_DELETE)
@@ -601,7 +596,7 @@ LockOnEveryNode(Oid rel, LOCKMODE mode)
 	const char *name = mode == ShareLock ? "SHARE" : mode == ShareRowExclusiveLock ? "SHARE ROW EXCLUSIVE" : nullptr;
 	if (name == nullptr)
 		elog(ERROR, "counters: no LOCK TABLE mode for lock mode %d", mode);
-	Connect();
+	SpiConnect();
 	int level = PinSettings(PIN_SEARCH_PATH);
 	Execute(psprintf("LOCK TABLE %s IN %s MODE", QualifiedName(rel), name), SPI_OK_UTILITY);
 	UnpinSettings(level);
@@ -647,7 +642,7 @@ WriteShard(const char *counter, Oid rel, Oid fired, Oid source)
 		return rel; /* the table itself (a TRUNCATE of its shell) writes the counter table as a whole */
 	/* the counter table's shard with the fired shard's hash range (a reference table's only shard), on this node */
 	MemoryContext caller = CurrentMemoryContext;
-	Connect();
+	SpiConnect();
 	int level = PinSettings(PIN_SEARCH_PATH);
 	Oid argtypes[2] = {INT8OID, OIDOID};
 	Datum args[2] = {Int64GetDatum(f.shardid), ObjectIdGetDatum(rel)};
@@ -702,160 +697,6 @@ RefuseCapture(Relation rel)
 	         errhint("Distribute a counted table with counters.distribute(), not create_distributed_table(); to "
 	                 "repair, drop the table's counters on the coordinator and declare them again; see "
 	                 "docs/citus.md.")));
-}
-
-void
-Distribute(Oid source, const char *column)
-{
-	if (!Present())
-		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		                errmsg("counters.distribute() needs the citus extension in this database")));
-	const char *table = QualifiedName(source);
-	if (OnWorker())
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("table %s: distribute counted tables on the Citus coordinator", table)));
-	if (IsCitusRelation(source))
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("table %s is already a Citus table", table),
-		                errhint("Drop its counters (counters.drop_counter) and declare them again.")));
-	if (get_rel_relkind(source) != RELKIND_RELATION || get_rel_relispartition(source))
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("table %s: counters.distribute() distributes plain tables", table),
-		                errdetail("It is partitioned, or a partition.")));
-	RequireReadCommitted("counters.distribute()");
-	if (!HasOwnerPrivileges(source))
-		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("must be owner of table %s", table),
-		                errdetail("counters.distribute() distributes a table and its counters' tables.")));
-	if (IsSink(source))
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("table %s is a sink", table)));
-	/* every counter of the table must be one counters keeps on Citus; checked before anything changes */
-	List *entries = ReadCatalogOfSource(source);
-	const char **columns = (const char **)palloc0(sizeof(char *) * (list_length(entries) + 1));
-	ListCell *lc;
-	int i = 0;
-	foreach (lc, entries) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
-		RequireMaintainer(e);
-		CounterDef *def = AnalyzeView(e->name, e->query, CounterOwner(e));
-		const char *refused = e->mode != Mode::Exact          ? "is in log or sharded mode"
-		                      : !e->owns_target               ? "counts into columns of an existing table"
-		                      : OidIsValid(def->parent)       ? "counts through a parent row"
-		                      : e->options->nthresholds > 0   ? "has thresholds"
-		                      : e->options->window != nullptr ? "has window thresholds"
-		                                                      : nullptr;
-		if (refused != nullptr)
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			                errmsg("counter \"%s\" of table %s %s, which counters does not support on Citus yet",
-			                       e->name, table, refused),
-			                errhint("Drop the counter (counters.drop_counter), distribute the table, and declare it "
-			                        "again; see docs/citus.md.")));
-		if (IsCitusRelation(e->target))
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			                errmsg("counter \"%s\": its table %s is already a Citus table", e->name,
-			                       QualifiedName(e->target))));
-		int k = DistributionKey(def, column);
-		if (k < 0)
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			                errmsg("counter \"%s\": the key must include distribution column \"%s\" of %s", e->name,
-			                       column, table),
-			                errdetail("Each shard counts its own rows into the co-located shard of the counter table."),
-			                errhint("Drop the counter, or declare it again with %s in its key, before distributing.",
-			                        quote_identifier(column))));
-		columns[i++] = def->keys[k].column_name;
-	}
-	/*
-	 * Writers wait until commit; the capture triggers stay off while Citus copies the rows already counted (but the
-	 * TRUNCATE trigger, which a copy does not fire: Citus would not propagate enabling it again).
-	 */
-	LockSource(source, ShareRowExclusiveLock);
-	BeginDistributedChange();
-	/* (in the caller's context: the list outlives the SPI connection) */
-	List *disabled = NIL;
-	for (int t = 0; t < CAPTURE_TRIGGERS; t++)
-		if (t != TRUNCATE_TRIGGER && TriggerFunction(source, CaptureTriggerName(t)) == CaptureFunction())
-			disabled = lappend_int(disabled, t);
-	Connect();
-	int level = PinSettings(PIN_SEARCH_PATH);
-	foreach (lc, disabled) {
-		Execute(
-		    psprintf("ALTER TABLE %s DISABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(lfirst_int(lc)))),
-		    SPI_OK_UTILITY);
-	}
-	Oid argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
-	Datum args[3] = {CStringGetTextDatum(table), CStringGetTextDatum(column), CStringGetTextDatum(table)};
-	if (SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2)", 2, argtypes,
-	                          args, nullptr, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "counters: distributing %s failed", table);
-	i = 0;
-	foreach (lc, entries) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
-		args[0] = CStringGetTextDatum(QualifiedName(e->target));
-		args[1] = CStringGetTextDatum(columns[i++]);
-		if (SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2, "
-		                          "colocate_with => $3)",
-		                          3, argtypes, args, nullptr, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "counters: distributing %s failed", QualifiedName(e->target));
-	}
-	UnpinSettings(level);
-	SPI_finish();
-	foreach (lc, entries)
-		SyncReplica(((CatalogEntry *)lfirst(lc))->name);
-	Connect();
-	level = PinSettings(PIN_SEARCH_PATH);
-	foreach (lc, disabled) {
-		Execute(
-		    psprintf("ALTER TABLE %s ENABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(lfirst_int(lc)))),
-		    SPI_OK_UTILITY);
-	}
-	UnpinSettings(level);
-	SPI_finish();
-	CacheInvalidateRelcacheByRelid(source);
-}
-
-const char *
-Conversion()
-{
-	if (!Present() || debug_query_string == nullptr)
-		return nullptr;
-	/*
-	 * Citus's table conversions drop the table (and the views over it) and create a new one in its place; adding a
-	 * foreign key from a local table to a reference table converts every local table of the foreign key graph into a
-	 * Citus local table so.
-	 */
-	char *query = asc_tolower(debug_query_string, strlen(debug_query_string));
-	static const char *const conversions[] = {"alter_distributed_table",
-	                                          "undistribute_table",
-	                                          "alter_table_set_access_method",
-	                                          "citus_add_local_table_to_metadata",
-	                                          "create_distributed_table_concurrently",
-	                                          "create_reference_table",
-	                                          "citus_schema_distribute"};
-	for (const char *c : conversions)
-		if (strstr(query, c) != nullptr)
-			return c;
-	if (strstr(query, "alter table") != nullptr && strstr(query, "references") != nullptr)
-		return "a foreign key to a reference table";
-	return nullptr;
-}
-
-void
-RefuseConversion(List *dropped)
-{
-	const char *conversion = Conversion();
-	if (conversion == nullptr || strchr(conversion, ' ') != nullptr)
-		return;
-	ListCell *lc;
-	foreach (lc, ReadCatalog(nullptr)) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
-		if (list_member_oid(dropped, e->source) || list_member_oid(dropped, e->target))
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			                errmsg("counter \"%s\": %s() would drop its %s", e->name, conversion,
-			                       list_member_oid(dropped, e->source) ? "source table" : "counter table"),
-			                errdetail("Citus converts a table by copying it into a new one and dropping the old; "
-			                          "the counter would be dropped with it."),
-			                errhint("Drop the counter with counters.drop_counter('%s'), convert the table, and "
-			                        "declare the counter again.",
-			                        e->name)));
-	}
 }
 
 } // namespace citus

@@ -14,7 +14,8 @@
  * On a Citus worker the event triggers do nothing but refuse capture triggers (citus.cpp): Citus applies DDL to its
  * shards there, in parallel connections of one distributed transaction, and the workers hold no counter.
  */
-#include "counters.hpp"
+#include "control/control.hpp"
+#include "citus/citus.hpp"
 #include "compat.hpp"
 
 extern "C" {
@@ -582,28 +583,21 @@ OnSqlDrop()
 	ListCell *lc;
 	foreach (lc, catalog) {
 		CatalogEntry *c = (CatalogEntry *)lfirst(lc);
-		Oid rels[5] = {c->source, c->target, c->query, c->totals, c->log};
+		Oid rels[COUNTER_RELATIONS];
+		int n = RequiredRelations(c, rels);
 		bool hit = false;
-		for (int i = 0; i < 5; i++)
-			hit |= OidIsValid(rels[i]) && list_member_oid(dropped, rels[i]);
+		for (int i = 0; i < n; i++)
+			hit |= list_member_oid(dropped, rels[i]);
 		if (!hit)
 			continue;
 		(void)Forget(c->name);
 		/* what is left of it, views first */
-		struct {
-			Oid rel;
-			const char *kind;
-		} left[6] = {{c->query, "VIEW"},
-		             {c->mode != Mode::Exact ? c->target : InvalidOid, "VIEW"},
-		             {c->log, "TABLE"},
-		             {c->totals, "TABLE"},
-		             {ApplyModeOf(c) == ApplyMode::Exact ? c->target : InvalidOid, "TABLE"},
-		             {c->crossings, "TABLE"}};
+		CreatedRelation left[COUNTER_RELATIONS];
+		int nleft = CreatedRelations(c, left);
 		SpiConnect();
-		for (int i = 0; i < 6; i++) {
+		for (int i = 0; i < nleft; i++) {
 			Oid rel = left[i].rel;
-			if (!OidIsValid(rel) || list_member_oid(dropped, rel) ||
-			    !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
+			if (list_member_oid(dropped, rel) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
 				continue;
 			if (HasOwnerPrivileges(rel))
 				Execute(DropStatement(left[i].kind, rel, true), SPI_OK_UTILITY);

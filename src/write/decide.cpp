@@ -1,5 +1,5 @@
 /*
- * decisions.cpp: what a counter's new value decides, as its deltas are applied.
+ * decide.cpp: what a counter's new value decides, as its deltas are applied.
  *
  *   bounds      a value outside counters.set_bounds() is an error (check_violation) naming the counter and the key;
  *   thresholds  a value that crosses one of counters.set_thresholds() is an event: the column's callback, called
@@ -12,7 +12,7 @@
  * Crossings are noted while the statement's deltas are applied and announced once all of them are: a callback sees
  * every counter of the statement up to date.
  */
-#include "capture.hpp"
+#include "write/write.hpp"
 #include "compat.hpp"
 
 extern "C" {

@@ -14,7 +14,7 @@
  * schema-qualified), the output settings that change what "immutable" text conversions return, and row_security
  * (a recount must see every row or fail, never see only the rows a policy shows).
  */
-#include "counters.hpp"
+#include "model/model.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -245,46 +245,24 @@ RequireOwnerRights(const char *counter, Oid relid, Oid owner)
 		                   "the privileges of the owner of every table and view the counter reads and writes.")));
 }
 
-namespace {
-
-Oid
-CounterRelation(const CatalogEntry *e, int i)
-{
-	switch (i) {
-	case 0:
-		return e->source;
-	case 1:
-		return e->target;
-	case 2:
-		return e->query;
-	case 3:
-		return e->totals;
-	default:
-		return e->log;
-	}
-}
-
-} // namespace
-
 bool
 MayMaintain(const CatalogEntry *e)
 {
-	for (int i = 0; i < 5; i++) {
-		Oid rel = CounterRelation(e, i);
-		if (OidIsValid(rel) && !HasOwnerPrivileges(rel))
+	Oid rels[COUNTER_RELATIONS];
+	int n = RequiredRelations(e, rels);
+	for (int i = 0; i < n; i++)
+		if (!HasOwnerPrivileges(rels[i]))
 			return false;
-	}
 	return true;
 }
 
 void
 RequireMaintainer(const CatalogEntry *e)
 {
-	for (int i = 0; i < 5; i++) {
-		Oid rel = CounterRelation(e, i);
-		if (OidIsValid(rel))
-			RequireOwnerPrivileges(e->name, rel);
-	}
+	Oid rels[COUNTER_RELATIONS];
+	int n = RequiredRelations(e, rels);
+	for (int i = 0; i < n; i++)
+		RequireOwnerPrivileges(e->name, rels[i]);
 }
 
 bool

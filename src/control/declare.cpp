@@ -1,11 +1,12 @@
 /*
  * declare.cpp: declaring, switching and dropping counters, and attaching their triggers.
  *
- * Each function orchestrates: lock, check, execute the statements statements.cpp generates, record in the catalog
- * (catalog.cpp checks the caller's rights on every relation it records). Names in a definition and a target resolve
- * with the caller's search_path, like any SQL they type; everything else runs with search_path pinned.
+ * Each function orchestrates: lock, check, execute the statements declare_statements.cpp generates, record in the
+ * catalog (catalog.cpp checks the caller's rights on every relation it records). Names in a definition and a target
+ * resolve with the caller's search_path, like any SQL they type; everything else runs with search_path pinned.
  */
-#include "counters.hpp"
+#include "control/control.hpp"
+#include "citus/citus.hpp"
 #include "compat.hpp"
 
 extern "C" {
@@ -37,27 +38,12 @@ extern "C" {
 
 namespace counters {
 
-namespace {
-
 /* The same counter: the same relations in the same mode (a change that committed meanwhile leaves neither). */
-bool
+static bool
 SameCounter(const CatalogEntry *a, const CatalogEntry *b)
 {
 	return a->source == b->source && a->target == b->target && a->query == b->query && a->totals == b->totals &&
 	       a->log == b->log && a->mode == b->mode;
-}
-
-} // namespace
-
-int
-CounterRelations(const CatalogEntry *e, Oid *rels)
-{
-	int n = 0;
-	Oid ordered[5] = {e->query, e->target, e->log, e->totals, e->crossings};
-	for (int i = 0; i < 5; i++)
-		if (OidIsValid(ordered[i]))
-			rels[n++] = ordered[i];
-	return n;
 }
 
 CatalogEntry *
@@ -92,8 +78,6 @@ EndChange(Change *change)
 	LeaveOwner(&change->scope);
 }
 
-namespace {
-
 Mode
 ParseMode(const char *name, const char *mode)
 {
@@ -113,7 +97,7 @@ CounterExists(const char *name)
 }
 
 /* The relation a target name denotes (InvalidOid if none) and, for one to create, its schema and name. */
-Oid
+static Oid
 ResolveTarget(const char *counter, const char *target, char **schema, char **table)
 {
 	List *names = compat::QualifiedNameList(target);
@@ -141,7 +125,7 @@ ResolveTarget(const char *counter, const char *target, char **schema, char **tab
 
 /* A target (an existing table) must have the definition's columns, values of integer or numeric types, and a
  * unique index on exactly the keys. */
-void
+static void
 CheckExistingTarget(const char *name, const CounterDef *def, Oid target)
 {
 	StringInfoData missing;
@@ -214,7 +198,7 @@ RelationIn(const char *schema, const char *name)
  * A counter through a parent row: its owner owns the parent too; the source's key column has an index (a parent's
  * change reads its children by it); neither table is a sink or Citus's.
  */
-void
+static void
 RequireParentShape(const char *name, const CounterDef *def, Oid caller)
 {
 	RequireOwnerPrivileges(name, def->parent, caller);
@@ -250,7 +234,7 @@ RequireParentShape(const char *name, const CounterDef *def, Oid caller)
 }
 
 /* A target in pg_temp (named so, or the caller's temporary table) would vanish with the session. */
-void
+static void
 RefuseTemporaryTarget(const char *name, Oid target, const char *schema, const char *table)
 {
 	bool temp = OidIsValid(target) ? get_rel_persistence(target) == RELPERSISTENCE_TEMP
@@ -262,20 +246,13 @@ RefuseTemporaryTarget(const char *name, Oid target, const char *schema, const ch
 		                errdetail("A counter is declared for every session; a temporary table belongs to one.")));
 }
 
-/* How a declaration resolves the names of its definition. */
-enum class Names {
-	Caller, /* as the caller resolves them: a definition the caller typed */
-	Pinned  /* with search_path = pg_catalog, pg_temp: a stored definition, deparsed with it (every other name
-	           qualified), which a role that can create functions in the caller's schemas cannot redirect */
-};
-
 /*
  * Create the view, the counter table (or check the existing target), record the counter, fill it and attach the
  * triggers, as the counter's owner `owner` (InvalidOid: a new counter's, the owner of the existing target or the
  * caller), in a security-restricted operation, whoever declares: the definition's code never runs with the caller's
  * rights, and the relations created belong to the owner.
  */
-void
+static void
 Declare(const char *name, const char *definition, const char *target, bool fill, bool exact, Oid owner, Names names)
 {
 	if (definition == nullptr)
@@ -386,17 +363,13 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	LeaveOwner(&scope);
 }
 
-} // namespace
-
-namespace {
-
-void
+static void
 DeclareErrorContext(void *arg)
 {
 	errcontext("declaring counter \"%s\"", (const char *)arg);
 }
 
-void
+static void
 StoppedContext(void *arg)
 {
 	const char *name = (const char *)arg;
@@ -405,7 +378,7 @@ StoppedContext(void *arg)
 	           name, name, name);
 }
 
-void
+static void
 CheckCounterName(const char *name)
 {
 	if (name == nullptr)
@@ -418,10 +391,6 @@ CheckCounterName(const char *name)
 		                          "named after it.",
 		                          COUNTER_NAME_MAX_BYTES, strlen(name))));
 }
-
-} // namespace
-
-namespace {
 
 /* A counter declared in `mode`, as owner `owner` (InvalidOid: a new counter), its names resolved as `names` says. */
 Oid
@@ -444,10 +413,6 @@ DeclareCounter(const char *name, const char *definition, const char *target, con
 	return LookupCounter(name)->target;
 }
 
-void CounterConcurrently(const char *name, const char *definition, const char *mode, Oid owner);
-
-} // namespace
-
 Oid
 CreateCounter(const char *name, const char *definition, const char *target, const char *mode)
 {
@@ -464,8 +429,6 @@ CreateCounterConcurrently(const char *name, const char *definition, const char *
 {
 	CounterConcurrently(name, definition, mode, InvalidOid);
 }
-
-namespace {
 
 /* The steps of create_counter_concurrently, declaring as `owner` (InvalidOid: the caller). */
 void
@@ -497,324 +460,6 @@ CounterConcurrently(const char *name, const char *definition, const char *mode, 
 	ConcurrentStep(name, nullptr);
 }
 
-} // namespace
-
-void
-AlterCounter(const char *name, const char *mode_text, int max_slots)
-{
-	CatalogEntry *c = LookupCounter(name);
-	RequireMaintainer(c);
-	Mode mode = mode_text != nullptr ? ParseMode(name, mode_text) : c->mode; /* (NULL: max_slots alone) */
-	if (mode != c->mode)
-		RequireModeAllowed(name, c->source, mode, c->mode == Mode::Exact ? c->target : c->totals, c->target);
-	if (max_slots != -1 && (mode != Mode::Sharded || max_slots < MAX_SLOTS_MIN || max_slots > MAX_SLOTS_MAX))
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-		                errmsg("counter \"%s\": max_slots applies to sharded mode, from %d to %d", name, MAX_SLOTS_MIN,
-		                       MAX_SLOTS_MAX)));
-	if (c->mode == mode) {
-		if (max_slots != -1)
-			SetOption(name, "max_slots", MaxSlotsJsonb(max_slots), false);
-		return;
-	}
-	if (!c->owns_target)
-		ereport(ERROR,
-		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		         errmsg("counter \"%s\": a counter kept in columns of an existing table can only be exact", name)));
-	/* (folding the log or slots after locking writers out must see every delta committed before the lock) */
-	RequireReadCommitted("counters.alter_counter()");
-	if (c->mode != Mode::Exact && mode != Mode::Exact)
-		AlterCounter(name, "exact", -1);
-	/*
-	 * Writers wait; the relations of the new mode are created by the counter's owner, whoever switches it: a counter's
-	 * code runs as the owner of its tables, and a superuser's switch must not make the superuser that owner.
-	 */
-	Change change;
-	c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
-	if (c->mode == mode || (c->mode != Mode::Exact && mode != Mode::Exact)) {
-		/* (another transaction switched it while this one waited: from there, or already done) */
-		EndChange(&change);
-		AlterCounter(name, mode_text, max_slots);
-		return;
-	}
-	/* (in this context: SPI's goes away with SPI_finish) */
-	char *nsp = get_namespace_name(get_rel_namespace(c->target));
-	char *rel = get_rel_name(c->target);
-	SpiConnect();
-	if (mode != Mode::Exact) {
-		CounterShape *s = BuildShape(c);
-		char *totals_name = DerivedName(rel, "_totals");
-		char *log_name = DerivedName(rel, mode == Mode::Log ? "_log" : "_slots");
-		Oid totals = c->target;
-		Execute(RenameStatement(totals, totals_name), SPI_OK_UTILITY);
-		Execute(CreateLikeStatement(nsp, log_name, totals), SPI_OK_UTILITY);
-		Oid log = RelationIn(nsp, log_name);
-		/* (published for logical replication, compaction's deletes need a replica identity) */
-		Execute(ReplicaIdentityFullStatement(log), SPI_OK_UTILITY);
-		if (mode == Mode::Log)
-			Execute(LogIndexStatement(s, log), SPI_OK_UTILITY);
-		else {
-			/* the slot number: the column after the definition's (the trigger finds it by position) */
-			Execute(AddSlotColumnStatement(log), SPI_OK_UTILITY);
-			Execute(SlotKeyStatement(s, log), SPI_OK_UTILITY);
-			SetOption(name, "max_slots", MaxSlotsJsonb(max_slots == -1 ? MAX_SLOTS_DEFAULT : max_slots), false);
-		}
-		/* Readers see totals plus pending deltas as of their snapshot: exact and transactional, never a cache. */
-		Execute(PendingViewStatement(s, nsp, rel, totals, log), SPI_OK_UTILITY);
-		Oid view = RelationIn(nsp, rel);
-		CopySelectGrants(totals, view);
-		SPI_finish();
-		SetMode(name, view, mode, totals, log);
-		GuardOwnTables(LookupCounter(name));
-	} else {
-		SPI_finish();
-		(void)Compact(name);
-		SetMode(name, c->totals, Mode::Exact, InvalidOid, InvalidOid);
-		SetOption(name, "max_slots", (Datum)0, true);
-		SpiConnect();
-		/* SELECT grants on the view go back to the table that takes its name. */
-		CopySelectGrants(c->target, c->totals);
-		Execute(DropStatement("VIEW", c->target), SPI_OK_UTILITY);
-		Execute(DropStatement("TABLE", c->log), SPI_OK_UTILITY);
-		Execute(RenameStatement(c->totals, rel), SPI_OK_UTILITY);
-		SPI_finish();
-	}
-	EndChange(&change);
-}
-
-namespace {
-
-List *
-RelationIndexes(Oid rel)
-{
-	Relation r = table_open(rel, AccessShareLock);
-	List *indexes = RelationGetIndexList(r);
-	table_close(r, AccessShareLock);
-	return indexes;
-}
-
-/*
- * Rename `rel` to `name` (SPI connected), and its indexes named after it ("<old>_..." becomes "<name>_...") or after
- * the counter ("<from>_..." becomes "<to>_...": the totals of a switched counter keep its table's index names).
- */
-void
-RenameWithIndexes(Oid rel, const char *name, const char *from, const char *to)
-{
-	const char *old = get_rel_name(rel);
-	List *indexes = get_rel_relkind(rel) == RELKIND_RELATION ? RelationIndexes(rel) : NIL;
-	Execute(RenameStatement(rel, name), SPI_OK_UTILITY);
-	size_t len = strlen(old);
-	ListCell *lc;
-	foreach (lc, indexes) {
-		const char *index = get_rel_name(lfirst_oid(lc));
-		if (strncmp(index, old, len) == 0 && index[len] == '_')
-			Execute(RenameStatement(lfirst_oid(lc), DerivedName(name, index + len)), SPI_OK_UTILITY);
-		else if (strncmp(index, from, strlen(from)) == 0 && index[strlen(from)] == '_')
-			Execute(RenameStatement(lfirst_oid(lc), DerivedName(to, index + strlen(from))), SPI_OK_UTILITY);
-	}
-}
-
-/* Counter `from` takes the name `to` (free): its catalog row and the relations named after it. */
-void
-RenameCounter(const char *from, const char *to)
-{
-	CatalogEntry *e = LookupCounter(from);
-	RequireMaintainer(e);
-	OwnerScope as;
-	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
-	SpiConnect();
-	RenameWithIndexes(e->query, psprintf("%s_definition", to), from, to);
-	RenameWithIndexes(e->target, to, from, to);
-	if (e->mode != Mode::Exact) {
-		RenameWithIndexes(e->totals, DerivedName(to, "_totals"), from, to);
-		RenameWithIndexes(e->log, DerivedName(to, e->mode == Mode::Log ? "_log" : "_slots"), from, to);
-	}
-	if (OidIsValid(e->crossings))
-		RenameWithIndexes(e->crossings, DerivedName(to, "_crossings"), from, to);
-	SPI_finish();
-	LeaveOwner(&as);
-	Oid argtypes[2] = {TEXTOID, TEXTOID};
-	Datum args[2] = {CStringGetTextDatum(from), CStringGetTextDatum(to)};
-	ExecuteAsCatalogOwner("UPDATE counters.counter SET name = $2 WHERE name OPERATOR(pg_catalog.=) $1", 2, argtypes,
-	                      args, nullptr, SPI_OK_UPDATE, true);
-	CounterChanged(from, InvalidOid);
-	CounterChanged(to, e->source);
-}
-
-/*
- * What a counter keeps across a new definition: its options, the SELECT grants of its table, and the table of its
- * window thresholds' state (set aside: the drop leaves it).
- */
-struct Kept {
-	const CounterOptions *options;
-	List *grantees;
-	Oid crossings;
-};
-
-void
-Keep(const CatalogEntry *c, Kept *k)
-{
-	k->options = CurrentOptions(c->name);
-	k->grantees = c->owns_target ? SelectGrantees(c->target) : NIL;
-	k->crossings = c->crossings;
-	if (OidIsValid(c->crossings))
-		SetCrossings(c->name, InvalidOid);
-}
-
-void
-GiveBack(const char *name, const Kept *k)
-{
-	CatalogEntry *e = LookupCounter(name);
-	CounterDef *def = BuildShape(e)->def;
-	RestoreOptions(name, k->options, def);
-	if (OidIsValid(k->crossings))
-		KeepCrossings(e, k->crossings, def);
-	if (k->grantees == NIL)
-		return;
-	SpiConnect();
-	ListCell *lc;
-	foreach (lc, k->grantees)
-		Execute(GrantSelectStatement(e->target, lfirst_oid(lc)), SPI_OK_UTILITY);
-	SPI_finish();
-}
-
-} // namespace
-
-void
-AlterDefinition(const char *name, const char *definition, const char *mode)
-{
-	RequireReadCommitted("counters.alter_counter()");
-	if (definition == nullptr)
-		ereport(ERROR,
-		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter \"%s\": the definition is null", name)));
-	/* (writers wait until the transaction ends: the counter is dropped and declared again in it) */
-	Change change;
-	CatalogEntry *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
-	if (IsSink(c->source))
-		RefuseSinkRecount(c, "redefined");
-	Kept kept;
-	Keep(c, &kept);
-	/* (the owner stays: the new definition's code runs as the counter's owner, not as whoever changes it) */
-	Oid owner = CounterOwner(c);
-	/* (the new definition is parsed with the caller's search_path, resolved as the caller: out of the scope again) */
-	EndChange(&change);
-	DropCounter(name);
-	DeclareCounter(name, definition, c->owns_target ? nullptr : QualifiedName(c->target),
-	               mode != nullptr ? mode : ModeName(c->mode), owner, Names::Caller);
-	GiveBack(name, &kept);
-}
-
-/* A counter dropped to be declared again (RetypeCounter): what declaring it again takes. */
-struct Saved {
-	char *name;
-	char *definition; /* deparsed with search_path pinned */
-	char *target;     /* NULL: a table of its own */
-	const char *mode;
-	Oid owner;
-	Kept kept;
-};
-
-void *
-SaveAndDrop(const CatalogEntry *e)
-{
-	RequireMaintainer(e);
-	Saved *s = (Saved *)palloc0(sizeof(Saved));
-	s->name = pstrdup(e->name);
-	s->target = e->owns_target ? nullptr : pstrdup(QualifiedName(e->target));
-	s->mode = ModeName(e->mode);
-	s->owner = CounterOwner(e);
-	Keep(e, &s->kept);
-	/* (with search_path pinned: every name the definition uses comes out qualified) */
-	int level = PinSettings(PIN_SEARCH_PATH);
-	MemoryContext caller = CurrentMemoryContext;
-	SpiConnect();
-	Oid argtypes[1] = {OIDOID};
-	Datum args[1] = {ObjectIdGetDatum(e->query)};
-	if (SPI_execute_with_args("SELECT pg_catalog.pg_get_viewdef($1, true)", 1, argtypes, args, nullptr, true, 1) !=
-	        SPI_OK_SELECT ||
-	    SPI_processed != 1)
-		elog(ERROR, "counters: reading the definition of counter \"%s\" failed", e->name);
-	s->definition = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
-	SPI_finish();
-	UnpinSettings(level);
-	DropCounter(e->name);
-	return s;
-}
-
-namespace {
-
-void
-RedeclareContext(void *arg)
-{
-	errcontext("declaring counter \"%s\" again for the new type of a column it reads", (const char *)arg);
-}
-
-} // namespace
-
-void
-DeclareSaved(void *saved, const char *why)
-{
-	Saved *s = (Saved *)saved;
-	ErrorContextCallback context;
-	context.callback = RedeclareContext;
-	context.arg = (void *)s->name;
-	context.previous = error_context_stack;
-	error_context_stack = &context;
-	/* (as its owner, whoever retyped the column; the text re-read with the search_path it was deparsed with) */
-	DeclareCounter(s->name, s->definition, s->target, s->mode, s->owner, Names::Pinned);
-	error_context_stack = context.previous;
-	GiveBack(s->name, &s->kept);
-	ereport(NOTICE, (errmsg("counter \"%s\" was declared again %s, and recounted", s->name, why)));
-}
-
-/*
- * CALL counters.alter_counter_concurrently(name, definition): the new definition is declared concurrently under a
- * temporary name (create_counter_concurrently's three steps, in the counter's mode), then, writers waiting for this
- * last step only, the counter is dropped and the new one takes its name, options and grants.
- */
-void
-AlterCounterConcurrently(const char *name, const char *definition)
-{
-	RequireReadCommitted("counters.alter_counter_concurrently()");
-	CatalogEntry *c = LookupCounter(name);
-	RequireMaintainer(c);
-	citus::RefuseFeature(name, c->source,
-	                     "alter_counter_concurrently() (it goes through log mode; alter_counter() works)");
-	if (IsSink(c->source))
-		RefuseSinkRecount(c, "redefined");
-	if (!c->owns_target)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\" cannot be redefined concurrently: it is kept in columns of %s", name,
-		                       QualifiedName(c->target)),
-		                errhint("Use counters.alter_counter('%s', definition => ...): it locks writers out while it "
-		                        "runs.",
-		                        name)));
-	/* (the name's first bytes: the temporary name is a counter name too, at most COUNTER_NAME_MAX_BYTES) */
-	const char *prefix = "counters_redefining_";
-	char *tmp = psprintf("%s%.*s", prefix,
-	                     pg_mbcliplen(name, (int)strlen(name), COUNTER_NAME_MAX_BYTES - (int)strlen(prefix)), name);
-	if (CounterExists(tmp))
-		ereport(ERROR,
-		        (errcode(ERRCODE_DUPLICATE_OBJECT),
-		         errmsg("counter \"%s\": counter \"%s\", the name a redefinition is declared under, exists", name, tmp),
-		         errdetail("An earlier alter_counter_concurrently() of \"%s\" stopped and left it, unless it is a "
-		                   "counter of its own.",
-		                   name),
-		         errhint("Drop it with counters.drop_counter('%s') if it was left behind, then try again.", tmp)));
-	const char *mode = ModeName(c->mode);
-	CounterConcurrently(tmp, definition, mode, CounterOwner(c));
-	CommitStep();
-	ConcurrentStep(name, "4: replacing the counter with the new definition (writers wait)");
-	Change change;
-	c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
-	Kept kept;
-	Keep(c, &kept);
-	EndChange(&change);
-	DropCounter(name);
-	RenameCounter(tmp, name);
-	GiveBack(name, &kept);
-	ConcurrentStep(name, nullptr);
-}
-
 void
 DropCounter(const char *name)
 {
@@ -838,15 +483,10 @@ DropCounter(const char *name)
 			DetachParent(parent);
 	}
 	SpiConnect();
-	Execute(DropStatement("VIEW", c->query), SPI_OK_UTILITY);
-	if (c->mode != Mode::Exact) {
-		Execute(DropStatement("VIEW", c->target), SPI_OK_UTILITY);
-		Execute(DropStatement("TABLE", c->log), SPI_OK_UTILITY);
-		Execute(DropStatement("TABLE", c->totals), SPI_OK_UTILITY);
-	} else if (c->owns_target)
-		Execute(DropStatement("TABLE", c->target), SPI_OK_UTILITY);
-	if (OidIsValid(c->crossings))
-		Execute(DropStatement("TABLE", c->crossings), SPI_OK_UTILITY);
+	CreatedRelation own[COUNTER_RELATIONS];
+	int n = CreatedRelations(c, own);
+	for (int i = 0; i < n; i++)
+		Execute(DropStatement(own[i].kind, own[i].rel), SPI_OK_UTILITY);
 	SPI_finish();
 	EndChange(&change);
 }
@@ -988,77 +628,6 @@ GuardOwnTables(const CatalogEntry *e)
 	SPI_finish();
 }
 
-Oid
-WindowCrossings(const CatalogEntry *e, bool window)
-{
-	if (window == OidIsValid(e->crossings))
-		return e->crossings;
-	/* (dropping: out of the catalog first, since a counter's own table is guarded against DROP) */
-	if (!window)
-		SetCrossings(e->name, InvalidOid);
-	Oid nsp = get_rel_namespace(e->target);
-	char *schema = get_namespace_name(nsp);
-	char *table = DerivedName(get_rel_name(e->target), "_crossings");
-	Oid rel = InvalidOid;
-	OwnerScope as;
-	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
-	SpiConnect();
-	if (window) {
-		if (OidIsValid(get_relname_relid(table, nsp)))
-			ereport(ERROR,
-			        (errcode(ERRCODE_DUPLICATE_TABLE),
-			         errmsg("counter \"%s\": relation \"%s.%s\" already exists", e->name, schema, table),
-			         errdetail("A counter with window thresholds keeps which of them each prefix is at or above in "
-			                   "a table of that name, beside its own."),
-			         errhint("Rename or drop that relation, then set the window thresholds again.")));
-		Execute(CreateCrossingsStatement(schema, table), SPI_OK_UTILITY);
-		rel = RelationIn(schema, table);
-		Execute(CreateGuardTriggerStatement(rel), SPI_OK_UTILITY);
-	} else
-		Execute(DropStatement("TABLE", e->crossings), SPI_OK_UTILITY);
-	SPI_finish();
-	LeaveOwner(&as);
-	if (window)
-		SetCrossings(e->name, rel);
-	return rel;
-}
-
-void
-KeepCrossings(const CatalogEntry *e, Oid crossings, const CounterDef *def)
-{
-	WindowConfig *w = ReadWindow(LookupCounter(e->name));
-	OwnerScope as;
-	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
-	SpiConnect();
-	if (w == nullptr)
-		Execute(DropStatement("TABLE", crossings), SPI_OK_UTILITY);
-	else {
-		/* the prefixes: the key columns but the bucket, in byte order (as the statement sorts a prefix's keys) */
-		Datum *names = (Datum *)palloc(sizeof(Datum) * Max(def->nkeys, 1));
-		int n = 0;
-		for (int k = 0; k < def->nkeys; k++)
-			if (strcmp(def->keys[k].column_name, w->bucket) != 0) {
-				int at = n++;
-				while (at > 0 && strcmp(TextDatumGetCString(names[at - 1]), def->keys[k].column_name) > 0) {
-					names[at] = names[at - 1];
-					at--;
-				}
-				names[at] = CStringGetTextDatum(def->keys[k].column_name);
-			}
-		Oid argtypes[1] = {TEXTARRAYOID};
-		Datum args[1] = {n > 0 ? PointerGetDatum(construct_array(names, n, TEXTOID, -1, false, TYPALIGN_INT))
-		                       : (Datum)0};
-		char nulls[1] = {n > 0 ? ' ' : 'n'};
-		if (SPI_execute_with_args(StalePrefixesStatement(crossings), 1, argtypes, args, nulls, false, 0) !=
-		    SPI_OK_DELETE)
-			elog(ERROR, "counters: keeping the window state of counter \"%s\" failed", e->name);
-	}
-	SPI_finish();
-	LeaveOwner(&as);
-	if (w != nullptr)
-		SetCrossings(e->name, crossings);
-}
-
 /*
  * counters_target_key on an existing table that keeps counter-cache columns, for the key columns of every counter
  * kept there (their union), replaced whenever they change; dropped when no counter is kept there any more.
@@ -1109,12 +678,6 @@ DetachParent(Oid parent)
 		if (TriggerFunction(parent, ParentTriggerName(t)) == CaptureFunction())
 			Execute(psprintf("DROP TRIGGER %s ON %s", ParentTriggerName(t), QualifiedName(parent)), SPI_OK_UTILITY);
 	SPI_finish();
-}
-
-bool
-IsSink(Oid rel)
-{
-	return TriggerFunction(rel, CaptureTriggerName(SINK_TRIGGER)) == CaptureFunction();
 }
 
 void
@@ -1202,28 +765,6 @@ RefuseSinkRecount(const CatalogEntry *e, const char *what)
 	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 	         errmsg("counter \"%s\" cannot be %s: its source %s is a sink", e->name, what, QualifiedName(e->source)),
 	         errdetail("The rows a sink counted were never stored: there is nothing to recount them from.")));
-}
-
-Oid
-TriggerFunction(Oid rel, const char *name)
-{
-	Relation triggers = table_open(TriggerRelationId, AccessShareLock);
-	ScanKeyData keys[2];
-	ScanKeyInit(&keys[0], Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(rel));
-	ScanKeyInit(&keys[1], Anum_pg_trigger_tgname, BTEqualStrategyNumber, F_NAMEEQ, CStringGetDatum(name));
-	SysScanDesc scan = systable_beginscan(triggers, TriggerRelidNameIndexId, true, nullptr, 2, keys);
-	HeapTuple tup = systable_getnext(scan);
-	Oid function = HeapTupleIsValid(tup) ? ((Form_pg_trigger)GETSTRUCT(tup))->tgfoid : InvalidOid;
-	systable_endscan(scan);
-	table_close(triggers, AccessShareLock);
-	return function;
-}
-
-Oid
-CaptureFunction()
-{
-	List *name = list_make2(makeString(pstrdup("counters")), makeString(pstrdup("capture")));
-	return LookupFuncName(name, 0, nullptr, false);
 }
 
 } // namespace counters

@@ -7,7 +7,7 @@
  * Integer columns sum in 128 bits and numeric columns in numeric; what is applied is taken out of the entry
  * (TakeInt64, TakeNumeric), so an entry left nonzero after a pass still has something to apply.
  */
-#include "capture.hpp"
+#include "write/write.hpp"
 
 extern "C" {
 #include "common/hashfn.h"

@@ -14,12 +14,20 @@
  *    "last_rebuild": ...}
  *
  * Column names are the definition's. Each catalog row read (catalog.cpp) is parsed here once, into the
- * CatalogEntry; the compiled form (cache.cpp) and the control plane read the typed fields.
+ * CatalogEntry; the compiled form (compile.cpp) and the control plane read the typed fields.
  */
-#include "counters.hpp"
+#include "model/model.hpp"
 
 extern "C" {
+#include "access/genam.h"
 #include "catalog/pg_type.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "access/table.h"
+#include "catalog/pg_trigger.h"
+#include "mb/pg_wchar.h"
+#include "parser/parse_func.h"
+#include "utils/fmgroids.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/jsonb.h"
@@ -515,6 +523,161 @@ WithColumnThresholds(const ColumnThresholds *thresholds, int *n, const char *col
 		out[m++] = *entry;
 	*n = m;
 	return out;
+}
+
+bool
+IsSink(Oid rel)
+{
+	return TriggerFunction(rel, CaptureTriggerName(SINK_TRIGGER)) == CaptureFunction();
+}
+
+Oid
+TriggerFunction(Oid rel, const char *name)
+{
+	Relation triggers = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData keys[2];
+	ScanKeyInit(&keys[0], Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(rel));
+	ScanKeyInit(&keys[1], Anum_pg_trigger_tgname, BTEqualStrategyNumber, F_NAMEEQ, CStringGetDatum(name));
+	SysScanDesc scan = systable_beginscan(triggers, TriggerRelidNameIndexId, true, nullptr, 2, keys);
+	HeapTuple tup = systable_getnext(scan);
+	Oid function = HeapTupleIsValid(tup) ? ((Form_pg_trigger)GETSTRUCT(tup))->tgfoid : InvalidOid;
+	systable_endscan(scan);
+	table_close(triggers, AccessShareLock);
+	return function;
+}
+
+Oid
+CaptureFunction()
+{
+	List *name = list_make2(makeString(pstrdup("counters")), makeString(pstrdup("capture")));
+	return LookupFuncName(name, 0, nullptr, false);
+}
+
+int
+CounterRelations(const CatalogEntry *e, Oid *rels)
+{
+	int n = 0;
+	Oid ordered[5] = {e->query, e->target, e->log, e->totals, e->crossings};
+	for (int i = 0; i < 5; i++)
+		if (OidIsValid(ordered[i]))
+			rels[n++] = ordered[i];
+	return n;
+}
+
+int
+RequiredRelations(const CatalogEntry *e, Oid *rels)
+{
+	int n = 0;
+	Oid named[5] = {e->source, e->target, e->query, e->totals, e->log};
+	for (int i = 0; i < 5; i++)
+		if (OidIsValid(named[i]))
+			rels[n++] = named[i];
+	return n;
+}
+
+int
+CreatedRelations(const CatalogEntry *e, CreatedRelation *out)
+{
+	bool exact = e->mode == Mode::Exact;
+	CreatedRelation all[6] = {{e->query, "VIEW"},
+	                          {exact ? InvalidOid : e->target, "VIEW"},
+	                          {e->log, "TABLE"},
+	                          {e->totals, "TABLE"},
+	                          {exact && e->owns_target ? e->target : InvalidOid, "TABLE"},
+	                          {e->crossings, "TABLE"}};
+	int n = 0;
+	for (int i = 0; i < 6; i++)
+		if (OidIsValid(all[i].rel))
+			out[n++] = all[i];
+	return n;
+}
+
+char *
+DerivedName(const char *base, const char *suffix)
+{
+	int room = NAMEDATALEN - 1 - (int)strlen(suffix);
+	int len = pg_mbcliplen(base, (int)strlen(base), room);
+	return psprintf("%.*s%s", len, base, suffix);
+}
+
+const char *
+ColumnName(const CounterDef *def, int i)
+{
+	const ColumnDef *cd = &def->columns[i];
+	return cd->is_key ? def->keys[cd->index].column_name : def->values[cd->index].column_name;
+}
+
+const char *
+CaptureTriggerName(int trigger)
+{
+	/*
+	 * (The sink trigger returns NULL: the BEFORE INSERT row triggers named after it do not fire. "zz_" puts it after
+	 * any other trigger whose name starts with a letter before z, a digit, an upper case letter or "_".)
+	 */
+	static const char *const names[] = {"counters_begin",      "counters_insert",   "counters_update",
+	                                    "counters_delete",     "counters_truncate", "zz_counters_sink",
+	                                    "counters_sink_guard", "counters_sink_end"};
+	static_assert(lengthof(names) == CAPTURE_TRIGGERS, "a name for every capture trigger");
+	return names[trigger];
+}
+
+const char *
+ParentTriggerName(int trigger)
+{
+	static const char *const names[] = {"counters_parent_begin", "counters_parent_row", "counters_parent_insert",
+	                                    "counters_parent_truncate"};
+	static_assert(lengthof(names) == PARENT_TRIGGERS, "a name for every parent trigger");
+	return names[trigger];
+}
+
+/* The trigger on a counter's own tables that refuses their TRUNCATE (GuardCounterRelation). */
+const char *const guard_trigger = "counters_guard";
+
+/* The trigger on an existing table that keeps counter-cache columns: its rows' keys changing (see TargetKeyRow). */
+const char *const target_key_trigger = "counters_target_key";
+
+Oid
+ColumnType(const CounterDef *def, int i)
+{
+	const ColumnDef *cd = &def->columns[i];
+	if (cd->is_key)
+		return def->keys[cd->index].type;
+	return def->values[cd->index].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
+}
+
+void
+ColumnsByPosition(const CounterDef *def, Oid rel, const char ***names, AttrNumber **attnums)
+{
+	int n = def->ncolumns;
+	*names = (const char **)palloc0(sizeof(char *) * n);
+	if (attnums != nullptr)
+		*attnums = (AttrNumber *)palloc0(sizeof(AttrNumber) * n);
+	Relation r = table_open(rel, AccessShareLock);
+	TupleDesc desc = RelationGetDescr(r);
+	int found = 0;
+	for (int a = 0; a < desc->natts && found < n; a++) {
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		if (att->attisdropped)
+			continue;
+		/* The trigger writes datums of the definition's types: a retyped column must not be written blindly. */
+		Oid expected = ColumnType(def, found);
+		if (getBaseType(att->atttypid) != getBaseType(expected))
+			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+			                errmsg("counter \"%s\": column \"%s\" of %s has type %s, the counter keeps %s there",
+			                       def->name, NameStr(att->attname), QualifiedName(rel), format_type_be(att->atttypid),
+			                       format_type_be(expected)),
+			                errhint("Change the column back, or drop and declare the counter again.")));
+		(*names)[found] = pstrdup(NameStr(att->attname));
+		if (attnums != nullptr)
+			(*attnums)[found] = att->attnum;
+		found++;
+	}
+	table_close(r, AccessShareLock);
+	if (found < n)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+		                errmsg("counter \"%s\": counter table %s has fewer columns than the definition", def->name,
+		                       QualifiedName(rel)),
+		                errhint("Drop and declare the counter again.")));
 }
 
 } // namespace counters

@@ -1,0 +1,85 @@
+/*
+ * citus.hpp: the Citus integration -- citus.cpp (what a table is to Citus, the replica of the catalog, placing and
+ * writing counter tables, refusals) and distribute.cpp (distribute(), conversions).
+ */
+#pragma once
+
+#include "counters.hpp"
+
+namespace counters {
+
+/*
+ * Citus (citus.cpp): counters over hash-distributed and reference tables count in the shards (docs/citus.md). Without
+ * the citus extension in the database every function returns at once (false, Local, or nothing refused).
+ */
+namespace citus {
+/* What a table is to Citus, as far as counters is concerned. */
+enum class Kind { Local, Distributed, Reference, Other };
+/* Where create_counter puts a counter table it creates. */
+enum class Placement { Local, Distributed, Reference };
+/* The citus extension is installed in this database. */
+bool Present();
+/* This is a Citus worker node (its group is not the coordinator's). */
+bool OnWorker();
+/* `relid` is a Citus table (distributed, reference, Citus local) or a shard of one. */
+bool IsCitusRelation(Oid relid);
+/* What Citus table `relid` is (a shard: Local). */
+Kind KindOfTable(Oid relid);
+/* The Citus table whose shard `relid` is, or InvalidOid. */
+Oid TableOfShard(Oid relid);
+/* The relation the counters' catalog is read from on this node: counters.counter, or the replica on a worker. */
+const char *CatalogRelation();
+/* SET LOCAL what a transaction changing counters of Citus tables needs (unsafe triggers, sequential mode). */
+void BeginDistributedChange();
+/*
+ * Check (0A000) that counter `counter` over def->source into `target` (InvalidOid: a table create_counter creates) can
+ * be counted on Citus; say where a created counter table goes: distributed by `column`, co-located with
+ * `colocate_with`, or a reference table.
+ */
+Placement CheckDeclaration(const char *counter, const CounterDef *def, Oid target, Oid *colocate_with,
+                           const char **column);
+void DistributeCounterTable(Oid table, Placement placement, Oid colocate_with, const char *column);
+/*
+ * counters.enable_citus(): create counters.counter_replica, a reference table (the catalog's owner, once; the first
+ * declaration over a Citus table does it when the caller is that owner).
+ */
+void EnableCitus(bool explicitly);
+/*
+ * A row of a copy of counters.counter_replica changed (on every node that holds one): the compiled counters of its
+ * source are dropped from the caches of this node's backends.
+ */
+void ReplicaChanged(TriggerData *td);
+/* Copy counter `name`'s catalog row to counters.counter_replica (or remove it), on the coordinator. */
+void SyncReplica(const char *name);
+/*
+ * A Citus table locked on every node too (LOCK TABLE, which Citus propagates): writers connected to a worker wait as
+ * well as those writing through the coordinator.
+ */
+void LockOnEveryNode(Oid rel, LOCKMODE mode);
+/* Refuse (0A000) `what` for a counter of a Citus table. */
+void RefuseFeature(const char *counter, Oid source, const char *what);
+/*
+ * The relation that receives counter `counter`'s deltas when its trigger fired on `fired` (a shard, or `source`
+ * itself): `rel`, or on a shard its co-located shard on this node. Errors if they are not co-located or the shard is
+ * elsewhere: never skipped.
+ */
+Oid WriteShard(const char *counter, Oid rel, Oid fired, Oid source);
+/* Refuse (0A000) the capture trigger firing, without counters, on a Citus table's shard or shell. */
+void RefuseCapture(Relation rel);
+/*
+ * counters.distribute(source, column): distribute a counted local table by `column`, and its counter tables
+ * co-located, without counting its rows again.
+ */
+void Distribute(Oid source, const char *column);
+/* The key of `def` that is exactly column `column` of its source (a plain column, not an expression), or -1. */
+int DistributionKey(const CounterDef *def, const char *column);
+/* In sql_drop: refuse (0A000) a Citus table conversion that drops a counter's source or table. */
+void RefuseConversion(List *dropped);
+/*
+ * The Citus conversion the statement being run would make (its function's name, or "a foreign key to a reference
+ * table", which makes Citus convert local tables), or NULL: what drops a counter's relations behind its back.
+ */
+const char *Conversion();
+} // namespace citus
+
+} // namespace counters

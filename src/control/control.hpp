@@ -1,0 +1,245 @@
+/*
+ * control.hpp: the cold control plane -- the SQL API's operations on counters:
+ *
+ *   declare.cpp              declare and drop counters; attach their triggers; sinks, parents, counter-cache keys
+ *   online.cpp               change a counter: its mode, its definition, its name; the concurrent declarations
+ *   options.cpp              bounds, thresholds, retention, touch, keep_zero, window thresholds, top()
+ *   maintain.cpp             compact, retention, verify, rebuild, the concurrent steps
+ *   ddl.cpp                  the event triggers: what DDL does to counters
+ *   declare_statements.cpp   the statements that declare, switch and drop
+ *   maintain_statements.cpp  the statements of maintenance, bounds and top()
+ *
+ * Every change of an existing counter starts with BeginChange (the one way to change a counter).
+ */
+#pragma once
+
+#include "model/model.hpp"
+#include "write/write.hpp"
+
+namespace counters {
+
+/*
+ * The one way to change a counter (declare.cpp): the caller's right to (the privileges of the owner of every relation
+ * it names) checked, the tables whose writes it follows locked in one order (LockCounterSources, in `mode`; NoLock:
+ * none) and the catalog read again once they are (a change that committed meanwhile is seen), its own relations
+ * locked after them (CounterRelations, in `own`), then the counter's owner's scope entered: whatever the change creates
+ * belongs to the owner, and the owner's code it runs runs as the owner. EndChange leaves it.
+ */
+struct Change {
+	CatalogEntry *e;
+	OwnerScope scope;
+};
+CatalogEntry *BeginChange(Change *change, const char *name, LOCKMODE mode, LOCKMODE own);
+void EndChange(Change *change);
+
+/* The columns of a counter as the maintenance statements need them (maintain.cpp, maintain_statements.cpp). */
+struct CounterShape {
+	const CatalogEntry *e;
+	CounterDef *def;
+	int ncolumns; /* in definition order */
+	bool *is_key;
+	const char **def_names;  /* in the definition view */
+	const char **read_names; /* in the relation users read (e->target) */
+	Oid table;               /* the table holding the values: totals, or the target */
+	const char **table_names;
+	const char **log_names; /* log or slots (log, sharded mode) */
+	int retention_column;   /* -1: no retention */
+	bool *digested;         /* key columns the table's key index has by their digest (NULL: none) */
+	bool keep_zero;         /* counters.set_keep_zero */
+	const char *retention_keep;
+	Oid retention_type;
+};
+CounterShape *BuildShape(const CatalogEntry *e);
+char *VerifyStatement(const CounterShape *s);
+/* A statement whose parse tells whether `condition` is one expression (nothing injected after it). */
+char *ConditionProbe(const char *condition);
+char *RebuildConditionCheck(const CounterShape *s, const char *condition);
+/* distributed: for a Citus counter table (no ctid); then ZeroRowsStatement deletes the rows of zeros */
+char *RebuildStatement(const CounterShape *s, const char *condition, bool distributed);
+char *ZeroRowsStatement(const CounterShape *s);
+char *KeyColumnList(const CounterShape *s);
+/* Fold pending rows into the totals: (rows moved, zero rows' ctids), and with_rows, each folded key's row after. */
+char *CompactStatement(const CounterShape *s, bool with_rows);
+char *DeleteRowsStatement(Oid rel);
+char *DeleteAllStatement(Oid rel);
+char *RetentionStatement(const CounterShape *s, Oid rel, const char **names);
+
+/* Statements for declaring and switching counters (declare_statements.cpp). */
+char *KeyNames(const CounterDef *def);
+char *CreateViewStatement(const char *schema, const char *view, const char *definition);
+char *CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table);
+/*
+ * The counter table's key index, once it is filled: a primary key (or unique constraint) on the keys, or (digest,
+ * when a key is of a type DigestedKeyType names) a unique index with such keys by their digest, each with a hash
+ * index of its own for readers. KeyIndexElement: a key column as an index element and ON CONFLICT target.
+ */
+char *CounterKeyStatement(const CounterDef *def, Oid table, bool all_keys_not_null, bool digest);
+bool DigestsKeys(const CounterDef *def);
+char *FillStatement(const CounterDef *def, Oid table, Oid view);
+char *ZeroTargetStatement(const CounterDef *def, Oid target);
+char *FillTargetStatement(const CounterDef *def, Oid target, Oid view);
+char *ReplicaIdentityFullStatement(Oid rel);
+char *RenameStatement(Oid rel, const char *name);
+char *CreateLikeStatement(const char *schema, const char *name, Oid like);
+char *LogIndexStatement(const CounterShape *s, Oid log);
+char *AddSlotColumnStatement(Oid log);
+char *SlotKeyStatement(const CounterShape *s, Oid log);
+char *PendingViewStatement(const CounterShape *s, const char *schema, const char *name, Oid totals, Oid log);
+char *GrantSelectStatement(Oid rel, Oid grantee);
+char *DropStatement(const char *kind, Oid rel, bool if_exists = false);
+char *RenameViewColumnStatement(Oid view, const char *from, const char *to);
+
+/* The capture, parent, guard and counter-cache key triggers' statements; making sure a counter's own tables have the
+ * guard; counters_target_key on `target` for the key columns of the counters kept in it (dropped when none is). */
+char *CreateParentTriggerStatement(int trigger, Oid rel);
+char *CreateTriggerStatement(int trigger, Oid rel, bool is_source);
+char *DropTriggerStatement(int trigger, Oid rel);
+char *CreateGuardTriggerStatement(Oid rel);
+void GuardOwnTables(const CatalogEntry *e);
+char *CreateTargetKeyTriggerStatement(Oid target, List *columns);
+char *DropTargetKeyTriggerStatement(Oid target);
+void AttachTarget(Oid target);
+
+/* How a declaration resolves the names of its definition. */
+enum class Names {
+	Caller, /* as the caller resolves them: a definition the caller typed */
+	Pinned  /* with search_path = pg_catalog, pg_temp: a stored definition, deparsed with it (every other name
+	           qualified), which a role that can create functions in the caller's schemas cannot redirect */
+};
+
+/*
+ * Declaring (declare.cpp), for the changes of online.cpp: a mode's name checked (22023 naming the counter); whether
+ * a counter of that name exists; the relation `name` in `schema`, once created; a counter declared in `mode` as
+ * `owner` (InvalidOid: a new counter's), its names resolved as `names` says; the steps of create_counter_concurrently.
+ */
+Mode ParseMode(const char *name, const char *mode);
+bool CounterExists(const char *name);
+Oid RelationIn(const char *schema, const char *name);
+Oid DeclareCounter(const char *name, const char *definition, const char *target, const char *mode, Oid owner,
+                   Names names);
+void CounterConcurrently(const char *name, const char *definition, const char *mode, Oid owner);
+
+/* Declaring, switching and dropping counters, attaching their triggers (declare.cpp). */
+Oid CreateCounter(const char *name, const char *definition, const char *target, const char *mode);
+/* CALL counters.create_counter_concurrently: three transactions (SPI connected non-atomic by the caller). */
+void CreateCounterConcurrently(const char *name, const char *definition, const char *mode);
+void AlterCounter(const char *name, const char *mode, int max_slots);
+/*
+ * alter_counter(name, definition => ...): the counter dropped and declared again in one transaction (writers of the
+ * source wait), in `mode` (NULL: its mode), with its options and SELECT grants.
+ */
+void AlterDefinition(const char *name, const char *definition, const char *mode);
+/*
+ * A counter dropped and then declared again from its definition's text, with its mode, options and grants: around a
+ * change of a column's type that its definition view would otherwise block (ddl.cpp). The saved state is allocated in
+ * CurrentMemoryContext; `why` completes the NOTICE.
+ */
+void *SaveAndDrop(const CatalogEntry *e);
+void DeclareSaved(void *saved, const char *why);
+/* CALL counters.alter_counter_concurrently (SPI connected non-atomic). */
+void AlterCounterConcurrently(const char *name, const char *definition);
+void DropCounter(const char *name);
+void Attach(Oid source);
+void Detach(Oid source);
+
+/* Sinks and counters through a parent row: making a table a sink or a plain source again; the parents of a source's
+ * counters, their triggers, whether any counter joins one. */
+void SetSink(Oid source, bool sink);
+List *ParentsOfSource(Oid source);
+void AttachParent(Oid parent);
+void DetachParent(Oid parent);
+bool JoinsParent(Oid parent);
+
+/*
+ * 0A000 if views with a check option read `rel` (directly or through other views), which its being a sink would
+ * bypass: when making it a sink, or (making_sink false) after a view was created or changed.
+ */
+void RefuseCheckOptionViews(Oid rel, bool making_sink);
+/* The views with a check option that read `rel`, directly or through other views, as a list, or NULL. */
+char *CheckOptionViews(Oid rel);
+void RefuseSinkRecount(const CatalogEntry *e, const char *what);
+void CopySelectGrants(Oid from, Oid to);
+/* The roles other than its owner that hold SELECT on `rel`. */
+List *SelectGrantees(Oid rel);
+
+/* Bounds, thresholds, retention, top() (options.cpp) and the statements they run (maintain_statements.cpp). */
+void SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum max, bool max_null);
+/* `thresholds` NULL: none (then `every` must be given); `every` NULL: no repeating thresholds. */
+void SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback, Datum every,
+                   bool every_null);
+void SetRetention(const char *name, const char *column, Datum keep, bool keep_null);
+void SetTouch(const char *name, const char *column);
+void SetKeepZero(const char *name, bool keep);
+void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
+/* top() in the row type `rowtype` of the relation a counter is read from: whole rows of that type. */
+void TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
+void RequireKeyFilter(const CatalogEntry *e, const CounterShape *s, const char *filter);
+char *BoundsViolation(const char *column, Datum min, bool min_null, Datum max, bool max_null);
+char *CountWhereStatement(Oid rel, const char *condition);
+char *KeyFilterCheckStatement(const CounterShape *s, const char *filter);
+/*
+ * The top statement: (the key columns..., value numeric) rows, or with `rowtype` (the row type of the relation the
+ * counter is read from) that relation's non-dropped columns in order, the values of the counter's columns in their
+ * types.
+ */
+char *TopStatement(const CounterShape *s, int col, const char *limit, const char *filter, TupleDesc rowtype = nullptr);
+
+/* Thresholds on a sliding-window sum: setting them, and window_state() (options.cpp). */
+void SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds, const char *bucket,
+                         const char *width, Oid callback);
+/* counters.window_state(name): the window state of one or all counters the caller may read, as their owners read it. */
+void WindowState(const char *name, FunctionCallInfo fcinfo);
+
+/*
+ * A counter's window state: the table of which thresholds each prefix's window sum is at or above, as announced.
+ * WindowCrossings makes `e` have one (window) or none, as its owner, and returns it: created in the schema of its table
+ * as <table>_crossings when its window is set, so that it is its owner's and dumped with its tables; dropped with the
+ * window. KeepCrossings gives a counter declared again the table set aside (Kept), without the rows of prefixes its new
+ * definition no longer has, or drops it if the window did not survive. The statements that create and read it.
+ */
+Oid WindowCrossings(const CatalogEntry *e, bool window);
+void KeepCrossings(const CatalogEntry *e, Oid crossings, const CounterDef *def);
+char *CreateCrossingsStatement(const char *schema, const char *table);
+char *DeleteCrossingsStatement(Oid crossings);
+char *StalePrefixesStatement(Oid crossings);
+char *CrossingsStatement(Oid crossings);
+
+/*
+ * The maintenance functions (maintain.cpp). Without a name, compact() and apply_retention() make a round: each
+ * counter's steps apart, skipped when busy, bounded by counters.step_timeout, failures reported and noted; so does
+ * CompactInRound(name) for one counter (the background worker, a transaction per counter). InitMaintenance: the
+ * setting, from _PG_init.
+ */
+int64 Compact(const char *name);
+int64 CompactInRound(const char *name);
+void InitMaintenance();
+int64 ApplyRetention(const char *name);
+int64 Rebuild(const char *name, const char *condition);
+/*
+ * The concurrent operations (CALL, SPI connected non-atomic): a step's name shown in pg_stat_activity and as a
+ * NOTICE (NULL: done); committing a step; making a log-mode counter equal to its definition without blocking writers
+ * (one transaction); CALL counters.rebuild_concurrently (three).
+ */
+void ConcurrentStep(const char *name, const char *step);
+void CommitStep();
+void RefreshConcurrently(const char *name, const char *step);
+void RebuildConcurrently(const char *name);
+/*
+ * A concurrent declaration or rebuild under way (option "building"): where it is going, the mode and (sharded, > 0)
+ * max_slots that rebuild_concurrently() completes it to if it stops after its first step.
+ */
+void MarkBuilding(const char *name, Mode mode, int max_slots);
+void Verify(const char *name, FunctionCallInfo fcinfo);
+/*
+ * Run body(arg) in a subtransaction of its own; an error rolls it back and is returned (NULL: none). A query cancel
+ * or a shutdown is not caught: it ends the whole call.
+ */
+ErrorData *TryInSubtransaction(void (*body)(void *), void *arg);
+
+/* The event triggers (ddl.cpp): ddl_command_start, ddl_command_end, sql_drop; InitDdl from _PG_init. */
+void InitDdl();
+void OnDdlStart(EventTriggerData *trigger);
+void OnDdlEnd(EventTriggerData *trigger);
+void OnSqlDrop();
+
+} // namespace counters

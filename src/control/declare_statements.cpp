@@ -1,0 +1,445 @@
+/*
+ * declare_statements.cpp: the statements that declare, switch and drop counters -- their tables, views, key
+ * indexes, fills, log and slot tables, triggers, grants and window state tables. *
+ * Every name is quoted and schema-qualified, every operator written OPERATOR(pg_catalog.x) or generated for its
+ * types; values travel as parameters; the statements run with search_path pinned as well.
+ */
+#include "control/control.hpp"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "catalog/pg_attribute.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "catalog/pg_type.h"
+#include "utils/typcache.h"
+}
+
+namespace counters {
+
+char *
+KeyNames(const CounterDef *def)
+{
+	StringInfoData keys;
+	initStringInfo(&keys);
+	for (int k = 0; k < def->nkeys; k++)
+		appendStringInfo(&keys, "%s%s", k ? ", " : "", quote_identifier(def->keys[k].column_name));
+	return keys.data;
+}
+
+char *
+CreateViewStatement(const char *schema, const char *view, const char *definition)
+{
+	return psprintf("CREATE VIEW %s AS %s", quote_qualified_identifier(schema, view), definition);
+}
+
+char *
+CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table)
+{
+	StringInfoData sql;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TABLE %s (", quote_qualified_identifier(schema, table));
+	for (int i = 0; i < def->ncolumns; i++) {
+		const ColumnDef *cd = &def->columns[i];
+		if (cd->is_key)
+			appendStringInfo(&sql, "%s%s %s", i ? ", " : "", quote_identifier(ColumnName(def, i)),
+			                 KeyColumnType(&def->keys[cd->index]));
+		else
+			appendStringInfo(&sql, "%s%s %s NOT NULL DEFAULT 0", i ? ", " : "", quote_identifier(ColumnName(def, i)),
+			                 def->values[cd->index].accum == AccumKind::Int64 ? "bigint" : "numeric");
+	}
+	appendStringInfoChar(&sql, ')');
+	return sql.data;
+}
+
+/*
+ * The counter table's key constraint, added once the table is filled (building the index from the sorted rows is
+ * faster than inserting each row's entry). Keys that may be NULL group like GROUP BY: one row for NULL.
+ */
+bool
+DigestsKeys(const CounterDef *def)
+{
+	for (int k = 0; k < def->nkeys; k++)
+		if (DigestedKeyType(def->keys[k].type, def->keys[k].typmod, def->keys[k].collation))
+			return true;
+	return false;
+}
+
+char *
+CounterKeyStatement(const CounterDef *def, Oid table, bool all_keys_not_null, bool digest)
+{
+	if (!digest || !DigestsKeys(def))
+		return psprintf("ALTER TABLE %s ADD %s (%s)", QualifiedName(table),
+		                all_keys_not_null ? "PRIMARY KEY" : "UNIQUE NULLS NOT DISTINCT", KeyNames(def));
+	/*
+	 * A key of an unbounded string type is indexed by its digest (no length limit), and found by its own hash index
+	 * (for readers: WHERE url = ...); the keys stay NOT NULL where they are.
+	 */
+	StringInfoData sql, elements, lookups, not_null;
+	initStringInfo(&sql);
+	initStringInfo(&elements);
+	initStringInfo(&lookups);
+	initStringInfo(&not_null);
+	const char *t = QualifiedName(table);
+	for (int k = 0; k < def->nkeys; k++) {
+		const KeyDef *key = &def->keys[k];
+		const char *col = quote_identifier(key->column_name);
+		bool digested = DigestedKeyType(key->type, key->typmod, key->collation);
+		appendStringInfo(&elements, "%s%s", k ? ", " : "", KeyIndexElement(col, digested));
+		if (digested)
+			appendStringInfo(&lookups, "; CREATE INDEX ON %s USING hash (%s)", t, col);
+		if (all_keys_not_null)
+			appendStringInfo(&not_null, "%sALTER COLUMN %s SET NOT NULL", not_null.len ? ", " : "", col);
+	}
+	if (not_null.len > 0)
+		appendStringInfo(&sql, "ALTER TABLE %s %s; ", t, not_null.data);
+	appendStringInfo(&sql, "CREATE UNIQUE INDEX ON %s (%s)%s%s", t, elements.data,
+	                 all_keys_not_null ? "" : " NULLS NOT DISTINCT", lookups.data);
+	return sql.data;
+}
+
+namespace {
+
+/* "COALESCE(q.v, 0) <> 0 OR ...": a row whose values are all zero is not stored. */
+char *
+NonzeroCondition(const CounterDef *def, const char *alias)
+{
+	StringInfoData cond;
+	initStringInfo(&cond);
+	for (int v = 0; v < def->nvalues; v++)
+		appendStringInfo(&cond, "%sCOALESCE(%s.%s, 0) OPERATOR(pg_catalog.<>) 0", v ? " OR " : "", alias,
+		                 quote_identifier(def->values[v].column_name));
+	return cond.data;
+}
+
+} // namespace
+
+char *
+FillStatement(const CounterDef *def, Oid table, Oid view)
+{
+	StringInfoData values, value_list;
+	initStringInfo(&values);
+	initStringInfo(&value_list);
+	for (int v = 0; v < def->nvalues; v++) {
+		const char *col = quote_identifier(def->values[v].column_name);
+		appendStringInfo(&value_list, "%s%s", v ? ", " : "", col);
+		appendStringInfo(&values, "%sCOALESCE(q.%s, 0)", v ? ", " : "", col);
+	}
+	StringInfoData keys;
+	initStringInfo(&keys);
+	for (int k = 0; k < def->nkeys; k++)
+		appendStringInfo(&keys, "%sq.%s", k ? ", " : "", quote_identifier(def->keys[k].column_name));
+	return psprintf("INSERT INTO %s (%s, %s) SELECT %s, %s FROM %s q WHERE %s", QualifiedName(table), KeyNames(def),
+	                value_list.data, keys.data, values.data, QualifiedName(view), NonzeroCondition(def, "q"));
+}
+
+char *
+ZeroTargetStatement(const CounterDef *def, Oid target)
+{
+	StringInfoData sets;
+	initStringInfo(&sets);
+	for (int v = 0; v < def->nvalues; v++)
+		appendStringInfo(&sets, "%s%s = 0", v ? ", " : "", quote_identifier(def->values[v].column_name));
+	return psprintf("UPDATE %s SET %s", QualifiedName(target), sets.data);
+}
+
+char *
+FillTargetStatement(const CounterDef *def, Oid target, Oid view)
+{
+	StringInfoData sets, join;
+	initStringInfo(&sets);
+	initStringInfo(&join);
+	for (int v = 0; v < def->nvalues; v++) {
+		const char *col = quote_identifier(def->values[v].column_name);
+		appendStringInfo(&sets, "%s%s = COALESCE(q.%s, 0)", v ? ", " : "", col, col);
+	}
+	/* keys compared as they are: the target's key columns have the definition's key types */
+	for (int k = 0; k < def->nkeys; k++) {
+		const char *col = quote_identifier(def->keys[k].column_name);
+		appendStringInfo(&join, "%st.%s OPERATOR(pg_catalog.=) q.%s", k ? " AND " : "", col, col);
+	}
+	return psprintf("UPDATE %s t SET %s FROM %s q WHERE %s", QualifiedName(target), sets.data, QualifiedName(view),
+	                join.data);
+}
+
+char *
+ReplicaIdentityFullStatement(Oid rel)
+{
+	return psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", QualifiedName(rel));
+}
+
+char *
+RenameStatement(Oid rel, const char *name)
+{
+	return psprintf("ALTER TABLE %s RENAME TO %s", QualifiedName(rel), quote_identifier(name));
+}
+
+char *
+CreateLikeStatement(const char *schema, const char *name, Oid like)
+{
+	return psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS)", quote_qualified_identifier(schema, name),
+	                QualifiedName(like));
+}
+
+namespace {
+
+/* The key columns (index: as the totals' key index has them, a long key by its digest). */
+char *
+ShapeKeys(const CounterShape *s, bool index = false)
+{
+	StringInfoData keys;
+	initStringInfo(&keys);
+	for (int i = 0; i < s->ncolumns; i++)
+		if (s->is_key[i])
+			appendStringInfo(&keys, "%s%s", keys.len ? ", " : "",
+			                 KeyIndexElement(quote_identifier(s->table_names[i]),
+			                                 index && s->digested != nullptr && s->digested[i]));
+	return keys.data;
+}
+
+} // namespace
+
+char *
+LogIndexStatement(const CounterShape *s, Oid log)
+{
+	/*
+	 * One index, for readers of a key or a range (the log takes every write): the keys, or where the totals have a
+	 * key by its digest, the others (a digest has no range, and the log is read by few), else a hash of the first.
+	 */
+	if (s->digested == nullptr)
+		return psprintf("CREATE INDEX ON %s (%s)", QualifiedName(log), ShapeKeys(s));
+	StringInfoData plain;
+	initStringInfo(&plain);
+	const char *first = nullptr;
+	for (int i = 0; i < s->ncolumns; i++)
+		if (s->is_key[i] && !s->digested[i])
+			appendStringInfo(&plain, "%s%s", plain.len ? ", " : "", quote_identifier(s->table_names[i]));
+		else if (s->is_key[i] && first == nullptr)
+			first = quote_identifier(s->table_names[i]);
+	if (plain.len > 0)
+		return psprintf("CREATE INDEX ON %s (%s)", QualifiedName(log), plain.data);
+	return psprintf("CREATE INDEX ON %s USING hash (%s)", QualifiedName(log), first);
+}
+
+char *
+AddSlotColumnStatement(Oid log)
+{
+	return psprintf("ALTER TABLE %s ADD COLUMN counters_slot integer NOT NULL", QualifiedName(log));
+}
+
+char *
+SlotKeyStatement(const CounterShape *s, Oid log)
+{
+	bool nullable = false;
+	for (int i = 0; i < s->ncolumns; i++)
+		if (s->is_key[i]) {
+			HeapTuple tup = SearchSysCacheAttName(s->table, s->table_names[i]);
+			if (HeapTupleIsValid(tup)) {
+				nullable |= !((Form_pg_attribute)GETSTRUCT(tup))->attnotnull;
+				ReleaseSysCache(tup);
+			}
+		}
+	/* (a key by its digest is an expression: a unique index, not a constraint) */
+	if (s->digested != nullptr)
+		return psprintf("CREATE UNIQUE INDEX ON %s (%s, counters_slot)%s", QualifiedName(log), ShapeKeys(s, true),
+		                nullable ? " NULLS NOT DISTINCT" : "");
+	return psprintf("ALTER TABLE %s ADD UNIQUE %s (%s, counters_slot)", QualifiedName(log),
+	                nullable ? "NULLS NOT DISTINCT" : "", ShapeKeys(s));
+}
+
+char *
+PendingViewStatement(const CounterShape *s, const char *schema, const char *name, Oid totals, Oid log)
+{
+	StringInfoData select, cols, nonzero;
+	initStringInfo(&select);
+	initStringInfo(&cols);
+	initStringInfo(&nonzero);
+	for (int i = 0; i < s->ncolumns; i++) {
+		const char *col = quote_identifier(s->table_names[i]);
+		appendStringInfo(&cols, "%s%s", i ? ", " : "", col);
+		/* the view's columns in the counter table's order (keys and values interleaved as declared) */
+		if (s->is_key[i])
+			appendStringInfo(&select, "%s%s", i ? ", " : "", col);
+		else {
+			Oid type;
+			int32 typmod;
+			Oid collation;
+			get_atttypetypmodcoll(totals, get_attnum(totals, s->table_names[i]), &type, &typmod, &collation);
+			appendStringInfo(&select, "%spg_catalog.sum(%s)::%s AS %s", i ? ", " : "", col,
+			                 format_type_with_typemod(type, typmod), col);
+			appendStringInfo(&nonzero, "%spg_catalog.sum(%s) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "",
+			                 col);
+		}
+	}
+	return psprintf("CREATE VIEW %s AS SELECT %s FROM (SELECT %s FROM %s UNION ALL SELECT %s FROM %s) u "
+	                "GROUP BY %s HAVING %s",
+	                quote_qualified_identifier(schema, name), select.data, cols.data, QualifiedName(totals), cols.data,
+	                QualifiedName(log), ShapeKeys(s), nonzero.data);
+}
+
+char *
+GrantSelectStatement(Oid rel, Oid grantee)
+{
+	return psprintf("GRANT SELECT ON %s TO %s", QualifiedName(rel),
+	                grantee == ACL_ID_PUBLIC ? "PUBLIC" : quote_identifier(GetUserNameFromId(grantee, false)));
+}
+
+char *
+DropStatement(const char *kind, Oid rel, bool if_exists)
+{
+	return psprintf("DROP %s %s%s", kind, if_exists ? "IF EXISTS " : "", QualifiedName(rel));
+}
+
+char *
+RenameViewColumnStatement(Oid view, const char *from, const char *to)
+{
+	return psprintf("ALTER VIEW %s RENAME COLUMN %s TO %s", QualifiedName(view), quote_identifier(from),
+	                quote_identifier(to));
+}
+
+/* ---- the capture triggers ---- */
+
+char *
+CreateTriggerStatement(int trigger, Oid rel, bool is_source)
+{
+	const char *on = QualifiedName(rel);
+	const char *name = CaptureTriggerName(trigger);
+	const char *call = "FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()";
+	switch (trigger) {
+	case BEGIN_TRIGGER:
+		return psprintf("CREATE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE ON %s %s", name, on, call);
+	case INSERT_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER INSERT ON %s REFERENCING NEW TABLE AS counters_new %s", name, on,
+		                call);
+	case UPDATE_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER UPDATE ON %s REFERENCING OLD TABLE AS counters_old "
+		                "NEW TABLE AS counters_new %s",
+		                name, on, call);
+	case DELETE_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER DELETE ON %s REFERENCING OLD TABLE AS counters_old %s", name, on,
+		                call);
+	case SINK_TRIGGER:
+		return psprintf("CREATE TRIGGER %s BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION counters.capture()", name,
+		                on);
+	case SINK_GUARD_TRIGGER:
+		return psprintf("CREATE TRIGGER %s BEFORE UPDATE OR DELETE ON %s %s", name, on, call);
+	case SINK_END_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER INSERT ON %s %s", name, on, call);
+	default:
+		/* TRUNCATE: the whole source is emptied in one go; a leaf partition's rows are subtracted before. */
+		return psprintf("CREATE TRIGGER %s %s TRUNCATE ON %s %s", name, is_source ? "AFTER" : "BEFORE", on, call);
+	}
+}
+
+char *
+CreateParentTriggerStatement(int trigger, Oid rel)
+{
+	const char *on = QualifiedName(rel);
+	const char *name = ParentTriggerName(trigger);
+	switch (trigger) {
+	case PARENT_BEGIN_TRIGGER:
+		return psprintf("CREATE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE "
+		                "FUNCTION counters.capture()",
+		                name, on);
+	case PARENT_ROW_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION "
+		                "counters.capture()",
+		                name, on);
+	case PARENT_INSERT_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER INSERT ON %s REFERENCING NEW TABLE AS counters_new FOR EACH "
+		                "STATEMENT EXECUTE FUNCTION counters.capture()",
+		                name, on);
+	default:
+		return psprintf("CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()",
+		                name, on);
+	}
+}
+
+char *
+DropTriggerStatement(int trigger, Oid rel)
+{
+	return psprintf("DROP TRIGGER %s ON %s", CaptureTriggerName(trigger), QualifiedName(rel));
+}
+
+/* CREATE TRIGGER counters_guard BEFORE TRUNCATE ON public.blog_posts FOR EACH STATEMENT EXECUTE ... */
+char *
+CreateGuardTriggerStatement(Oid rel)
+{
+	return psprintf("CREATE TRIGGER %s BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()",
+	                guard_trigger, QualifiedName(rel));
+}
+
+/*
+ * CREATE TRIGGER counters_target_key BEFORE UPDATE OF id ON public.blogs FOR EACH ROW
+ *     EXECUTE FUNCTION counters.capture()
+ */
+char *
+CreateTargetKeyTriggerStatement(Oid target, List *columns)
+{
+	StringInfoData cols;
+	initStringInfo(&cols);
+	ListCell *lc;
+	foreach (lc, columns)
+		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", quote_identifier((const char *)lfirst(lc)));
+	return psprintf("CREATE TRIGGER %s BEFORE UPDATE OF %s ON %s FOR EACH ROW EXECUTE FUNCTION counters.capture()",
+	                target_key_trigger, cols.data, QualifiedName(target));
+}
+
+char *
+DropTargetKeyTriggerStatement(Oid target)
+{
+	return psprintf("DROP TRIGGER %s ON %s", target_key_trigger, QualifiedName(target));
+}
+
+/*
+ * A counter-cache counter's values for one key, recounted from its definition, in the types of the target's columns
+ * (one row, zeros when the key has none):
+ *     SELECT COALESCE(pg_catalog.sum(d.post_count), 0)::integer FROM public.blog_posts_definition d
+ *      WHERE d.id IS NOT DISTINCT FROM $1
+ */
+char *
+
+CreateCrossingsStatement(const char *schema, const char *table)
+{
+	/* (a prefix of any length: unique by its text's digest, found by its hash) */
+	const char *t = quote_qualified_identifier(schema, table);
+	return psprintf("CREATE TABLE %s (column_name pg_catalog.text NOT NULL, prefix pg_catalog.jsonb NOT NULL, "
+	                "threshold pg_catalog.numeric NOT NULL, "
+	                "crossed_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()); "
+	                "CREATE UNIQUE INDEX ON %s (column_name, (counters.%s(prefix::pg_catalog.text)), threshold); "
+	                "ALTER TABLE %s REPLICA IDENTITY FULL",
+	                t, t, KEY_DIGEST_NAME, t);
+}
+
+char *
+DeleteCrossingsStatement(Oid crossings)
+{
+	/* $1 the column; $2 its thresholds (NULL: none left) */
+	return psprintf("DELETE FROM %s x WHERE x.column_name OPERATOR(pg_catalog.=) $1 "
+	                "AND ($2::pg_catalog.numeric[] IS NULL OR NOT x.threshold OPERATOR(pg_catalog.=) ANY ($2))",
+	                QualifiedName(crossings));
+}
+
+char *
+StalePrefixesStatement(Oid crossings)
+{
+	/* $1 the prefix's key names in byte order (NULL: none) */
+	return psprintf("DELETE FROM %s x WHERE (SELECT pg_catalog.array_agg(k.k ORDER BY k.k COLLATE \"C\") "
+	                "FROM pg_catalog.jsonb_object_keys(x.prefix) k(k)) IS DISTINCT FROM $1::pg_catalog.text[]",
+	                QualifiedName(crossings));
+}
+
+char *
+CrossingsStatement(Oid crossings)
+{
+	return psprintf("SELECT x.column_name, x.prefix, x.threshold, x.crossed_at FROM %s x "
+	                "ORDER BY x.column_name COLLATE \"C\", x.prefix, x.threshold",
+	                QualifiedName(crossings));
+}
+
+} // namespace counters

@@ -1,0 +1,166 @@
+/*
+ * keys.cpp: a counter's keys in its tables' indexes -- the digest that indexes keys too long for a btree entry, and
+ * the one search for a unique index on exactly a counter's key columns.
+ */
+#include "model/model.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_collation.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
+#include "nodes/nodeFuncs.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+}
+
+namespace counters {
+
+namespace {
+
+/* The bytes a key's digest is computed from (char: without trailing spaces), detoasted. */
+const char *
+KeyBytes(Datum value, Oid type, int *len)
+{
+	struct varlena *v = PG_DETOAST_DATUM_PACKED(value);
+	const char *data = VARDATA_ANY(v);
+	int n = (int)VARSIZE_ANY_EXHDR(v);
+	if (type == BPCHAROID)
+		while (n > 0 && data[n - 1] == ' ')
+			n--;
+	*len = n;
+	return data;
+}
+
+/* The key column counters.key_digest(column) indexes (through a cast to its argument type), or 0: none. */
+AttrNumber
+DigestedColumn(Node *expr)
+{
+	if (!IsA(expr, FuncExpr))
+		return InvalidAttrNumber;
+	FuncExpr *f = (FuncExpr *)expr;
+	if (list_length(f->args) != 1 || strcmp(get_func_name(f->funcid), KEY_DIGEST_NAME) != 0 ||
+	    get_func_namespace(f->funcid) != get_namespace_oid("counters", false))
+		return InvalidAttrNumber;
+	Node *arg = (Node *)linitial(f->args);
+	for (;;) {
+		if (IsA(arg, RelabelType))
+			arg = (Node *)((RelabelType *)arg)->arg;
+		else if (IsA(arg, FuncExpr) && ((FuncExpr *)arg)->funcformat != COERCE_EXPLICIT_CALL &&
+		         list_length(((FuncExpr *)arg)->args) == 1)
+			arg = (Node *)linitial(((FuncExpr *)arg)->args);
+		else
+			break;
+	}
+	return IsA(arg, Var) ? ((Var *)arg)->varattno : InvalidAttrNumber;
+}
+
+} // namespace
+
+bool
+DigestedKeyType(Oid type, int32 typmod, Oid collation)
+{
+	Oid base = getBaseTypeAndTypmod(type, &typmod);
+	if (base != TEXTOID && base != BYTEAOID && base != VARCHAROID && base != BPCHAROID)
+		return false;
+	/* (a length limit short enough for any encoding's widest characters keeps the plain column) */
+	if ((base == VARCHAROID || base == BPCHAROID) && typmod >= VARHDRSZ && typmod - VARHDRSZ <= 600)
+		return false;
+	return !OidIsValid(collation) || get_collation_isdeterministic(collation);
+}
+
+Datum
+KeyDigest(Datum value, Oid type)
+{
+	int len;
+	const char *data = KeyBytes(value, type, &len);
+	/* (short: 0x00 and the bytes, in order; long: 0x01 and their SHA-256; the two never equal each other) */
+	const int short_key = 32;
+	if (len <= short_key) {
+		bytea *out = (bytea *)palloc(VARHDRSZ + 1 + len);
+		SET_VARSIZE(out, VARHDRSZ + 1 + len);
+		VARDATA(out)[0] = 0;
+		memcpy(VARDATA(out) + 1, data, len);
+		return PointerGetDatum(out);
+	}
+	bytea *in = (bytea *)palloc(VARHDRSZ + len);
+	SET_VARSIZE(in, VARHDRSZ + len);
+	memcpy(VARDATA(in), data, len);
+	bytea *hash = DatumGetByteaPP(DirectFunctionCall1(sha256_bytea, PointerGetDatum(in)));
+	int hlen = (int)VARSIZE_ANY_EXHDR(hash);
+	bytea *out = (bytea *)palloc(VARHDRSZ + 1 + hlen);
+	SET_VARSIZE(out, VARHDRSZ + 1 + hlen);
+	VARDATA(out)[0] = 1;
+	memcpy(VARDATA(out) + 1, VARDATA_ANY(hash), hlen);
+	return PointerGetDatum(out);
+}
+
+bool
+KeyBytesEqual(Datum a, Datum b, Oid type)
+{
+	int alen, blen;
+	const char *adata = KeyBytes(a, type, &alen);
+	const char *bdata = KeyBytes(b, type, &blen);
+	return alen == blen && memcmp(adata, bdata, alen) == 0;
+}
+
+Oid
+FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column, bool *digested)
+{
+	int ncols = nkeys + (slot != InvalidAttrNumber ? 1 : 0);
+	List *indexes = RelationGetIndexList(rel);
+	Oid result = InvalidOid;
+	ListCell *lc;
+	foreach (lc, indexes) {
+		Oid indexoid = lfirst_oid(lc);
+		Relation index = index_open(indexoid, AccessShareLock);
+		Form_pg_index form = index->rd_index;
+		bool ok = form->indisunique && form->indisvalid && form->indimmediate && index->rd_rel->relam == BTREE_AM_OID &&
+		          form->indnkeyatts == ncols && heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+		          (slot == InvalidAttrNumber || form->indkey.values[nkeys] == slot);
+		List *exprs = ok ? RelationGetIndexExpressions(index) : NIL;
+		ListCell *next = list_head(exprs);
+		for (int k = 0; digested != nullptr && k < nkeys; k++)
+			digested[k] = false;
+		for (int j = 0; ok && j < nkeys; j++) {
+			AttrNumber attnum = form->indkey.values[j];
+			bool digest = false;
+			if (attnum == 0) {
+				/* an expression: counters.key_digest(key column) only */
+				attnum = next != nullptr ? DigestedColumn((Node *)lfirst(next)) : InvalidAttrNumber;
+				next = next != nullptr ? lnext(exprs, next) : nullptr;
+				digest = true;
+			}
+			key_of_column[j] = -1;
+			for (int k = 0; attnum != InvalidAttrNumber && k < nkeys; k++)
+				if (attnum == attnums[k]) {
+					key_of_column[j] = k;
+					if (digested != nullptr)
+						digested[k] = digest;
+				}
+			ok = key_of_column[j] >= 0;
+		}
+		index_close(index, AccessShareLock);
+		if (ok) {
+			result = indexoid;
+			break;
+		}
+	}
+	list_free(indexes);
+	return result;
+}
+
+char *
+KeyIndexElement(const char *quoted_column, bool digested)
+{
+	return digested ? psprintf("(counters.%s(%s))", KEY_DIGEST_NAME, quoted_column) : pstrdup(quoted_column);
+}
+
+} // namespace counters

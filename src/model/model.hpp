@@ -1,0 +1,432 @@
+/*
+ * model.hpp: what a counter is, decided once. Its definition decomposed into the universal formula (definition.cpp);
+ * its catalog row with typed options, read by one reader and written by one writer (catalog.cpp, counter.cpp); its
+ * mode, names, relations and their order (counter.cpp); whose code it runs and the one way to run it (security.cpp);
+ * its keys in indexes (keys.cpp); SPI (spi.cpp).
+ */
+#pragma once
+
+#include "counters.hpp"
+
+namespace counters {
+
+/* How a row contributes to one value column. */
+enum class ValueKind { CountStar, CountArg, Sum };
+
+/* How contributions are summed: exactly in int64 (overflow is an error) or as numeric. */
+enum class AccumKind { Int64, Numeric };
+
+struct KeyDef {
+	const char *column_name;
+	Expr *expr; /* planned, Vars of the source at varno 1 */
+	Oid type;
+	int32 typmod;
+	Oid collation;
+	bool not_null; /* a plain NOT NULL column of the source */
+};
+
+struct ValueDef {
+	const char *column_name;
+	ValueKind kind;
+	AccumKind accum;
+	Oid arg_type; /* base type of the summed expression */
+	Expr *arg;    /* planned; NULL for count(*) */
+	Expr *filter; /* planned FILTER (WHERE ...) condition, or NULL */
+};
+
+/* One column of the counter, in definition order. */
+struct ColumnDef {
+	bool is_key;
+	int index; /* into keys or values */
+};
+
+/* A counter definition decomposed into the universal formula. */
+struct CounterDef {
+	const char *name;
+	Oid source;
+	int nkeys;
+	KeyDef *keys;
+	int nvalues;
+	ValueDef *values;
+	int ncolumns;
+	ColumnDef *columns;
+	List *quals; /* planned WHERE clause, implicit AND, Vars at varno 1 */
+	/*
+	 * Counted through a parent row (FROM source JOIN parent ON source.child_key = parent.parent_key): expressions read
+	 * the parent's columns as Vars at varno 2. InvalidOid: a single-table counter.
+	 */
+	Oid parent;
+	AttrNumber child_key;  /* in the source */
+	AttrNumber parent_key; /* in the parent: a unique integer column */
+	Oid join_type;         /* int2, int4 or int8: both columns' type */
+};
+
+/*
+ * Analyse a single-table aggregate query (as parse analysis or a view's rule produced it) for counter `name`.
+ * Raises a clear error naming the counter and the offending part for anything the universal formula cannot
+ * maintain exactly. `column_names` (may be NULL) overrides the target list names, e.g. with a view's attributes.
+ * Allocates in CurrentMemoryContext, and may rewrite `query` in place (give it a copy of a cached one).
+ */
+CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names);
+
+/*
+ * How a counter's deltas are written (apply.cpp has one path per mode): upserted into the counter table (exact),
+ * added to rows of an existing table (target: counter-cache columns), appended to the log (log), or added to one of
+ * up to max_slots rows per key (sharded).
+ */
+enum class ApplyMode { Exact, Target, Log, Sharded };
+
+/* A counter's mode, as counters.counter.mode names it. */
+enum class Mode { Exact, Log, Sharded };
+/* A mode's name, and back: LookupModeName says whether `name` is one; ParseModeName reads the catalog's (else exact).
+ */
+const char *ModeName(Mode mode);
+bool LookupModeName(const char *name, Mode *mode);
+Mode ParseModeName(const char *name);
+
+/* ---- a counter's options, typed (counter.cpp: the one reader of counters.counter.options) ---- */
+
+/* sharded mode: slot rows per key, when alter_counter was not told (max_slots), and the range it accepts */
+constexpr int MAX_SLOTS_DEFAULT = 16;
+constexpr int MAX_SLOTS_MIN = 1;
+constexpr int MAX_SLOTS_MAX = 1024;
+
+/* counters.set_bounds of one value column (numeric bounds; has_min/has_max say which are set) */
+struct ColumnBounds {
+	const char *column;
+	bool has_min;
+	bool has_max;
+	Datum min;
+	Datum max;
+};
+/* counters.set_thresholds (or a window's) of one value column */
+struct ColumnThresholds {
+	const char *column;
+	int nvalues;
+	Datum *values;        /* numeric, as set (set_thresholds sorts them) */
+	Datum every;          /* numeric step of repeating thresholds; (Datum)0: none */
+	const char *callback; /* regprocedure, qualified (ResolveCallback); NULL: none */
+};
+/* counters.set_window_thresholds */
+struct WindowOptions {
+	const char *bucket; /* key column */
+	const char *width;  /* interval */
+	int ncolumns;       /* value columns, in C order */
+	ColumnThresholds *columns;
+};
+struct CounterOptions {
+	int nbounds;
+	ColumnBounds *bounds;
+	int nthresholds;
+	ColumnThresholds *thresholds; /* in C order of their columns */
+	WindowOptions *window;        /* NULL: none */
+	const char *retention_column; /* counters.set_retention: a key column (NULL: none), */
+	const char *retention_keep;   /* ... and the interval kept */
+	const char *touch;            /* counters.set_touch: a timestamp column of the target (NULL: none) */
+	bool keep_zero;               /* counters.set_keep_zero */
+	int max_slots;                /* sharded mode (MAX_SLOTS_DEFAULT unless set) */
+	bool max_slots_set;
+	bool building;          /* a concurrent declaration or rebuild is under way, */
+	bool building_has_mode; /* ... ending in a mode it names, */
+	Mode building_mode;
+	int building_max_slots; /* ... with these slots (sharded; -1: not named) */
+};
+/* Options from the catalog's jsonb (isnull: none); in CurrentMemoryContext. */
+const CounterOptions *ParseOptions(Datum options, bool isnull);
+/* The options of counter `name` now (latest snapshot); none if there is no such counter. */
+const CounterOptions *CurrentOptions(const char *name);
+/* A callback as its options name it: the function, or InvalidOid when it no longer exists. */
+Oid ResolveCallback(const char *callback);
+/* A key type a retention or a window can age out: date, timestamp, timestamptz. */
+bool IsTimeBucketType(Oid type);
+/*
+ * Options written back (SetOption, RestoreOptions): the value of one key (isnull: none left), or all of them (what a
+ * counter's own state was, building and last_rebuild, is not written). Built in C from the typed fields.
+ */
+Datum BoundsJsonb(const CounterOptions *o, bool *isnull);
+Datum ThresholdsJsonb(const CounterOptions *o, bool *isnull);
+Datum WindowJsonb(const CounterOptions *o, bool *isnull);
+Datum OptionsJsonb(const CounterOptions *o);
+Datum MaxSlotsJsonb(int max_slots);
+/* "building": where a concurrent declaration or rebuild is going (max_slots <= 0: not named) */
+Datum BuildingJsonb(Mode mode, int max_slots);
+/* A copy of `n` entries without `column`'s, plus `entry` (NULL: none); *n becomes the new number. */
+ColumnBounds *WithColumnBounds(const ColumnBounds *bounds, int *n, const char *column, const ColumnBounds *entry);
+ColumnThresholds *WithColumnThresholds(const ColumnThresholds *thresholds, int *n, const char *column,
+                                       const ColumnThresholds *entry);
+
+/* One row of counters.counter (catalog.cpp). Relations absent in the row are InvalidOid. */
+struct CatalogEntry {
+	const char *name;
+	Oid source;
+	Oid target; /* what users read: the counter table, an existing table, or (log, sharded) the view */
+	Oid query;  /* the definition view */
+	Oid totals; /* log and sharded mode: the folded values */
+	Oid log;    /* log mode: the log; sharded mode: the slots */
+	bool owns_target;
+	Mode mode;
+	Oid crossings; /* window thresholds: which each prefix is at or above, as announced (a table) */
+	const CounterOptions *options;
+};
+/*
+ * How a counter's deltas are written, from its row: the one place that derives it (a counter-cache counter is
+ * exact mode with a target it does not own).
+ */
+ApplyMode ApplyModeOf(const CatalogEntry *e);
+
+/*
+ * Lock a source and every partition under it (as LOCK TABLE does): a writer that names a partition takes no lock on
+ * the partitioned table, and must wait too.
+ */
+void LockSource(Oid source, LOCKMODE mode);
+/*
+ * The tables whose writes a counter follows, locked in one order: its source (and partitions), then the parent it
+ * joins (a counter through a parent row). Every change of a counter that must keep writers out locks them so.
+ */
+void LockCounterSources(const CatalogEntry *e, LOCKMODE mode);
+/* The parent of a counter through a parent row (InvalidOid: none, or its definition view is gone). */
+Oid CounterParent(const CatalogEntry *e);
+/* Whether view `view` reads column `attnum` of `rel` (pg_depend). */
+bool ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum);
+/* Counters named `name` (NULL: all), in name order, as the latest snapshot sees them. */
+List *ReadCatalog(const char *name);
+/* The counters one of whose relations (target, totals, log or slots, definition view) is `rel`, in name order. */
+List *ReadCatalogOfRelation(Oid rel);
+/*
+ * The counter one of whose own relations `rel` is (its definition view, the table it created, its totals, log or
+ * slots, the view of log and sharded mode; not an existing table that keeps counter-cache columns), or NULL; and what
+ * `rel` is to it, for a message.
+ */
+CatalogEntry *OwnerCounterOf(Oid rel, const char **what);
+/* 2BP01 if `rel` is one of a counter's own relations: `command` (DROP, TRUNCATE) would leave the counter wrong. */
+void GuardCounterRelation(Oid rel, const char *command);
+/* The counter named `name`, or an error (42704). */
+CatalogEntry *LookupCounter(const char *name);
+/*
+ * A counter's catalog row changed (`name`, NULL: no row Citus copies changed): Citus's replica follows, and every
+ * backend compiles the counters of `source` (InvalidOid: none left to) again. Every write of the catalog ends so.
+ */
+void CounterChanged(const char *name, Oid source);
+/* SPI_connect, or an error. */
+void SpiConnect();
+/*
+ * Run an SPI query (SPI connected) with the latest snapshot: it sees what committed before the locks the caller holds
+ * were granted, whatever the transaction's snapshot. (read_only = false: also the current command's changes.)
+ */
+int QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, bool read_only = true);
+/* Run a catalog write as the catalog's owner; returns the rows processed. */
+uint64 ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, int expected,
+                             bool exactly_one);
+/*
+ * Catalog writes (catalog.cpp), each after checking the caller's rights on every relation the row names: record a
+ * counter (returning its source, for the caller to compile it at once), remove it, remove a counter one of whose
+ * relations is gone, change its mode and relations, set (or remove, isnull) one entry of its options.
+ */
+Oid Register(const char *name, Oid query, Oid target, bool owns); /* returns the source */
+void Unregister(const CatalogEntry *e);
+CatalogEntry *Forget(const char *name);
+void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
+/*
+ * 0A000 (or 2BP01) unless counter `name` of `source` may leave exact mode for `mode`: what only exact mode keeps
+ * (bounds, window thresholds, keep_zero), Citus, views other than `except` reading its table `table`.
+ */
+void RequireModeAllowed(const char *name, Oid source, Mode mode, Oid table, Oid except);
+void SetOption(const char *name, const char *key, Datum value, bool isnull);
+/*
+ * counters._catalog_row(): a catalog row inserted by another role than the catalog's owner (a restore by the counters'
+ * owner): refused unless that role has the privileges of the owner of every relation it names. Returns the row.
+ */
+HeapTuple CatalogRowInserted(TriggerData *td);
+/* The table of counter `name`'s window state (counters.counter.crossings; InvalidOid: none). */
+void SetCrossings(const char *name, Oid crossings);
+/* Options kept across a change of definition written back to the new definition `def` (what still applies). */
+void RestoreOptions(const char *name, const CounterOptions *kept, const CounterDef *def);
+/*
+ * The catalog rows the compiled cache is built from (latest snapshot; on a Citus worker, the replica's): the counters
+ * of `source`, or (as_parent) those whose definition joins it as the parent, in name order.
+ */
+List *ReadCountersOf(Oid source, bool as_parent = false);
+/* Record what maintenance did to a counter in counters.maintenance: `columns` get `values` (see catalog.cpp). */
+void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types, Datum *values,
+                     const char *nulls);
+
+/*
+ * security.cpp: the one way to run a counter's code. Everything user-controlled -- a definition's expressions (and
+ * parsing and planning them), casts and output functions of its key types, threshold callbacks, triggers, policies
+ * and constraints of its tables -- runs between EnterOwner and LeaveOwner: as the counter's owner, inside a
+ * security-restricted operation, with the settings `pins` names pinned, whoever started the work. A function that
+ * reaches SPI or the executor either enters the scope itself or calls RequireOwnerScope first; only catalog.cpp's
+ * fixed queries of the catalogs are exempt (test/scripts/entries.sh checks both, function by function).
+ */
+enum {
+	PIN_SEARCH_PATH = 1,  /* search_path = pg_catalog, pg_temp */
+	PIN_OUTPUT = 2,       /* the settings that change the text of values marked immutable */
+	PIN_ROW_SECURITY = 4, /* row_security = off: a query that policies would filter fails instead */
+	PIN_CALLER_PATH = 8   /* search_path = the caller's, as the caller resolves it (a definition the caller typed) */
+};
+struct OwnerScope {
+	Oid owner;
+	Oid saved_user;
+	int saved_sec;
+	int level; /* the GUC nest level of the pinned settings, or 0 */
+};
+void EnterOwner(OwnerScope *scope, Oid owner, int pins);
+void LeaveOwner(OwnerScope *scope);
+/* An internal error unless running as `owner` inside a security-restricted operation (between EnterOwner/Leave). */
+void RequireOwnerScope(Oid owner);
+/*
+ * Run one statement of this code base's making (SPI connected; search_path pinned); an internal error unless SPI
+ * returns `expected`. Statements that run no code -- CREATE or DROP TRIGGER, GRANT, RENAME, COMMENT, DROP, LOCK,
+ * CREATE TABLE or VIEW, ALTER TABLE's replica identity and trigger switches -- run as whoever runs them (the owner's
+ * privileges were checked); anything else (a query, an index build, a column's type or default) runs only inside
+ * an owner's scope, where a counter's code may run.
+ */
+void Execute(const char *sql, int expected);
+/* Open a GUC nest level with the given settings pinned; UnpinSettings(level) ends it (pins only, no role change). */
+int PinSettings(int flags);
+void UnpinSettings(int level);
+Oid RelationOwner(Oid relid);
+bool HasOwnerPrivileges(Oid relid, Oid role = InvalidOid);
+/*
+ * 42501 naming the counter unless the caller (`caller`, when the work already runs as the counter's owner) has the
+ * privileges of `relid`'s owner; and unless the counter's owner `owner` has them (its code runs as that role).
+ */
+void RequireOwnerPrivileges(const char *counter, Oid relid, Oid caller = InvalidOid);
+void RequireOwnerRights(const char *counter, Oid relid, Oid owner);
+/* The caller has the privileges of the owner of every relation of the counter. */
+bool MayMaintain(const CatalogEntry *e);
+void RequireMaintainer(const CatalogEntry *e);
+/* The caller may read the counter (SELECT on its target) or maintain it. */
+bool MayRead(const CatalogEntry *e);
+/*
+ * Whose code a counter runs, the one rule: the owner of the table holding its values (its counter table, the totals
+ * of log and sharded mode, or the existing table of counter-cache columns). A counter being declared gets the owner
+ * of its target, or the declaring role when it creates its own table.
+ */
+Oid CounterOwner(const CatalogEntry *e);
+Oid OwnerOfTable(Oid target, Oid totals);
+
+/* The type a counter keeps in column `i` (definition order): the key's type, or int8 or numeric as the value sums. */
+Oid ColumnType(const CounterDef *def, int i);
+/*
+ * The first def->ncolumns columns of `rel`, a table create_counter made, by position (its columns follow the
+ * definition's; renames are followed), each checked to have the type the counter keeps there (42804 naming the
+ * counter; 42P16 when it has fewer): their names and (attnums not NULL) attribute numbers, in definition order. The
+ * one place that finds a counter's columns in its tables: compile.cpp and BuildShape both use it.
+ */
+void ColumnsByPosition(const CounterDef *def, Oid rel, const char ***names, AttrNumber **attnums);
+/* Names derived from a counter: "<base>_<suffix>", shortened to an identifier; a definition column's name. */
+char *DerivedName(const char *base, const char *suffix);
+const char *ColumnName(const CounterDef *def, int i);
+
+/*
+ * The capture triggers, in the order attach() creates them; a sink (counters.set_sink) has SINK_TRIGGER,
+ * SINK_GUARD_TRIGGER and SINK_END_TRIGGER instead of INSERT_TRIGGER, UPDATE_TRIGGER and DELETE_TRIGGER.
+ */
+enum {
+	BEGIN_TRIGGER,
+	INSERT_TRIGGER,
+	UPDATE_TRIGGER,
+	DELETE_TRIGGER,
+	TRUNCATE_TRIGGER,
+	SINK_TRIGGER,
+	SINK_GUARD_TRIGGER,
+	SINK_END_TRIGGER,
+	CAPTURE_TRIGGERS
+};
+const char *CaptureTriggerName(int trigger);
+/*
+ * The triggers on the parent of counters through a parent row: counters_parent_begin (BEFORE INSERT OR UPDATE OR
+ * DELETE, for each statement: loads the library, so that the statement's frame is there), counters_parent_row (AFTER
+ * UPDATE OR DELETE, for each row), counters_parent_insert (AFTER INSERT, new table), and counters_parent_truncate
+ * (AFTER TRUNCATE).
+ */
+enum { PARENT_BEGIN_TRIGGER, PARENT_ROW_TRIGGER, PARENT_INSERT_TRIGGER, PARENT_TRUNCATE_TRIGGER, PARENT_TRIGGERS };
+const char *ParentTriggerName(int trigger);
+
+/* The trigger on an existing table that keeps counter-cache columns (see TargetKeyRow), and counters_guard (BEFORE
+ * TRUNCATE, for each statement) on a counter's own tables. */
+extern const char *const target_key_trigger;
+extern const char *const guard_trigger;
+
+/* The function of trigger `name` on `rel`, or InvalidOid; the OID of counters.capture(). */
+Oid TriggerFunction(Oid rel, const char *name);
+Oid CaptureFunction();
+
+/*
+ * A counter's own relations in the one order every change and maintenance locks them, after its source and parent:
+ * the definition view, the relation users read, the log or slots, the totals, the window state. (Compaction takes the
+ * log, then writes the totals; writers reach them only through the source, locked first.) Returns how many.
+ */
+int CounterRelations(const CatalogEntry *e, Oid *rels);
+/*
+ * The relations a counter cannot go on without, its source and those its row names but the window state: a counter
+ * one of them is gone is forgotten, and maintaining it takes the privileges of each one's owner. Returns how many.
+ */
+int RequiredRelations(const CatalogEntry *e, Oid *rels);
+/*
+ * The relations a counter created, in the order they are dropped, views first: its definition view, the view of log and
+ * sharded mode, the log or slots, the totals, the counter table it created, the window state; not an existing table
+ * that keeps counter-cache columns. At most COUNTER_RELATIONS; returns how many.
+ */
+struct CreatedRelation {
+	Oid rel;
+	const char *kind; /* "VIEW" or "TABLE", as DROP names it */
+};
+constexpr int COUNTER_RELATIONS = 6;
+int CreatedRelations(const CatalogEntry *e, CreatedRelation *out);
+
+/* A sink (counters.set_sink): a table whose inserted rows are counted and not stored (it has the sink trigger). */
+bool IsSink(Oid rel);
+
+/* The declared source a relation feeds: its partitioned root, or itself. */
+Oid SourceOf(Oid relid);
+
+/* The counters whose source is `source`. */
+List *ReadCatalogOfSource(Oid source);
+
+/* 25001 unless the transaction takes a new snapshot per statement: `what` locks before it reads. */
+void RequireReadCommitted(const char *what);
+
+/* ", " (or `sep`) before every item but the first, in a statement being built. */
+void Sep(StringInfo buf, bool *first, const char *sep = ", ");
+
+/* Parse and analyse a definition's text (names resolve with the caller's search_path), with the declaring rules. */
+CounterDef *DescribeDefinition(const char *name, const char *definition, Oid owner);
+/*
+ * Keys too long for a btree entry (about 2,700 bytes: a URL, a user agent). A key column of an unbounded string type
+ * (text, bytea, varchar or char without a short length limit; deterministic collation: equal means byte-equal) is
+ * indexed as counters.key_digest(column): its bytes when short, else a tag and their SHA-256, compared exactly where
+ * a row is found by it. DigestedKeyType says whether a key column is; KeyDigest computes the digest of a value of
+ * base type `type` (a char value without its trailing spaces, as char compares); KeyBytesEqual compares two values
+ * as the digest does. KEY_DIGEST_NAME names the SQL function in index expressions.
+ */
+bool DigestedKeyType(Oid type, int32 typmod, Oid collation);
+Datum KeyDigest(Datum value, Oid type);
+bool KeyBytesEqual(Datum a, Datum b, Oid type);
+#define KEY_DIGEST_NAME "key_digest"
+/* A key column as an index element and ON CONFLICT target: the column, or (digested) counters.key_digest() of it. */
+char *KeyIndexElement(const char *quoted_column, bool digested);
+/*
+ * The unique btree index of `rel` (no predicate) on exactly the key columns `attnums` (nkeys; and `slot` last unless
+ * InvalidAttrNumber), each a plain column or counters.key_digest() of one: key_of_column gets each index column's key
+ * number and digested (may be NULL) whether key k is indexed by its digest. InvalidOid if there is none.
+ */
+Oid FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column,
+                   bool *digested);
+/*
+ * The table a definition counts, as the caller's search_path resolves its name, found without analysing it (no code
+ * runs): its owner will own the counter. InvalidOid when there is none to find (DescribeDefinition says why).
+ */
+Oid DefinitionSource(const char *name, const char *definition);
+/* A key column's type as the counter table declares it (qualified, with typmod and a non-default collation). */
+char *KeyColumnType(const KeyDef *key);
+/* The analysed definition of counter `name`, stored as view `view`, planned as the counter's `owner`. */
+CounterDef *AnalyzeView(const char *name, Oid view, Oid owner);
+/* A relation's schema-qualified, quoted name. */
+char *QualifiedName(Oid relid);
+
+/* Deparse an expression over the source (Vars at `varno`) for error messages. */
+char *DeparseSourceExpr(Node *expr, Oid source, Index varno);
+
+} // namespace counters

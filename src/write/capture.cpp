@@ -1,0 +1,727 @@
+/*
+ * capture.cpp: the universal formula, per statement.
+ *
+ *     delta[key(old)] -= value(old)   for every old row
+ *     delta[key(new)] += value(new)   for every new row
+ *
+ * Rows come from the statement's transition tables (or from a scan of a partition about to be truncated). Every
+ * counter of the source is evaluated in one pass, its definition's expressions run as the counter's owner; the
+ * deltas are summed per key (delta.cpp) and applied when the statement ends (apply.cpp): the events of one
+ * statement (MERGE, INSERT ... ON CONFLICT, writable CTEs, cascades) are collected in one frame, applied together.
+ *
+ * Everything here calls PostgreSQL functions that may raise errors, so no object with a destructor lives on these
+ * stacks; all memory is palloc'd in a per-statement context that is freed with the statement (or the aborted
+ * transaction).
+ */
+#include "write/write.hpp"
+#include "citus/citus.hpp"
+#include "compat.hpp"
+
+extern "C" {
+#include "access/heapam.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/tupconvert.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "rewrite/rewriteManip.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "optimizer/optimizer.h"
+#include "utils/datum.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
+}
+
+namespace counters {
+
+int statement_memory_kb = 65536;
+
+/* NaN and infinities cannot be subtracted back out of a sum (Infinity - Infinity is NaN): refuse them. */
+static void
+CheckFinite(CounterRun *r, int value, Datum d)
+{
+	Numeric n = DatumGetNumeric(d);
+	if (unlikely(numeric_is_nan(n) || numeric_is_inf(n)))
+		ereport(ERROR,
+		        (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+		         errmsg("counter \"%s\": column \"%s\" cannot sum %s", r->c->def->name,
+		                r->c->def->values[value].column_name, numeric_is_nan(n) ? "NaN" : "an infinite value"),
+		         errdetail("A sum that holds NaN or an infinity cannot be corrected when the row changes again."),
+		         errhint("Exclude such values with the counter's WHERE or FILTER clause.")));
+}
+
+int64
+IntegerDatum(Oid type, Datum d)
+{
+	switch (type) {
+	case INT2OID:
+		return DatumGetInt16(d);
+	case INT4OID:
+		return DatumGetInt32(d);
+	default:
+		return DatumGetInt64(d);
+	}
+}
+
+/* Add sign * the contribution of the row in econtext's scan slot to its key's delta of one counter. */
+void
+CountRowFor(Run *run, CounterRun *r, int sign)
+{
+	RequireOwnerScope(r->c->owner);
+	ExprContext *econtext = run->econtext;
+	CounterDef *def = r->c->def;
+	if (OidIsValid(def->parent)) {
+		/* the row's parent: given, or looked up by the row's key (no parent, nothing counted: an inner join) */
+		HeapTuple parent = r->fixed_parent;
+		if (parent == nullptr) {
+			bool isnull;
+			Datum key = slot_getattr(econtext->ecxt_scantuple, def->child_key, &isnull);
+			if (isnull || r->parents == nullptr)
+				return;
+			int64 k = IntegerDatum(def->join_type, key);
+			ParentEntry *found = (ParentEntry *)hash_search(r->parents, &k, HASH_FIND, nullptr);
+			if (found == nullptr)
+				return;
+			parent = found->tuple;
+		}
+		ExecStoreHeapTuple(parent, r->parent_slot, false);
+		econtext->ecxt_innertuple = r->parent_slot;
+	}
+	if (r->quals && !ExecQual(r->quals, econtext))
+		return;
+
+	bool any = false;
+	for (int v = 0; v < def->nvalues; v++) {
+		ValueDef *vd = &def->values[v];
+		run->row_present[v] = false;
+		if (r->filter_exprs[v] && !ExecQual(r->filter_exprs[v], econtext))
+			continue;
+		bool isnull = false;
+		Datum d = (Datum)0;
+		if (vd->kind != ValueKind::CountStar) {
+			d = ExecEvalExprSwitchContext(r->arg_exprs[v], econtext, &isnull);
+			if (isnull)
+				continue;
+		}
+		if (vd->kind == ValueKind::Sum) {
+			if (vd->accum == AccumKind::Int64) {
+				run->row_ints[v] = IntegerDatum(vd->arg_type, d);
+				if (run->row_ints[v] == 0)
+					continue;
+			} else {
+				CheckFinite(r, v, d);
+				run->row_numerics[v] = d;
+			}
+		} else {
+			run->row_ints[v] = 1;
+		}
+		run->row_present[v] = true;
+		any = true;
+	}
+	if (!any)
+		return;
+
+	for (int k = 0; k < def->nkeys; k++)
+		r->row_key.values[k] = ExecEvalExprSwitchContext(r->key_exprs[k], econtext, &r->row_key.nulls[k]);
+	DeltaEntry *e = DeltaOfRowKey(r);
+	for (int v = 0; v < def->nvalues; v++) {
+		if (!run->row_present[v])
+			continue;
+		if (def->values[v].accum == AccumKind::Int64)
+			e->Ints(def->nvalues)[v] += sign < 0 ? -(int128)run->row_ints[v] : (int128)run->row_ints[v];
+		else
+			DeltaAddNumeric(r, e, v, sign, run->row_numerics[v]);
+	}
+}
+
+/*
+ * Evaluate every counter on one row (in econtext's scan slot). A definition's expressions are its owner's code: they
+ * run as the owner of the counter's table, in a security-restricted operation, whoever wrote the row.
+ */
+static void
+CountRow(Run *run, int sign)
+{
+	for (int ci = 0; ci < run->ncounters; ci++) {
+		CounterRun *r = &run->runs[ci];
+		run->counting = ci;
+		OwnerScope owner;
+		EnterOwner(&owner, r->c->owner, 0);
+		CountRowFor(run, r, sign);
+		LeaveOwner(&owner);
+	}
+	run->counting = -1;
+	ResetExprContext(run->econtext);
+}
+
+/* An error evaluating a definition on a row (a division by zero, an overflow) names the counter. */
+static void
+CountErrorContext(void *arg)
+{
+	Run *run = (Run *)arg;
+	if (run->counting >= 0)
+		errcontext("computing counter \"%s\" for a row written to its source", run->runs[run->counting].c->def->name);
+}
+
+void
+PushCountContext(ErrorContextCallback *context, Run *run)
+{
+	run->counting = -1;
+	context->callback = CountErrorContext;
+	context->arg = run;
+	context->previous = error_context_stack;
+	error_context_stack = context;
+}
+
+static ExprState *
+InitExpr(Expr *expr)
+{
+	return expr ? ExecInitExpr(expr, nullptr) : nullptr;
+}
+
+/* An expression of a counter through a parent row reads the parent's columns (varno 2) from the inner slot. */
+static Expr *
+ForRun(const CounterDef *def, Expr *expr)
+{
+	if (expr == nullptr || !OidIsValid(def->parent))
+		return expr;
+	Expr *copy = (Expr *)copyObject(expr);
+	ChangeVarNodes((Node *)copy, 2, INNER_VAR, 0);
+	return copy;
+}
+
+static void
+ResetDeltas(Run *run)
+{
+	MemoryContextReset(run->delta_cxt);
+	for (int i = 0; i < run->ncounters; i++)
+		DeltaStart(&run->runs[i]);
+}
+
+static void ApplyDeltas(Run *run);
+/* The per-statement state of the counters of `sc`, in a context under `parent`. */
+Run *
+StartRun(SourceCounters *sc, MemoryContext parent)
+{
+	MemoryContext cxt = AllocSetContextCreate(parent, "counters statement", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	Run *run = (Run *)palloc0(sizeof(Run));
+	run->cxt = cxt;
+	run->source = sc->source;
+	run->econtext = CreateStandaloneExprContext();
+	run->ncounters = sc->ncounters;
+	run->counting = -1;
+	run->runs = (CounterRun *)palloc0(sizeof(CounterRun) * sc->ncounters);
+	int maxvalues = 1;
+	for (int i = 0; i < sc->ncounters; i++) {
+		CompiledCounter *c = &sc->counters[i];
+		CounterDef *def = c->def;
+		CounterRun *r = &run->runs[i];
+		r->c = c;
+		/* (as the owner: compiling an expression checks the EXECUTE privilege of its functions) */
+		OwnerScope owner;
+		EnterOwner(&owner, c->owner, 0);
+		r->quals = def->quals ? ExecInitQual((List *)ForRun(def, (Expr *)def->quals), nullptr) : nullptr;
+		r->key_exprs = (ExprState **)palloc(sizeof(ExprState *) * def->nkeys);
+		for (int k = 0; k < def->nkeys; k++)
+			r->key_exprs[k] = InitExpr(ForRun(def, def->keys[k].expr));
+		r->arg_exprs = (ExprState **)palloc0(sizeof(ExprState *) * def->nvalues);
+		r->filter_exprs = (ExprState **)palloc0(sizeof(ExprState *) * def->nvalues);
+		for (int v = 0; v < def->nvalues; v++) {
+			r->arg_exprs[v] = InitExpr(ForRun(def, def->values[v].arg));
+			r->filter_exprs[v] = def->values[v].filter
+			                         ? ExecInitQual(make_ands_implicit(ForRun(def, def->values[v].filter)), nullptr)
+			                         : nullptr;
+		}
+		LeaveOwner(&owner);
+		if (OidIsValid(def->parent)) {
+			Relation parent = table_open(def->parent, AccessShareLock);
+			r->parent_slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(parent)), &TTSOpsHeapTuple);
+			table_close(parent, AccessShareLock);
+			Relation source = table_open(def->source, AccessShareLock);
+			r->child_slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(source)), &TTSOpsHeapTuple);
+			table_close(source, AccessShareLock);
+			/* the parent's columns the counter reads: a change of any other column of a parent changes nothing */
+			r->parent_attrs = bms_make_singleton(def->parent_key - FirstLowInvalidHeapAttributeNumber);
+			for (int k = 0; k < def->nkeys; k++)
+				pull_varattnos((Node *)def->keys[k].expr, 2, &r->parent_attrs);
+			for (int v = 0; v < def->nvalues; v++) {
+				pull_varattnos((Node *)def->values[v].arg, 2, &r->parent_attrs);
+				pull_varattnos((Node *)def->values[v].filter, 2, &r->parent_attrs);
+			}
+			pull_varattnos((Node *)def->quals, 2, &r->parent_attrs);
+			run->has_join = true;
+		}
+		r->row_key.values = (Datum *)palloc((sizeof(Datum) + sizeof(bool)) * def->nkeys);
+		r->row_key.nulls = (bool *)(r->row_key.values + def->nkeys);
+		maxvalues = Max(maxvalues, def->nvalues);
+	}
+	run->row_ints = (int64 *)palloc(sizeof(int64) * maxvalues);
+	run->row_numerics = (Datum *)palloc(sizeof(Datum) * maxvalues);
+	run->row_present = (bool *)palloc(sizeof(bool) * maxvalues);
+	run->delta_cxt = AllocSetContextCreate(run->cxt, "counters deltas", ALLOCSET_DEFAULT_SIZES);
+	for (int i = 0; i < sc->ncounters; i++)
+		run->runs[i].delta_cxt = run->delta_cxt;
+	MemoryContextSwitchTo(old);
+	ResetDeltas(run);
+	return run;
+}
+
+void
+InitReader(RowReader *rd, Relation rel, Oid source, const TupleTableSlotOps *ops)
+{
+	rd->slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), ops);
+	rd->root_slot = rd->slot;
+	rd->map = nullptr;
+	if (source != RelationGetRelid(rel)) {
+		Relation root = table_open(source, AccessShareLock);
+		TupleDesc root_desc = CreateTupleDescCopy(RelationGetDescr(root));
+		table_close(root, AccessShareLock);
+		rd->map = compat::AttrMapByName(RelationGetDescr(rel), root_desc);
+		if (rd->map)
+			rd->root_slot = MakeSingleTupleTableSlot(root_desc, &TTSOpsVirtual);
+	}
+}
+
+void
+DropReader(RowReader *rd)
+{
+	if (rd->root_slot != rd->slot)
+		ExecDropSingleTupleTableSlot(rd->root_slot);
+	ExecDropSingleTupleTableSlot(rd->slot);
+}
+
+void
+CountSlot(Run *run, RowReader *rd, int sign)
+{
+	TupleTableSlot *slot = rd->map ? execute_attr_map_slot(rd->map, rd->slot, rd->root_slot) : rd->slot;
+	run->econtext->ecxt_scantuple = slot;
+	CountRow(run, sign);
+	/*
+	 * Bounded memory: when the deltas of a huge statement outgrow counters.statement_memory, apply them and go on.
+	 * Each batch is applied in sorted key order; only statements larger than one batch lose the global order.
+	 */
+	if (unlikely(++run->rows % 1024 == 0) &&
+	    MemoryContextMemAllocated(run->delta_cxt, true) > (Size)statement_memory_kb * 1024) {
+		ApplyDeltas(run);
+		ResetDeltas(run);
+	}
+}
+
+/*
+ * The rows of a statement's transition tables: old rows count -1, new rows +1. An UPDATE's old and new rows are read
+ * in step (any order gives the same sums), so that a row's two contributions meet in the same batch of deltas and
+ * cancel there when the counter's columns did not change, instead of being applied twice in different batches.
+ */
+int
+CompareInt64(const void *a, const void *b)
+{
+	int64 x = *(const int64 *)a, y = *(const int64 *)b;
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/*
+ * Parent keys. A child's statement that reads the parent of key k, and a parent's insert (or key change) to k, cannot
+ * see each other's rows until they commit: each alone would count the child nowhere (with a foreign key, the child's
+ * check fails instead). So they take locks of their own on (parent, k), held until their transactions end: a child's
+ * statement shares them, a parent's write takes them exclusively. The later one waits for the earlier to end, then
+ * reads with the latest snapshot and counts what it committed. They are advisory locks of the counters' own kind
+ * (pg_locks: locktype advisory, classid the parent's OID, objsubid PARENT_KEY_LOCK or PARENT_TABLE_LOCK). Past
+ * KEY_LOCKS_PER_TRANSACTION keys of one parent and side in a transaction, one lock on the whole parent takes their
+ * place (a child's share lock, a parent's exclusive one), so that bulk statements do not fill the lock table; the keys'
+ * side locks the whole parent weakly first (a child: row share, a parent: row exclusive), so that it waits for the
+ * other side's whole-parent lock.
+ */
+enum : uint16 { PARENT_TABLE_LOCK = 0x6370, PARENT_KEY_LOCK = 0x636B };
+enum { KEY_LOCKS_PER_TRANSACTION = 64 };
+
+struct KeyLocks {
+	Oid parent;
+	int keys[2]; /* key locks taken in this transaction: by children's statements, by parents' writes */
+};
+
+MemoryContext key_locks_cxt = nullptr; /* under TopTransactionContext */
+List *key_locks = NIL;                 /* KeyLocks * */
+
+static void
+ForgetKeyLocks(void *)
+{
+	key_locks_cxt = nullptr;
+	key_locks = NIL;
+}
+
+static KeyLocks *
+KeyLocksOf(Oid parent)
+{
+	ListCell *lc;
+	foreach (lc, key_locks)
+		if (((KeyLocks *)lfirst(lc))->parent == parent)
+			return (KeyLocks *)lfirst(lc);
+	if (key_locks_cxt == nullptr) {
+		key_locks_cxt = AllocSetContextCreate(TopTransactionContext, "counters key locks", ALLOCSET_SMALL_SIZES);
+		MemoryContextCallback *cb =
+		    (MemoryContextCallback *)MemoryContextAlloc(key_locks_cxt, sizeof(MemoryContextCallback));
+		cb->func = ForgetKeyLocks;
+		cb->arg = nullptr;
+		MemoryContextRegisterResetCallback(key_locks_cxt, cb);
+	}
+	MemoryContext old = MemoryContextSwitchTo(key_locks_cxt);
+	KeyLocks *held = (KeyLocks *)palloc0(sizeof(KeyLocks));
+	held->parent = parent;
+	key_locks = lappend(key_locks, held);
+	MemoryContextSwitchTo(old);
+	return held;
+}
+
+static void
+LockParentTag(Oid parent, uint32 key, uint16 kind, LOCKMODE mode)
+{
+	LOCKTAG tag;
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, parent, key, kind);
+	(void)LockAcquire(&tag, mode, false, false);
+}
+
+/*
+ * Lock keys `keys` (n, sorted) of `parent`: shared for a child's statement, exclusively for a parent's write
+ * (parent_side). (A lock a transaction holds is taken again from its own table, without waiting: after a subtransaction
+ * rolled back, with the locks it took, the next statement takes them again.)
+ */
+void
+LockParentKeys(Oid parent, const int64 *keys, int n, bool parent_side)
+{
+	if (n == 0)
+		return;
+	KeyLocks *held = KeyLocksOf(parent);
+	int *taken = &held->keys[parent_side ? 1 : 0];
+	if (*taken + n > KEY_LOCKS_PER_TRANSACTION) {
+		LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? ExclusiveLock : ShareLock);
+		*taken = KEY_LOCKS_PER_TRANSACTION + 1;
+		return;
+	}
+	LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? RowExclusiveLock : RowShareLock);
+	for (int i = 0; i < n; i++)
+		LockParentTag(parent, (uint32)((uint64)keys[i] ^ ((uint64)keys[i] >> 32)), PARENT_KEY_LOCK,
+		              parent_side ? ExclusiveLock : ShareLock);
+	*taken += n;
+}
+
+/*
+ * The parent rows of counter `r`'s rows with keys `keys` (n of them, sorted, distinct), read as the counter's owner
+ * with the latest snapshot, whatever the isolation level, and locked FOR SHARE: a concurrent change of a parent waits
+ * for this transaction, then counts this statement's rows itself; this statement waits for one in progress, then
+ * reads the parent as it committed (at REPEATABLE READ too: the count follows the parent as committed). A
+ * parent inserted, or given one of these keys, by a transaction this one cannot see yet waits for this one, or is
+ * waited for (LockParentKeys).
+ */
+static void
+ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
+{
+	const CounterDef *def = r->c->def;
+	MemoryContext old = MemoryContextSwitchTo(run->cxt);
+	HASHCTL ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(ParentEntry);
+	ctl.hcxt = run->cxt;
+	if (r->parents != nullptr)
+		hash_destroy(r->parents);
+	r->parents = hash_create("counters parents", Max(n, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	MemoryContextSwitchTo(old);
+	if (n == 0)
+		return;
+	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(keys[i]);
+	Datum array = PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+	Oid argtypes[1] = {INT8ARRAYOID};
+	LockParentKeys(def->parent, keys, n, false);
+	SpiConnect();
+	/* (row-level security that would hide a parent makes this fail, rather than count its rows as orphans) */
+	OwnerScope owner;
+	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
+	if (r->c->parent_plan == nullptr) {
+		/* (a generic plan: an index probe per key, whatever the number of keys) */
+		SPIPlanPtr plan = SPI_prepare_cursor(ParentRowsStatement(def), 1, argtypes, CURSOR_OPT_GENERIC_PLAN);
+		if (plan == nullptr || SPI_keepplan(plan) != 0)
+			elog(ERROR, "counters: preparing the parents of counter \"%s\" failed", def->name);
+		r->c->parent_plan = plan;
+	}
+	Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+	int ret = SPI_execute_snapshot(r->c->parent_plan, &array, nullptr, latest, InvalidSnapshot, false, false, 0);
+	UnregisterSnapshot(latest);
+	LeaveOwner(&owner);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the parents of counter \"%s\" failed: %s", def->name,
+		     SPI_result_code_string(ret));
+	for (uint64 i = 0; i < SPI_processed; i++) {
+		bool isnull;
+		int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		HeapTupleHeader th =
+		    DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		HeapTupleData tuple;
+		tuple.t_len = HeapTupleHeaderGetDatumLength(th);
+		ItemPointerSetInvalid(&tuple.t_self);
+		tuple.t_tableOid = def->parent;
+		tuple.t_data = th;
+		ParentEntry *e = (ParentEntry *)hash_search(r->parents, &key, HASH_ENTER, nullptr);
+		e->tuple = (HeapTuple)MemoryContextAlloc(run->cxt, HEAPTUPLESIZE + tuple.t_len);
+		e->tuple->t_len = tuple.t_len;
+		e->tuple->t_self = tuple.t_self;
+		e->tuple->t_tableOid = tuple.t_tableOid;
+		e->tuple->t_data = (HeapTupleHeader)((char *)e->tuple + HEAPTUPLESIZE);
+		memcpy(e->tuple->t_data, th, tuple.t_len);
+	}
+	SPI_finish();
+}
+
+/* The parents of the rows in the transition tables, for each counter through a parent row. */
+static void
+PrefetchParents(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
+{
+	for (int ci = 0; ci < run->ncounters; ci++) {
+		CounterRun *r = &run->runs[ci];
+		const CounterDef *def = r->c->def;
+		if (!OidIsValid(def->parent))
+			continue;
+		int cap = 64, n = 0;
+		int64 *keys = (int64 *)palloc(sizeof(int64) * cap);
+		Tuplestorestate *stores[2] = {old_rows, new_rows};
+		for (int s = 0; s < 2; s++) {
+			if (stores[s] == nullptr)
+				continue;
+			tuplestore_rescan(stores[s]);
+			while (tuplestore_gettupleslot(stores[s], true, false, rd->slot)) {
+				TupleTableSlot *slot = rd->map ? execute_attr_map_slot(rd->map, rd->slot, rd->root_slot) : rd->slot;
+				bool isnull;
+				Datum key = slot_getattr(slot, def->child_key, &isnull);
+				if (isnull)
+					continue;
+				if (n == cap) {
+					cap *= 2;
+					keys = (int64 *)repalloc(keys, sizeof(int64) * cap);
+				}
+				keys[n++] = IntegerDatum(def->join_type, key);
+			}
+		}
+		qsort(keys, n, sizeof(int64), CompareInt64);
+		int distinct = 0;
+		for (int i = 0; i < n; i++)
+			if (distinct == 0 || keys[distinct - 1] != keys[i])
+				keys[distinct++] = keys[i];
+		ReadParents(run, r, keys, distinct);
+		pfree(keys);
+	}
+}
+
+void
+CountTuplestores(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
+{
+	if (run->has_join)
+		PrefetchParents(run, rd, old_rows, new_rows);
+	ErrorContextCallback context;
+	PushCountContext(&context, run);
+	if (old_rows)
+		tuplestore_rescan(old_rows);
+	if (new_rows)
+		tuplestore_rescan(new_rows);
+	while (old_rows || new_rows) {
+		CHECK_FOR_INTERRUPTS();
+		if (old_rows) {
+			if (tuplestore_gettupleslot(old_rows, true, false, rd->slot))
+				CountSlot(run, rd, -1);
+			else
+				old_rows = nullptr;
+		}
+		if (new_rows) {
+			if (tuplestore_gettupleslot(new_rows, true, false, rd->slot))
+				CountSlot(run, rd, 1);
+			else
+				new_rows = nullptr;
+		}
+	}
+	error_context_stack = context.previous;
+}
+
+static void
+ApplyDeltas(Run *run)
+{
+	CounterRun **list = (CounterRun **)palloc(sizeof(CounterRun *) * run->ncounters);
+	for (int i = 0; i < run->ncounters; i++)
+		list[i] = &run->runs[i];
+	ApplyCounters(list, run->ncounters);
+	pfree(list);
+}
+
+void
+FinishRun(Run *run)
+{
+	ApplyDeltas(run);
+	FreeExprContext(run->econtext, true);
+	MemoryContextDelete(run->cxt);
+}
+
+/*
+ * One statement's deltas, applied once when the statement ends. A statement can fire several capture triggers: MERGE
+ * with INSERT, UPDATE and DELETE actions, INSERT ... ON CONFLICT DO UPDATE, writable CTEs, cascaded deletes. Applying
+ * each event's deltas separately would lock counter rows in one sorted order per event, not per statement, and two
+ * such statements could deadlock; so the events' deltas are summed in one frame per statement (executor's
+ * ExecutorFinish, which fires the statement's AFTER triggers, or a COPY) and applied at its end, all counters in name
+ * order, each counter's keys in sorted order. A trigger firing outside any frame applies at once.
+ */
+struct Frame {
+	Frame *prev;
+	CommandId cid;        /* the statement's command: what it wrote has this cmin */
+	MemoryContext parent; /* where the frame's context is created, when first needed */
+	MemoryContext cxt;
+	List *runs; /* Run *, one per source */
+};
+
+static Frame *current_frame = nullptr;
+static ExecutorFinish_hook_type prev_executor_finish = nullptr;
+static ProcessUtility_hook_type prev_process_utility = nullptr;
+
+static void
+PushFrame(Frame *frame, CommandId cid)
+{
+	frame->prev = current_frame;
+	frame->cid = cid;
+	frame->parent = CurrentMemoryContext;
+	frame->cxt = nullptr;
+	frame->runs = NIL;
+	current_frame = frame;
+}
+
+/* The run of `sc`'s source in the current frame, started when the statement's first event for it fires. */
+static Run *
+FrameRun(Frame *frame, SourceCounters *sc)
+{
+	ListCell *lc;
+	foreach (lc, frame->runs) {
+		Run *run = (Run *)lfirst(lc);
+		if (run->source == sc->source)
+			return run;
+	}
+	if (frame->cxt == nullptr)
+		frame->cxt = AllocSetContextCreate(frame->parent, "counters statement frame", ALLOCSET_SMALL_SIZES);
+	Run *run = StartRun(sc, frame->cxt);
+	MemoryContext old = MemoryContextSwitchTo(frame->cxt);
+	frame->runs = lappend(frame->runs, run);
+	MemoryContextSwitchTo(old);
+	return run;
+}
+
+static int
+CompareCounterNames(const void *a, const void *b)
+{
+	return strcmp((*(CounterRun *const *)a)->c->def->name, (*(CounterRun *const *)b)->c->def->name);
+}
+
+/* Apply a finished statement's deltas: every counter of every source it wrote, in name order. */
+static void
+ApplyFrame(Frame *frame)
+{
+	if (frame->runs == NIL)
+		return;
+	int n = 0;
+	ListCell *lc;
+	foreach (lc, frame->runs)
+		n += ((Run *)lfirst(lc))->ncounters;
+	MemoryContext old = MemoryContextSwitchTo(frame->cxt);
+	CounterRun **list = (CounterRun **)palloc(sizeof(CounterRun *) * n);
+	n = 0;
+	foreach (lc, frame->runs) {
+		Run *run = (Run *)lfirst(lc);
+		for (int i = 0; i < run->ncounters; i++)
+			list[n++] = &run->runs[i];
+	}
+	if (n > 1)
+		qsort(list, n, sizeof(CounterRun *), CompareCounterNames);
+	ApplyCounters(list, n);
+	MemoryContextSwitchTo(old);
+	foreach (lc, frame->runs)
+		FreeExprContext(((Run *)lfirst(lc))->econtext, true);
+	MemoryContextDelete(frame->cxt);
+}
+
+/* Run `body` inside a frame of its own; its deltas are applied when it returns. */
+#define WITH_FRAME(cid, body)                                                                                          \
+	do {                                                                                                               \
+		Frame frame;                                                                                                   \
+		PushFrame(&frame, cid);                                                                                        \
+		PG_TRY();                                                                                                      \
+		{                                                                                                              \
+			body;                                                                                                      \
+		}                                                                                                              \
+		PG_CATCH();                                                                                                    \
+		{                                                                                                              \
+			current_frame = frame.prev;                                                                                \
+			PG_RE_THROW();                                                                                             \
+		}                                                                                                              \
+		PG_END_TRY();                                                                                                  \
+		current_frame = frame.prev;                                                                                    \
+		ApplyFrame(&frame);                                                                                            \
+	} while (0)
+
+static void
+CountersExecutorFinish(QueryDesc *query)
+{
+	WITH_FRAME(query->estate->es_output_cid, if (prev_executor_finish) prev_executor_finish(query);
+	           else standard_ExecutorFinish(query));
+}
+
+static void
+CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree, ProcessUtilityContext context,
+                       ParamListInfo params, QueryEnvironment *env, DestReceiver *dest, QueryCompletion *qc)
+{
+	/* COPY FROM fires its AFTER triggers itself, outside the executor. */
+	if (IsA(pstmt->utilityStmt, CopyStmt))
+		WITH_FRAME(GetCurrentCommandId(false), if (prev_process_utility) prev_process_utility(
+		                                           pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+		           else standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc));
+	else if (prev_process_utility)
+		prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+}
+
+Run *
+StatementRun(SourceCounters *sc)
+{
+	return current_frame != nullptr ? FrameRun(current_frame, sc) : StartRun(sc, CurrentMemoryContext);
+}
+
+void
+EndStatementRun(Run *run)
+{
+	if (current_frame == nullptr)
+		FinishRun(run);
+}
+
+CommandId
+StatementCommand()
+{
+	return current_frame != nullptr ? current_frame->cid : GetCurrentCommandId(false);
+}
+
+void
+InitFrames()
+{
+	prev_executor_finish = ExecutorFinish_hook;
+	ExecutorFinish_hook = CountersExecutorFinish;
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = CountersProcessUtility;
+}
+
+} // namespace counters

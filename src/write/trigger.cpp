@@ -1,0 +1,779 @@
+/*
+ * trigger.cpp: the trigger roles of counters.capture() -- a source's statement triggers, a sink's row and statement
+ * triggers, a parent's triggers (counters through a parent row), the guard of a counter's own tables and the
+ * counter-cache key trigger -- each counting through the statement's run (capture.cpp).
+ */
+#include "write/write.hpp"
+#include "citus/citus.hpp"
+#include "compat.hpp"
+
+extern "C" {
+#include "access/heapam.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/tupconvert.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "rewrite/rewriteManip.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "optimizer/optimizer.h"
+#include "utils/datum.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
+}
+
+namespace counters {
+
+namespace {
+
+/*
+ * Sinks. Their rows are taken by the sink trigger (BEFORE INSERT, for each row), which returns NULL so that they are
+ * not stored, and counted by counters_sink_end (AFTER INSERT, for each statement), which fires in the statement's
+ * frame: a sink's rows are applied with the statement's other deltas. In between they wait here, per sink and
+ * subtransaction: a subtransaction that aborts takes its rows with it; the transaction's end clears the rest, and a
+ * commit with rows left uncounted (counters_sink_end disabled) fails rather than lose them.
+ */
+struct SinkRows {
+	Oid relid;
+	SubTransactionId subxid;
+	Tuplestorestate *rows;
+	TupleDesc desc;
+	EState *estate; /* the constraints each row is checked against */
+	ResultRelInfo *rri;
+};
+
+MemoryContext sink_cxt = nullptr; /* under TopTransactionContext, created when a first row waits */
+List *sink_rows = NIL;            /* SinkRows *, in sink_cxt */
+
+void
+ForgetSinkRows(void *)
+{
+	sink_cxt = nullptr;
+	sink_rows = NIL;
+}
+
+void
+EndSinkRows(SinkRows *w)
+{
+	tuplestore_end(w->rows);
+	FreeExecutorState(w->estate);
+	sink_rows = list_delete_ptr(sink_rows, w);
+}
+
+SinkRows *
+WaitingRows(Relation rel)
+{
+	SubTransactionId subxid = GetCurrentSubTransactionId();
+	ListCell *lc;
+	foreach (lc, sink_rows) {
+		SinkRows *w = (SinkRows *)lfirst(lc);
+		if (w->relid == RelationGetRelid(rel) && w->subxid == subxid)
+			return w;
+	}
+	if (sink_cxt == nullptr) {
+		sink_cxt = AllocSetContextCreate(TopTransactionContext, "counters sink rows", ALLOCSET_DEFAULT_SIZES);
+		MemoryContextCallback *cb =
+		    (MemoryContextCallback *)MemoryContextAlloc(sink_cxt, sizeof(MemoryContextCallback));
+		cb->func = ForgetSinkRows;
+		cb->arg = nullptr;
+		MemoryContextRegisterResetCallback(sink_cxt, cb);
+	}
+	RequireSinkShape(rel); /* (once per statement: DDL may have added what a sink cannot keep) */
+	MemoryContext old = MemoryContextSwitchTo(sink_cxt);
+	SinkRows *w = (SinkRows *)palloc0(sizeof(SinkRows));
+	w->relid = RelationGetRelid(rel);
+	w->subxid = subxid;
+	w->desc = CreateTupleDescCopy(RelationGetDescr(rel));
+	w->rows = tuplestore_begin_heap(false, false, work_mem);
+	w->estate = CreateExecutorState();
+	w->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(w->rri, rel, 0, nullptr, 0);
+	sink_rows = lappend(sink_rows, w);
+	MemoryContextSwitchTo(old);
+	return w;
+}
+
+void
+SinkSubXactCallback(SubXactEvent event, SubTransactionId subxid, SubTransactionId parent, void *)
+{
+	ListCell *lc;
+	if (event == SUBXACT_EVENT_ABORT_SUB) {
+		List *ended = NIL;
+		foreach (lc, sink_rows)
+			if (((SinkRows *)lfirst(lc))->subxid == subxid)
+				ended = lappend(ended, lfirst(lc));
+		foreach (lc, ended)
+			EndSinkRows((SinkRows *)lfirst(lc));
+		list_free(ended);
+	} else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+		foreach (lc, sink_rows)
+			if (((SinkRows *)lfirst(lc))->subxid == subxid)
+				((SinkRows *)lfirst(lc))->subxid = parent;
+	}
+}
+
+void
+SinkXactCallback(XactEvent event, void *)
+{
+	if ((event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE) && sink_rows != NIL)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("rows inserted into sink %s were not counted",
+		                       QualifiedName(((SinkRows *)linitial(sink_rows))->relid)),
+		                errdetail("Its trigger counters_sink_end did not fire (disabled?)."),
+		                errhint("Enable the triggers of the sink, or re-create them with counters.attach().")));
+}
+
+/* A relation that carries the capture triggers must feed a counter: otherwise they count nothing, silently. */
+void
+RequireCounters(Relation rel, SourceCounters *sc)
+{
+	if (sc->ncounters > 0)
+		return;
+	ereport(ERROR,
+	        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+	         errmsg("table %s has the triggers of counters, but no counter is declared on it",
+	                QualifiedName(RelationGetRelid(rel))),
+	         errdetail("counters.counter has no row for it: a schema-only dump (pg_dump --schema-only) does "
+	                   "not contain the rows of the extension's catalog, so the counters it held are not "
+	                   "restored."),
+	         errhint("Restore counters.counter too (a full dump, or pg_dump --data-only --table=counters.counter), "
+	                 "or remove the triggers with SELECT counters.detach('%s').",
+	                 QualifiedName(RelationGetRelid(rel)))));
+}
+
+void
+CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
+{
+	/*
+	 * Every row is evaluated, also for an UPDATE that sets no column a counter reads: its old and new rows cancel out
+	 * in the delta table and nothing is written. (tg_updatedcols cannot be trusted to skip the work: BEFORE row
+	 * triggers change other columns, and two UPDATEs of the table in one query fire one trigger with the columns of
+	 * the last.)
+	 */
+	Run *run = StatementRun(sc);
+	RowReader rd;
+	InitReader(&rd, rel, run->source, &TTSOpsMinimalTuple);
+	CountTuplestores(run, &rd, old_rows, new_rows);
+	DropReader(&rd);
+	EndStatementRun(run);
+}
+
+/*
+ * TRUNCATE of a source: every counter of it is emptied. A log or sharded counter first waits for a compaction in
+ * progress (which holds the log's SHARE UPDATE EXCLUSIVE lock until it commits), so that the rows it folded into the
+ * totals are seen. Rows are read with the latest snapshot, as TRUNCATE removes every row: at REPEATABLE READ and
+ * above, a counter row written after the transaction's snapshot is a serialization failure, not a row left behind.
+ */
+void
+ZeroCounters(SourceCounters *sc)
+{
+	SpiConnect();
+	for (int i = 0; i < sc->ncounters; i++) {
+		CompiledCounter *c = &sc->counters[i];
+		OwnerScope owner;
+		EnterOwner(&owner, c->owner, 0);
+		if (c->mode == ApplyMode::Log || c->mode == ApplyMode::Sharded)
+			LockRelationOid(c->write_rel, ShareUpdateExclusiveLock);
+		Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+		int ret = SPI_execute_snapshot(c->plans[PLAN_TRUNCATE], nullptr, nullptr, latest,
+		                               IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : InvalidSnapshot, false,
+		                               false, 0);
+		UnregisterSnapshot(latest);
+		if (ret != SPI_OK_DELETE && ret != SPI_OK_UPDATE)
+			elog(ERROR, "counters: emptying counter \"%s\" failed: %s", c->def->name, SPI_result_code_string(ret));
+		LeaveOwner(&owner);
+	}
+	SPI_finish();
+}
+
+} // namespace
+
+void
+CountRelationRows(Relation rel, Oid source, int sign)
+{
+	SourceCounters *sc = GetSourceCounters(source);
+	if (sc->ncounters == 0)
+		return;
+	Run *run = StartRun(sc, CurrentMemoryContext);
+	RowReader rd;
+	InitReader(&rd, rel, sc->source, table_slot_callbacks(rel));
+	/* The latest snapshot: rows committed by anyone before our lock on rel are in the table and must count. */
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
+	ErrorContextCallback context;
+	PushCountContext(&context, run);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, rd.slot)) {
+		CHECK_FOR_INTERRUPTS();
+		CountSlot(run, &rd, sign);
+	}
+	error_context_stack = context.previous;
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	DropReader(&rd);
+	FinishRun(run);
+}
+
+/*
+ * The sink trigger: the row is checked as an insert would check it (NOT NULL, CHECK constraints) and waits for
+ * counters_sink_end; the caller returns NULL, so it is not stored.
+ */
+static void
+SinkRow(TriggerData *td)
+{
+	Relation rel = td->tg_relation;
+	SinkRows *w = WaitingRows(rel);
+	if (unlikely(w->rri->ri_RelationDesc != rel)) {
+		/*
+		 * Rows of an earlier statement still wait (its counters_sink_end did not fire; the commit will fail): this
+		 * statement's relation is checked with its own constraints, and must have the same columns.
+		 */
+		if (!equalTupleDescs(w->desc, RelationGetDescr(rel)))
+			ereport(ERROR,
+			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			         errmsg("rows inserted into sink %s by an earlier statement were not counted",
+			                QualifiedName(RelationGetRelid(rel))),
+			         errdetail("Its trigger counters_sink_end did not fire (disabled?), and the table changed since."),
+			         errhint("Enable the triggers of the sink, or re-create them with counters.attach().")));
+		MemoryContext old = MemoryContextSwitchTo(sink_cxt);
+		w->rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(w->rri, rel, 0, nullptr, 0);
+		MemoryContextSwitchTo(old);
+	}
+	TupleTableSlot *slot = td->tg_trigslot;
+	if (RelationGetDescr(rel)->constr != nullptr) {
+		ExecConstraints(w->rri, slot, w->estate);
+		ResetPerTupleExprContext(w->estate);
+	}
+	tuplestore_puttupleslot(w->rows, slot);
+}
+
+namespace {
+
+/* counters_sink_end: count the rows the statement inserted into sink `rel` (and any still waiting in this
+ * subtransaction) */
+void
+CountSinkRows(Relation rel, SourceCounters *sc)
+{
+	SubTransactionId subxid = GetCurrentSubTransactionId();
+	SinkRows *w = nullptr;
+	ListCell *lc;
+	foreach (lc, sink_rows)
+		if (((SinkRows *)lfirst(lc))->relid == RelationGetRelid(rel) && ((SinkRows *)lfirst(lc))->subxid == subxid)
+			w = (SinkRows *)lfirst(lc);
+	if (w == nullptr)
+		return; /* (no row) */
+	Run *run = StatementRun(sc);
+	RowReader rd;
+	rd.slot = MakeSingleTupleTableSlot(w->desc, &TTSOpsMinimalTuple);
+	rd.root_slot = rd.slot;
+	rd.map = nullptr;
+	CountTuplestores(run, &rd, nullptr, w->rows);
+	DropReader(&rd);
+	EndSinkRows(w);
+	EndStatementRun(run);
+}
+
+} // namespace
+
+namespace {
+
+/*
+ * Counters through a parent row, the parent's side. A parent's UPDATE or DELETE moves its children's contributions
+ * from the old parent row to the new one: its children, as they were before the statement, are counted out with the
+ * old row and in with the new one, as the row is finally written (AFTER ROW trigger counters_parent_row, after every
+ * BEFORE ROW trigger had its say). Foreign-key actions that then delete or re-point the children count nothing more
+ * (the children find no parent, or the new one, as the statement left it). The deltas join the statement's deltas for
+ * the source, applied with them when the statement ends.
+ */
+
+/* The statement's run of counter `name` of `sc`'s source, and its CounterRun (in the frame, or a run of its own). */
+CounterRun *
+SourceCounterRun(SourceCounters *sc, const char *name, Run **run)
+{
+	*run = StatementRun(sc);
+	for (int i = 0; i < (*run)->ncounters; i++)
+		if (strcmp((*run)->runs[i].c->def->name, name) == 0)
+			return &(*run)->runs[i];
+	elog(ERROR, "counters: counter \"%s\" is not compiled for its source", name);
+	pg_unreachable();
+}
+
+/* Whether an UPDATE of a parent changed a column counter `r` reads. */
+bool
+ParentChanged(CounterRun *r, TupleDesc desc, HeapTuple old_tuple, HeapTuple new_tuple)
+{
+	int m = -1;
+	while ((m = bms_next_member(r->parent_attrs, m)) >= 0) {
+		AttrNumber attnum = (AttrNumber)(m + FirstLowInvalidHeapAttributeNumber);
+		if (attnum <= 0)
+			return true;
+		bool old_null, new_null;
+		Datum a = heap_getattr(old_tuple, attnum, desc, &old_null);
+		Datum b = heap_getattr(new_tuple, attnum, desc, &new_null);
+		Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
+		if (old_null != new_null || (!old_null && !datumIsEqual(a, b, att->attbyval, att->attlen)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Count (sign) the source's rows whose key is one of `keys` (n, distinct) with their parent: `parent` when given, else
+ * the one `parents` (key -> ParentEntry) holds. Rows are read as they were before the statement (`cid`: what it
+ * wrote is not seen), as the latest snapshot has them: rows the statement changes count through the source's own
+ * capture, with the parent as the statement leaves it.
+ */
+void
+CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, HTAB *parents, int sign, CommandId cid)
+{
+	const CounterDef *def = r->c->def;
+	if (n == 0)
+		return;
+	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(keys[i]);
+	Datum array = PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+	SpiConnect();
+	OwnerScope owner;
+	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
+	if (r->c->child_plan == nullptr) {
+		/* (a generic plan: an index probe per key, however many keys) */
+		Oid argtypes[1] = {INT8ARRAYOID};
+		SPIPlanPtr plan = SPI_prepare_cursor(ChildRowsStatement(def), 1, argtypes, CURSOR_OPT_GENERIC_PLAN);
+		if (plan == nullptr || SPI_keepplan(plan) != 0)
+			elog(ERROR, "counters: preparing the rows of counter \"%s\" failed", def->name);
+		r->c->child_plan = plan;
+	}
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	snapshot->curcid = cid;
+	int ret = SPI_execute_snapshot(r->c->child_plan, &array, nullptr, snapshot, InvalidSnapshot, true, false, 0);
+	UnregisterSnapshot(snapshot);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the rows of counter \"%s\" failed: %s", def->name, SPI_result_code_string(ret));
+	ErrorContextCallback context;
+	PushCountContext(&context, run);
+	for (uint64 i = 0; i < SPI_processed; i++) {
+		bool isnull;
+		int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		HeapTupleHeader th =
+		    DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		HeapTupleData child;
+		child.t_len = HeapTupleHeaderGetDatumLength(th);
+		ItemPointerSetInvalid(&child.t_self);
+		child.t_tableOid = def->source;
+		child.t_data = th;
+		HeapTuple p = parent;
+		if (p == nullptr) {
+			ParentEntry *found = (ParentEntry *)hash_search(parents, &key, HASH_FIND, nullptr);
+			if (found == nullptr)
+				continue;
+			p = found->tuple;
+		}
+		ExecStoreHeapTuple(&child, r->child_slot, false);
+		run->econtext->ecxt_scantuple = r->child_slot;
+		r->fixed_parent = p;
+		run->counting = (int)(r - run->runs);
+		CountRowFor(run, r, sign);
+		run->counting = -1;
+		r->fixed_parent = nullptr;
+		ExecClearTuple(r->child_slot);
+		ResetExprContext(run->econtext);
+	}
+	error_context_stack = context.previous;
+	LeaveOwner(&owner);
+	SPI_finish();
+}
+
+/* The parent rows of a statement's new parents (AFTER INSERT): their children, if any, count in. */
+void
+ParentInserted(Relation rel, SourceCounters *pc, Tuplestorestate *new_rows)
+{
+	/* (the keys, sorted and distinct, and the parent rows by key; a key the unique index allows once) */
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "counters new parents", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsMinimalTuple);
+	const CounterDef *first = pc->counters[0].def;
+	HASHCTL ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(ParentEntry);
+	ctl.hcxt = cxt;
+	HTAB *parents = hash_create("counters new parents", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	int cap = 64, n = 0;
+	int64 *keys = (int64 *)palloc(sizeof(int64) * cap);
+	tuplestore_rescan(new_rows);
+	while (tuplestore_gettupleslot(new_rows, true, false, slot)) {
+		bool isnull;
+		Datum key = slot_getattr(slot, first->parent_key, &isnull);
+		if (isnull)
+			continue;
+		int64 k = IntegerDatum(first->join_type, key);
+		bool found;
+		ParentEntry *e = (ParentEntry *)hash_search(parents, &k, HASH_ENTER, &found);
+		e->tuple = ExecCopySlotHeapTuple(slot);
+		if (found)
+			continue;
+		if (n == cap) {
+			cap *= 2;
+			keys = (int64 *)repalloc(keys, sizeof(int64) * cap);
+		}
+		keys[n++] = k;
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	qsort(keys, n, sizeof(int64), CompareInt64);
+	MemoryContextSwitchTo(old);
+	/* A child written meanwhile to one of these keys, by a transaction this one cannot see, waits (or is waited for).
+	 */
+	LockParentKeys(RelationGetRelid(rel), keys, n, true);
+	CommandId cid = StatementCommand();
+	for (int ci = 0; ci < pc->ncounters; ci++) {
+		Run *run;
+		CounterRun *r =
+		    SourceCounterRun(GetSourceCounters(pc->counters[ci].def->source), pc->counters[ci].def->name, &run);
+		CountChildren(run, r, keys, n, nullptr, parents, 1, cid);
+		EndStatementRun(run);
+	}
+	MemoryContextDelete(cxt);
+}
+
+} // namespace
+
+/* counters_parent_row: after a parent row was updated or deleted, its children move to the new row or away. */
+static void
+ParentRow(TriggerData *td)
+{
+	Relation rel = td->tg_relation;
+	SourceCounters *pc = GetParentCounters(RelationGetRelid(rel));
+	if (pc->ncounters == 0)
+		return;
+	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
+	HeapTuple old_tuple = td->tg_trigtuple;
+	HeapTuple new_tuple = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : nullptr;
+	TupleDesc desc = RelationGetDescr(rel);
+	CommandId cid = StatementCommand();
+	for (int i = 0; i < pc->ncounters; i++) {
+		const CounterDef *pdef = pc->counters[i].def;
+		Run *run;
+		CounterRun *r = SourceCounterRun(GetSourceCounters(pdef->source), pdef->name, &run);
+		const CounterDef *def = r->c->def;
+		if (new_tuple == nullptr || ParentChanged(r, desc, old_tuple, new_tuple)) {
+			bool isnull;
+			Datum key = heap_getattr(old_tuple, def->parent_key, desc, &isnull);
+			int64 old_key = isnull ? 0 : IntegerDatum(def->join_type, key);
+			if (!isnull)
+				CountChildren(run, r, &old_key, 1, old_tuple, nullptr, -1, cid);
+			key = new_tuple != nullptr ? heap_getattr(new_tuple, def->parent_key, desc, &isnull) : (Datum)0;
+			if (new_tuple != nullptr && !isnull) {
+				int64 k = IntegerDatum(def->join_type, key);
+				/* (a key the parent takes: a child written to it meanwhile waits, or is waited for) */
+				if (k != old_key)
+					LockParentKeys(RelationGetRelid(rel), &k, 1, true);
+				CountChildren(run, r, &k, 1, new_tuple, nullptr, 1, cid);
+			}
+		}
+		EndStatementRun(run);
+	}
+	UnpinSettings(level);
+}
+
+namespace {
+
+/* The roles of counters.capture()'s triggers; a source's statement triggers (Statement) by their event. */
+enum class Role {
+	Statement,
+	Sink,
+	SinkGuard,
+	SinkEnd,
+	Guard,
+	TargetKey,
+	ParentBegin,
+	ParentRow,
+	ParentInsert,
+	ParentTruncate
+};
+
+/* Which role a trigger has, from its name: the names of the model's one table of trigger names. */
+Role
+RoleOf(const char *tgname)
+{
+	static const Role parent_roles[] = {Role::ParentBegin, Role::ParentRow, Role::ParentInsert, Role::ParentTruncate};
+	static_assert(lengthof(parent_roles) == PARENT_TRIGGERS, "a role for every parent trigger");
+	for (int t = 0; t < PARENT_TRIGGERS; t++)
+		if (strcmp(tgname, ParentTriggerName(t)) == 0)
+			return parent_roles[t];
+	if (strcmp(tgname, CaptureTriggerName(SINK_TRIGGER)) == 0)
+		return Role::Sink;
+	if (strcmp(tgname, CaptureTriggerName(SINK_GUARD_TRIGGER)) == 0)
+		return Role::SinkGuard;
+	if (strcmp(tgname, CaptureTriggerName(SINK_END_TRIGGER)) == 0)
+		return Role::SinkEnd;
+	if (strcmp(tgname, guard_trigger) == 0)
+		return Role::Guard;
+	if (strcmp(tgname, target_key_trigger) == 0)
+		return Role::TargetKey;
+	return Role::Statement;
+}
+
+void
+Capture(TriggerData *td, Role role)
+{
+	TriggerEvent ev = td->tg_event;
+	Relation rel = td->tg_relation;
+	/* The statement triggers on the parent of counters through a parent row. */
+	if (role == Role::ParentBegin || role == Role::ParentRow || role == Role::ParentInsert ||
+	    role == Role::ParentTruncate) {
+		SourceCounters *pc = GetParentCounters(RelationGetRelid(rel));
+		/* (counters_parent_begin, BEFORE the statement, loads this library before its AFTER triggers: nothing else) */
+		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
+		if (pc->ncounters > 0 && role == Role::ParentInsert) {
+			if (td->tg_newtable == nullptr)
+				ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				                errmsg("counters.capture() on \"%s\" needs REFERENCING NEW TABLE",
+				                       RelationGetRelationName(rel))));
+			ParentInserted(rel, pc, td->tg_newtable);
+		} else if (pc->ncounters > 0 && role == Role::ParentTruncate)
+			ZeroCounters(pc); /* (every parent is gone: no row has one) */
+		UnpinSettings(level);
+		return;
+	}
+	/*
+	 * counters_begin, BEFORE the statement: nothing to do. Its call loads this library before the statement's AFTER
+	 * triggers fire, so that even a backend's first statement collects its events' deltas in one frame.
+	 */
+	if (TRIGGER_FIRED_BEFORE(ev) && !TRIGGER_FIRED_BY_TRUNCATE(ev)) {
+		if (TRIGGER_FIRED_BY_INSERT(ev) || role != Role::SinkGuard)
+			return;
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("table %s is a sink: its rows are counted, not stored, and cannot be %s",
+		                QualifiedName(RelationGetRelid(rel)), TRIGGER_FIRED_BY_UPDATE(ev) ? "updated" : "deleted"),
+		         errhint("counters.set_sink('%s', false) makes it a table that stores its rows again.",
+		                 QualifiedName(RelationGetRelid(rel)))));
+	}
+	/*
+	 * Nothing the extension runs may depend on the caller's search_path, and definitions that turn values into text
+	 * (directly or inside a function) get the same text in every session.
+	 */
+	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
+	/* counters_guard: a counter's own table is not truncated by itself */
+	if (TRIGGER_FIRED_BY_TRUNCATE(ev) && role == Role::Guard) {
+		GuardCounterRelation(RelationGetRelid(rel), "truncate");
+		UnpinSettings(level);
+		return;
+	}
+	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
+	/*
+	 * Citus: a shard's TRUNCATE trigger does nothing (the shell's, on the coordinator, empties the counter tables as a
+	 * whole), nor one left behind on a shard or shell once the table's counters are dropped (Citus does not propagate
+	 * dropping it); a shard without counters was distributed behind the counters' back.
+	 */
+	if (TRIGGER_FIRED_BY_TRUNCATE(ev) && citus::Present() &&
+	    (OidIsValid(citus::TableOfShard(RelationGetRelid(rel))) ||
+	     (sc->ncounters == 0 && citus::IsCitusRelation(RelationGetRelid(rel))))) {
+		UnpinSettings(level);
+		return;
+	}
+	if (sc->ncounters == 0)
+		citus::RefuseCapture(rel);
+	RequireCounters(rel, sc);
+	if (TRIGGER_FIRED_BY_TRUNCATE(ev)) {
+		if (TRIGGER_FIRED_BEFORE(ev))
+			CountRelationRows(rel, sc->source, -1); /* a partition: take its rows away before they vanish */
+		else
+			ZeroCounters(sc); /* the whole source is empty */
+	} else if (role == Role::SinkEnd)
+		CountSinkRows(rel, sc);
+	else {
+		Tuplestorestate *old_rows = nullptr;
+		Tuplestorestate *new_rows = nullptr;
+		if (TRIGGER_FIRED_BY_INSERT(ev))
+			new_rows = td->tg_newtable;
+		else if (TRIGGER_FIRED_BY_UPDATE(ev)) {
+			old_rows = td->tg_oldtable;
+			new_rows = td->tg_newtable;
+		} else
+			old_rows = td->tg_oldtable;
+		if ((TRIGGER_FIRED_BY_INSERT(ev) || TRIGGER_FIRED_BY_UPDATE(ev)) && new_rows == nullptr)
+			ereport(ERROR,
+			        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			         errmsg("counters.capture() on \"%s\" needs REFERENCING NEW TABLE", RelationGetRelationName(rel)),
+			         errhint("Re-create the triggers with counters.attach().")));
+		if ((TRIGGER_FIRED_BY_DELETE(ev) || TRIGGER_FIRED_BY_UPDATE(ev)) && old_rows == nullptr)
+			ereport(ERROR,
+			        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			         errmsg("counters.capture() on \"%s\" needs REFERENCING OLD TABLE", RelationGetRelationName(rel)),
+			         errhint("Re-create the triggers with counters.attach().")));
+		CountTransitionTables(rel, sc, old_rows, new_rows);
+	}
+	UnpinSettings(level);
+}
+
+} // namespace
+
+/*
+ * counters_target_key: a row of an existing table that keeps counter-cache columns takes another key (an UPDATE of a
+ * key column, such as ON UPDATE CASCADE from the row it counts for). Its counter columns count for its key: they are
+ * set to the new key's values, recounted from the definition as the counter's owner (usually zeros: the cascade that
+ * follows moves the source's rows, whose deltas then add to them). Else the row would carry the old key's values to
+ * the new key, and the cascade add them again.
+ */
+static HeapTuple
+TargetKeyRow(TriggerData *td)
+{
+	Relation rel = td->tg_relation;
+	Oid relid = RelationGetRelid(rel);
+	HeapTuple old_tuple = td->tg_trigtuple;
+	HeapTuple new_tuple = td->tg_newtuple;
+	TupleDesc desc = RelationGetDescr(rel);
+	/* (fired when a key column is set at all: most such updates set it to what it was) */
+	bool changed = false;
+	for (int i = 0; i < td->tg_trigger->tgnattr && !changed; i++) {
+		AttrNumber attnum = td->tg_trigger->tgattr[i];
+		bool old_null, new_null;
+		Datum a = heap_getattr(old_tuple, attnum, desc, &old_null);
+		Datum b = heap_getattr(new_tuple, attnum, desc, &new_null);
+		Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
+		changed = old_null != new_null || (!old_null && !datumIsEqual(a, b, att->attbyval, att->attlen));
+	}
+	if (!changed)
+		return new_tuple;
+	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
+	Datum *values = (Datum *)palloc0(sizeof(Datum) * desc->natts);
+	bool *nulls = (bool *)palloc0(sizeof(bool) * desc->natts);
+	bool *replace = (bool *)palloc0(sizeof(bool) * desc->natts);
+	ListCell *lc;
+	foreach (lc, ReadCatalogOfRelation(relid)) {
+		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		if (e->owns_target || e->target != relid)
+			continue;
+		Oid owner = CounterOwner(e);
+		CounterDef *def = AnalyzeView(e->name, e->query, owner);
+		Datum *keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
+		char *key_nulls = (char *)palloc(sizeof(char) * def->nkeys);
+		Oid *types = (Oid *)palloc(sizeof(Oid) * def->nkeys);
+		bool moved = false;
+		for (int k = 0; k < def->nkeys; k++) {
+			AttrNumber attnum = get_attnum(relid, def->keys[k].column_name);
+			bool old_null, new_null;
+			Datum a = heap_getattr(old_tuple, attnum, desc, &old_null);
+			keys[k] = heap_getattr(new_tuple, attnum, desc, &new_null);
+			key_nulls[k] = new_null ? 'n' : ' ';
+			types[k] = def->keys[k].type;
+			Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
+			moved |= old_null != new_null || (!old_null && !datumIsEqual(a, keys[k], att->attbyval, att->attlen));
+		}
+		if (!moved)
+			continue;
+		MemoryContext caller = CurrentMemoryContext;
+		SpiConnect();
+		OwnerScope scope;
+		EnterOwner(&scope, owner, PIN_ROW_SECURITY);
+		SPIPlanPtr plan = SPI_prepare(KeyRecountStatement(def, e->query, relid), def->nkeys, types);
+		if (plan == nullptr)
+			elog(ERROR, "counters: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		/* (the latest snapshot: the source's rows as committed, and as this transaction left them) */
+		Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+		int ret = SPI_execute_snapshot(plan, keys, key_nulls, latest, InvalidSnapshot, true, false, 1);
+		UnregisterSnapshot(latest);
+		LeaveOwner(&scope);
+		if (ret != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "counters: recounting counter \"%s\" for a row's new key failed: %s", e->name,
+			     SPI_result_code_string(ret));
+		for (int v = 0; v < def->nvalues; v++) {
+			AttrNumber attnum = get_attnum(relid, def->values[v].column_name);
+			Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
+			bool isnull;
+			Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, v + 1, &isnull);
+			MemoryContext old = MemoryContextSwitchTo(caller);
+			values[attnum - 1] = isnull ? (Datum)0 : datumCopy(d, att->attbyval, att->attlen);
+			MemoryContextSwitchTo(old);
+			nulls[attnum - 1] = isnull;
+			replace[attnum - 1] = true;
+		}
+		SPI_finish();
+	}
+	UnpinSettings(level);
+	return heap_modify_tuple(new_tuple, desc, values, nulls, replace);
+}
+
+HeapTuple
+Fire(TriggerData *td)
+{
+	TriggerEvent ev = td->tg_event;
+	Role role = RoleOf(td->tg_trigger->tgname);
+	if (TRIGGER_FIRED_FOR_ROW(ev)) {
+		if (role == Role::Sink && TRIGGER_FIRED_BEFORE(ev) && TRIGGER_FIRED_BY_INSERT(ev)) {
+			SinkRow(td);
+			return nullptr; /* (the row is not stored) */
+		}
+		if (role == Role::TargetKey && TRIGGER_FIRED_BEFORE(ev) && TRIGGER_FIRED_BY_UPDATE(ev))
+			return TargetKeyRow(td);
+		if (role == Role::ParentRow && TRIGGER_FIRED_AFTER(ev) && !TRIGGER_FIRED_BY_INSERT(ev)) {
+			ParentRow(td);
+			return nullptr;
+		}
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("counters.capture() must be fired FOR EACH STATEMENT"),
+		                errhint("Re-create the triggers with counters.attach().")));
+	}
+	Capture(td, role);
+	return nullptr;
+}
+
+void
+InitCapture()
+{
+	InitFrames();
+	InitDecisions();
+	RegisterXactCallback(SinkXactCallback, nullptr);
+	RegisterSubXactCallback(SinkSubXactCallback, nullptr);
+}
+
+/*
+ * What a sink cannot keep: checks that need stored rows (a foreign key, row-level security's WITH CHECK), columns
+ * computed after BEFORE triggers.
+ */
+void
+RequireSinkShape(Relation rel)
+{
+	const char *name = QualifiedName(RelationGetRelid(rel));
+	if (rel->rd_rel->relrowsecurity)
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("table %s cannot be a sink: it has row-level security enabled", name),
+		         errdetail("Policies check the rows a statement stores; the rows of a sink are never stored, so a "
+		                   "writer could count rows the policies refuse."),
+		         errhint("Disable row-level security on it (ALTER TABLE %s DISABLE ROW LEVEL SECURITY).", name)));
+	if (RelationGetFKeyList(rel) != NIL)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("table %s cannot be a sink: it has a foreign key", name),
+		                errdetail("A foreign key is checked on stored rows; the rows of a sink are never stored, so "
+		                          "it would not be checked."),
+		                errhint("Drop the constraint (Django: ForeignKey(..., db_constraint=False)).")));
+	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < desc->natts; i++) {
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		if (!att->attisdropped && att->attgenerated != '\0')
+			ereport(
+			    ERROR,
+			    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			     errmsg("table %s cannot be a sink: column \"%s\" is a generated column", name, NameStr(att->attname)),
+			     errdetail("Generated columns are computed after the BEFORE triggers, where a sink counts rows."),
+			     errhint("Count the expression in the counter's definition instead.")));
+	}
+}
+
+} // namespace counters

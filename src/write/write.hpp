@@ -1,0 +1,382 @@
+/*
+ * write.hpp: the hot write path -- one statement's way from rows to counters:
+ *
+ *   trigger.cpp           which trigger role fired, and what each does: a statement, a sink's rows (counted at the
+ *                         statement's end, never stored), a parent's write, a counter-cache key
+ *   capture.cpp           rows of the statement's transition tables -> each counter's deltas (the universal formula),
+ *                         collected across the statement's events in one frame
+ *   compile.cpp           a counter's executable form in this backend, cached and invalidated; its plans
+ *   delta.cpp             the delta table of one counter: summed deltas per key
+ *   apply.cpp             the deltas -> the counter's relation, keys in sorted order, one path per ApplyMode
+ *   direct.cpp            ... adding to existing rows without the executor
+ *   decide.cpp            what a new value decides: bounds (an error), thresholds crossed (events, callbacks)
+ *   windows.cpp           thresholds on sliding-window sums
+ *   write_statements.cpp  the statements they run
+ */
+#pragma once
+
+#include "model/model.hpp"
+
+extern "C" {
+#include "nodes/execnodes.h"
+#include "utils/tuplestore.h"
+}
+
+namespace counters {
+
+/* The prepared statements of a counter (write_statements.cpp writes them, compile.cpp prepares those a mode has). */
+enum Plan {
+	PLAN_APPLY,       /* one key: upsert (exact, sharded), UPDATE (target), INSERT (log) */
+	PLAN_BULK,        /* many keys passed as arrays, in order (exact, log; none if a key type has no array type) */
+	PLAN_UPDATE,      /* add to an existing row of one key (exact, when the table has CHECK constraints) */
+	PLAN_DELETE,      /* delete an all-zero row by ctid (exact, sharded) */
+	PLAN_BULK_DELETE, /* delete all-zero rows by ctid array (exact) */
+	PLAN_TRUNCATE,    /* empty the counter (exact, log, sharded) or zero its columns (target) */
+	NUM_PLANS
+};
+
+/* A counter's window (counters.set_window_thresholds), as its catalog row has it. */
+struct WindowConfig {
+	char *bucket; /* key column */
+	char *width;  /* interval, as text */
+	int ncolumns;
+	char **columns;
+	Datum *thresholds; /* numeric[] */
+	Oid *callbacks;
+	bool *callback_missing; /* a callback was set but no longer exists */
+	Oid crossings;          /* the counter's table of which thresholds each prefix is at or above, as announced */
+};
+
+/* The compiled, per-backend form of one counter. */
+struct CompiledCounter {
+	CounterDef *def;
+	ApplyMode mode;
+	Oid target; /* the relation users read: counter table, existing target, or (log mode) the totals+log view */
+	Oid query;  /* the definition view */
+	/*
+	 * Where this backend writes deltas -- the one place that decides it: the counter table, the existing target,
+	 * the log or the slots (WriteRelation in compile.cpp). `totals` is the log and sharded modes' folded table.
+	 */
+	Oid write_rel;
+	Oid totals;
+	int max_slots;          /* sharded mode: write_rel holds up to max_slots rows per key, */
+	AttrNumber slot_attnum; /* numbered in this column */
+	Oid owner;              /* owner of write_rel: deltas are applied, definitions evaluated, with its privileges */
+	/* per key: comparison, hashing and equality support */
+	FmgrInfo *key_cmp;
+	FmgrInfo *key_hash;
+	FmgrInfo *key_eq;
+	bool *key_fast; /* integer-like pass-by-value type: hash and compare the Datum itself */
+	int16 *key_typlen;
+	bool *key_byval;
+	char *key_typalign;
+	const char **key_columns; /* column names in write_rel */
+	const char **value_columns;
+	AttrNumber *key_attnums; /* their attribute numbers (tables created by create_counter; else NULL) */
+	bool *key_digested;      /* keys write_rel's key index has by their digest (KeyDigest), NULL: none */
+	AttrNumber *value_attnums;
+	/* counters.set_bounds: per value column, numeric bounds (has_min/has_max say which are set); NULL if none */
+	bool *has_min;
+	bool *has_max;
+	Datum *min;
+	Datum *max;
+	/*
+	 * counters.set_thresholds: per value column, sorted numeric thresholds, the step of its repeating thresholds
+	 * (numeric; (Datum)0 if none) and a callback (InvalidOid if none)
+	 */
+	bool has_thresholds;
+	int *nthresholds;
+	Datum **thresholds;
+	Datum *every;
+	Oid *callbacks;
+	bool *callback_missing; /* a callback was set but no longer exists */
+	/* counters.set_retention: deltas to buckets older than now() - keep are dropped (-1: no retention) */
+	int retention_key;
+	Datum retention_keep;       /* interval */
+	Oid key_index;              /* the unique index on the key columns, found by the first DirectBegin */
+	int *key_of_column;         /* its columns' key numbers; NULL until then */
+	RegProcedure *key_eq_procs; /* its columns' equality functions (for index key_eq_index); NULL until needed */
+	Oid key_eq_index;
+	SPIPlanPtr plans[NUM_PLANS];
+	const char *touch_column;   /* counter-cache counters: a timestamp column of the target set when values change */
+	bool has_check;             /* write_rel has CHECK constraints */
+	bool keep_zero;             /* counters.set_keep_zero: rows whose values are all zero stay */
+	int window_bucket;          /* counters.set_window_thresholds: the window's bucket key (-1: no window) */
+	WindowConfig *window;       /* ... and the window (NULL: none) */
+	SPIPlanPtr window_plans[2]; /* the window sums of the prefixes written, what changed (prepared when first used) */
+	SPIPlanPtr parent_plan;     /* a counter through a parent row: its parents by key (prepared when first used) */
+	SPIPlanPtr child_plan;      /* ... and the source's rows by key (when a parent's write first counts them) */
+	bool has_rls;               /* ... has row-level security enabled */
+};
+
+/* A prepared statement's text and parameter types. */
+struct PlanStatement {
+	char *sql;
+	int nargs;
+	Oid *argtypes;
+};
+/* The text of plan `plan` of counter `c` (write_statements.cpp), or sql = NULL when its mode has none. */
+PlanStatement ApplyStatement(const CompiledCounter *c, Plan plan);
+
+/*
+ * Adding deltas to existing rows of a counter table without the executor (direct.cpp). DirectBegin returns NULL
+ * when the counter's table needs the SPI upsert (see direct.cpp); DirectAdd takes the keys then the deltas (int8 or
+ * numeric) in `params` and reports Missing when the key has no row, for the caller to insert it (sharded mode: no
+ * slot row it could lock without waiting; *free_slot says which slot to insert, or wait for).
+ */
+struct DirectTarget;
+enum class DirectResult { Applied, Missing };
+DirectTarget *DirectBegin(CompiledCounter *c);
+DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot);
+/* Whether rows were written: the caller makes them visible (CommandCounterIncrement) before reading them again. */
+bool DirectEnd(DirectTarget *d);
+
+/* All counters fed by one relation (a source table or one of its partitions), in name order. */
+struct SourceCounters {
+	Oid relid;  /* the relation the trigger fired on */
+	Oid source; /* the declared source (the partitioned root when relid is a partition) */
+	bool valid;
+	MemoryContext cxt;
+	int ncounters;
+	CompiledCounter *counters;
+};
+
+/* Look up (building when needed) the counters fed by relation `relid`. Never returns NULL. */
+SourceCounters *GetSourceCounters(Oid relid);
+/* ... and the counters through a parent row whose parent is `relid` (their source is another table). */
+SourceCounters *GetParentCounters(Oid relid);
+
+/* Register the relcache invalidation callback (from _PG_init). */
+void InitCache();
+
+/*
+ * counters.capture(), the trigger function of every trigger counters creates (trigger.cpp): the role of the trigger
+ * that fired, from its name, decides what it does. Returns the row a row trigger returns (NULL for a sink's row: it
+ * is not stored).
+ */
+HeapTuple Fire(TriggerData *td);
+void InitCapture();
+/* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
+void CountRelationRows(Relation rel, Oid source, int sign);
+
+/*
+ * Raise check_violation (23514) if value column `v` of counter `c` would become `value` (of type `type`: an integer
+ * type or numeric) outside its bounds for the key in keys/nulls ('n' = NULL, as SPI takes them).
+ */
+void CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, const char *key_nulls);
+/*
+ * Note every threshold of value column `v` that its value crossed, now `value` (of type `type`) after adding
+ * `delta` (int8 or numeric as the column accumulates); they are announced once the statement's deltas are applied.
+ */
+void NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Datum *keys, const char *key_nulls);
+/*
+ * Whether a write knows the counter's value (exact and counter-cache counters): thresholds are crossed at write time.
+ * Log and sharded counters cross them when compaction folds their pending rows (maintain.cpp).
+ */
+inline bool
+CrossesAtWrite(const CompiledCounter *c)
+{
+	return c->mode == ApplyMode::Exact || c->mode == ApplyMode::Target;
+}
+/*
+ * A function that can be a threshold callback, not returning a set: (text, jsonb, text, numeric, numeric, numeric,
+ * text), or the same followed by (numeric, numeric), which also take the step of repeating thresholds and the number
+ * of multiples crossed.
+ */
+bool IsThresholdCallback(Oid proc);
+/* An integer or numeric value as numeric. */
+Datum ToNumeric(Datum value, Oid type);
+/*
+ * A key as jsonb, {"<name>": value, ...}, as jsonb_build_object renders it: inside the owner's scope only (a cast to
+ * json of a key's type, which a role may create, is the owner's code to run).
+ */
+Datum RenderKey(Oid owner, int n, const char *const *names, const Datum *values, const bool *nulls, const Oid *types);
+
+/* Counters through a parent row: (key as int8, whole row) of the parents whose key is in the int8[] $1, locked FOR
+ * SHARE; and of the source's rows whose key column is in $1. */
+char *ParentRowsStatement(const CounterDef *def);
+char *ChildRowsStatement(const CounterDef *def);
+
+/* The recount counters_target_key runs for a row that takes another key (trigger.cpp). */
+char *KeyRecountStatement(const CounterDef *def, Oid view, Oid target);
+
+/* 0A000 if sink `rel` has what a sink cannot keep: a foreign key, row-level security, a generated column. */
+void RequireSinkShape(Relation rel);
+
+/*
+ * Window thresholds on a statement's write (windows.cpp): the prefixes (keys but the bucket, one array per key column)
+ * of its deltas `entries` (NULL: a key type has no array type), checked once the deltas are applied (SPI connected);
+ * CheckWindows: every counter's windows (or one's).
+ */
+int64 CheckWindows(const char *name);
+struct DeltaEntry;
+Datum *WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n);
+void CheckWrittenWindows(CompiledCounter *c, Datum *prefixes);
+/* A counter's window from its catalog row (in CurrentMemoryContext; NULL: none). */
+WindowConfig *ReadWindow(const CatalogEntry *e);
+/* The window sums of counter `c`'s value columns `columns` per prefix (written: of the prefixes in arrays $1...). */
+char *WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w, bool written);
+/* Record in `crossings` which thresholds each prefix's window sum reached; the crossings, to announce. */
+char *WindowStateStatement(Oid crossings);
+
+/* counters.statement_memory: deltas held per statement before they are applied in a batch (kB). */
+extern int statement_memory_kb;
+
+/* A key of a counter: one value and null flag per key column, in definition order; the flags follow the values. */
+struct DeltaKey {
+	Datum *values;
+	bool *nulls; /* == (bool *)(values + nkeys) */
+};
+
+/*
+ * The summed delta of one key of one counter: 16 bytes in the hash table, pointing into one block of the delta
+ * context laid out as
+ *
+ *     int128 ints[nvalues] | Datum numerics[nvalues] | Datum key[nkeys] | bool nulls[nkeys]
+ *
+ * Int64 columns sum in `ints` (128-bit: intermediate sums may exceed bigint), Numeric columns in `numerics` (NULL
+ * datum = zero).
+ */
+struct DeltaEntry {
+	Datum *key; /* the key's values */
+	uint32 hash;
+	char status; /* (the hash table's) */
+
+	bool *
+	KeyNulls(int nkeys) const
+	{
+		return (bool *)(key + nkeys);
+	}
+	Datum *
+	Numerics(int nvalues) const
+	{
+		return key - nvalues;
+	}
+	int128 *
+	Ints(int nvalues) const
+	{
+		return (int128 *)((char *)key - nvalues * (sizeof(int128) + sizeof(Datum)));
+	}
+};
+
+struct deltas_hash; /* delta.cpp: a simplehash table of DeltaEntry */
+
+/* One counter's state during a statement. */
+struct CounterRun {
+	CompiledCounter *c;
+	ExprState *quals;
+	ExprState **key_exprs;
+	ExprState **arg_exprs;
+	ExprState **filter_exprs;
+	DeltaKey row_key;        /* the key of the row being counted */
+	MemoryContext delta_cxt; /* the deltas (shared by the counters of one source) */
+	deltas_hash *deltas;
+	char *arena; /* the entries' keys and sums are carved from blocks of delta_cxt */
+	Size arena_left;
+	/*
+	 * A counter through a parent row (def->parent): the parent rows of the rows being counted, by key (int64 -> a
+	 * HeapTuple of the parent), the slot the expressions read the parent from (INNER_VAR), and a parent row given
+	 * instead (when the parent's own write counts its children).
+	 */
+	HTAB *parents;
+	TupleTableSlot *parent_slot;
+	HeapTuple fixed_parent;
+	Bitmapset *parent_attrs;    /* the parent's columns it reads (offset by FirstLowInvalidHeapAttributeNumber) */
+	TupleTableSlot *child_slot; /* the source's rows, when the parent's write counts its children */
+};
+
+/* delta.cpp */
+void DeltaStart(CounterRun *r);           /* a new, empty table in r->delta_cxt */
+DeltaEntry *DeltaOfRowKey(CounterRun *r); /* r->row_key's entry, added (with a copy of the key) if new */
+void DeltaAddNumeric(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value);
+uint32 DeltaCount(const CounterRun *r);
+DeltaEntry **NonzeroDeltas(CounterRun *r, uint32 *n);           /* in no particular order */
+void SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n); /* by key, in the keys' btree order, NULLS LAST */
+bool DeltaIsZero(const CounterDef *def, const DeltaEntry *e);
+int64 TakeInt64(const CounterDef *def, DeltaEntry *e, int v);
+Datum TakeNumeric(const CounterDef *def, DeltaEntry *e, int v, Datum zero);
+
+/* apply.cpp: apply the deltas of `n` counters in the order given, then announce their threshold crossings. */
+void ApplyCounters(CounterRun **list, int n);
+
+/*
+ * decide.cpp (CheckBounds and NoteCrossings are declared above: direct.cpp decides too). Crossings noted
+ * while a statement's deltas are applied are collected in a list of their own: StartCrossings opens it and returns
+ * the enclosing one (a callback's statement collects its own), TakeCrossings closes it, returning its crossings and
+ * putting the enclosing list back.
+ */
+List *StartCrossings();
+List *TakeCrossings(List *enclosing);
+void AnnounceCrossings(List *crossings);
+/*
+ * The one announcer of crossings -- listed, repeating and window thresholds: NOTIFY "counters.<counter>" naming the
+ * counter and `column` (NotifyCrossing), then the column's callback (InvalidOid: none; missing: set, but gone, which
+ * is an error), as the owner: PrepareCallback checks it (kind: "threshold" or "window", for messages) and says
+ * whether there is one to call, InvokeCallback calls it inside the owner's scope with the crossing's fields (counter,
+ * key, column, old, new, threshold, direction, every, crossed; nulls[] per field).
+ */
+void NotifyCrossing(const char *counter, const char *column);
+bool PrepareCallback(const CompiledCounter *c, const char *kind, const char *column, Oid callback, bool missing,
+                     FmgrInfo *flinfo);
+void InvokeCallback(const CompiledCounter *c, FmgrInfo *flinfo, const Datum *fields, const bool *nulls);
+void InitDecisions();
+
+/*
+ * One statement's run over the counters of one source (capture.cpp), shared with the trigger roles (trigger.cpp):
+ * StatementRun is the statement frame's run of `sc`'s source (started by its first event), or outside any frame a run
+ * of its own, which EndStatementRun applies at once; StatementCommand is the command whose writes the statement made.
+ * StartRun and FinishRun make and apply a run of their own; a RowReader turns rows of the source (or a partition)
+ * into the slot the definitions read; CountTuplestores counts a statement's old (-1) and new (+1) rows, CountSlot one
+ * row, CountRowFor one row for one counter; InitFrames installs the executor and utility hooks that open frames.
+ */
+struct Run {
+	Oid source;              /* the source whose counters these are */
+	MemoryContext cxt;       /* compiled expressions of this statement */
+	MemoryContext delta_cxt; /* the deltas: reset whenever they are applied */
+	uint64 rows;
+	ExprContext *econtext;
+	int ncounters;
+	CounterRun *runs;
+	int64 *row_ints; /* scratch contributions of one row */
+	Datum *row_numerics;
+	bool *row_present;
+	int counting;  /* the counter whose definition is being evaluated on a row, or -1 */
+	bool has_join; /* a counter through a parent row is among runs */
+};
+
+/* A parent row of a counter through a parent row, by key. */
+struct ParentEntry {
+	int64 key;
+	HeapTuple tuple;
+};
+
+/* Slots to read rows of `rel` and, for a partition, to convert them to the source's row type. */
+struct RowReader {
+	TupleTableSlot *slot;      /* rows as stored in rel */
+	TupleTableSlot *root_slot; /* rows as the source sees them (== slot unless converting) */
+	AttrMap *map;
+};
+
+Run *StatementRun(SourceCounters *sc);
+void EndStatementRun(Run *run);
+CommandId StatementCommand();
+Run *StartRun(SourceCounters *sc, MemoryContext parent);
+void FinishRun(Run *run);
+void InitReader(RowReader *rd, Relation rel, Oid source, const TupleTableSlotOps *ops);
+void DropReader(RowReader *rd);
+void CountSlot(Run *run, RowReader *rd, int sign);
+void CountTuplestores(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
+void CountRowFor(Run *run, CounterRun *r, int sign);
+void PushCountContext(ErrorContextCallback *context, Run *run);
+/* An int2, int4 or int8 join key as int64; qsort's comparison of int64 keys. */
+int64 IntegerDatum(Oid type, Datum d);
+int CompareInt64(const void *a, const void *b);
+/*
+ * Counters through a parent row: a transaction-level lock on each key of `parent` (parent_side: the parent's own write
+ * of its rows with those keys; else a child written to those keys), so that a parent row and the children written to
+ * it meanwhile see each other.
+ */
+void LockParentKeys(Oid parent, const int64 *keys, int n, bool parent_side);
+void InitFrames();
+
+} // namespace counters
