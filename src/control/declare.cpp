@@ -314,7 +314,7 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	 * it, pg_dump dumps it as SQL, and selecting from it recomputes the counter from scratch. (Its names resolve as
 	 * they did when it was parsed above.)
 	 */
-	const char *view_name = psprintf("%s_definition", name);
+	const char *view_name = DefinitionViewName(name);
 	int ret = SPI_execute(CreateViewStatement(schema, view_name, definition), false, 0);
 	if (ret != SPI_OK_UTILITY)
 		elog(ERROR, "counters: creating the definition view failed: %s", SPI_result_code_string(ret));

@@ -228,11 +228,8 @@ WithThresholds(const CatalogEntry *e)
 {
 	if (CurrentOptions(e->name)->nthresholds == 0)
 		return nullptr;
-	SourceCounters *sc = GetSourceCounters(e->source);
-	for (int i = 0; i < sc->ncounters; i++)
-		if (strcmp(sc->counters[i].def->name, e->name) == 0)
-			return sc->counters[i].has_thresholds ? &sc->counters[i] : nullptr;
-	return nullptr;
+	CompiledCounter *c = CompiledOf(e);
+	return c->has_thresholds ? c : nullptr;
 }
 
 /*

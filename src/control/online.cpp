@@ -162,7 +162,7 @@ RenameCounter(const char *from, const char *to)
 	OwnerScope as;
 	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
 	SpiConnect();
-	RenameWithIndexes(e->query, psprintf("%s_definition", to), from, to);
+	RenameWithIndexes(e->query, DefinitionViewName(to), from, to);
 	RenameWithIndexes(e->target, to, from, to);
 	if (e->mode != Mode::Exact) {
 		RenameWithIndexes(e->totals, DerivedName(to, "_totals"), from, to);

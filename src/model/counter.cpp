@@ -593,6 +593,12 @@ CreatedRelations(const CatalogEntry *e, CreatedRelation *out)
 }
 
 char *
+DefinitionViewName(const char *counter)
+{
+	return psprintf("%s_definition", counter);
+}
+
+char *
 DerivedName(const char *base, const char *suffix)
 {
 	int room = NAMEDATALEN - 1 - (int)strlen(suffix);

@@ -316,6 +316,8 @@ Oid ColumnType(const CounterDef *def, int i);
  */
 void ColumnsByPosition(const CounterDef *def, Oid rel, const char ***names, AttrNumber **attnums);
 /* Names derived from a counter: "<base>_<suffix>", shortened to an identifier; a definition column's name. */
+/* "<counter>_definition", the definition view (COUNTER_NAME_MAX_BYTES leaves room for the suffix). */
+char *DefinitionViewName(const char *counter);
 char *DerivedName(const char *base, const char *suffix);
 const char *ColumnName(const CounterDef *def, int i);
 

@@ -451,15 +451,9 @@ ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
 	/* (row-level security that would hide a parent makes this fail, rather than count its rows as orphans) */
 	OwnerScope owner;
 	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
-	if (r->c->parent_plan == nullptr) {
-		/* (a generic plan: an index probe per key, whatever the number of keys) */
-		SPIPlanPtr plan = SPI_prepare_cursor(ParentRowsStatement(def), 1, argtypes, CURSOR_OPT_GENERIC_PLAN);
-		if (plan == nullptr || SPI_keepplan(plan) != 0)
-			elog(ERROR, "counters: preparing the parents of counter \"%s\" failed", def->name);
-		r->c->parent_plan = plan;
-	}
 	Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
-	int ret = SPI_execute_snapshot(r->c->parent_plan, &array, nullptr, latest, InvalidSnapshot, false, false, 0);
+	int ret = SPI_execute_snapshot(FetchPlan(r->c, PLAN_PARENT_ROWS, 1, argtypes), &array, nullptr, latest,
+	                               InvalidSnapshot, false, false, 0);
 	UnregisterSnapshot(latest);
 	LeaveOwner(&owner);
 	if (ret != SPI_OK_SELECT)

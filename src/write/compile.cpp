@@ -84,19 +84,6 @@ FreePlans(CompiledCounter *counters, int n)
 				SPI_freeplan(counters[i].plans[p]);
 			counters[i].plans[p] = nullptr;
 		}
-	for (int i = 0; i < n; i++) {
-		for (int p = 0; p < 2; p++) {
-			if (counters[i].window_plans[p] != nullptr)
-				SPI_freeplan(counters[i].window_plans[p]);
-			counters[i].window_plans[p] = nullptr;
-		}
-		if (counters[i].parent_plan != nullptr)
-			SPI_freeplan(counters[i].parent_plan);
-		counters[i].parent_plan = nullptr;
-		if (counters[i].child_plan != nullptr)
-			SPI_freeplan(counters[i].child_plan);
-		counters[i].child_plan = nullptr;
-	}
 }
 
 /*
@@ -246,11 +233,47 @@ ResolveColumns(CompiledCounter *c)
 	table_close(rel, AccessShareLock);
 }
 
+} // namespace
+
+SPIPlanPtr
+FetchPlan(CompiledCounter *c, Plan plan, int nargs, Oid *argtypes)
+{
+	if (c->plans[plan] != nullptr)
+		return c->plans[plan];
+	RequireOwnerScope(c->owner);
+	const char *sql;
+	switch (plan) {
+	case PLAN_WINDOW_SUMS:
+		sql = WindowSumsStatement(c, c->window_bucket, c->window, true);
+		break;
+	case PLAN_WINDOW_STATE:
+		sql = WindowStateStatement(c->window->crossings);
+		break;
+	case PLAN_PARENT_ROWS:
+		sql = ParentRowsStatement(c->def);
+		break;
+	case PLAN_CHILD_ROWS:
+		sql = ChildRowsStatement(c->def);
+		break;
+	default:
+		elog(ERROR, "counters: plan %d of counter \"%s\" is prepared when it is compiled", (int)plan, c->def->name);
+	}
+	/* (a generic plan: re-planned per statement, it would cost more than it runs; an index probe per key) */
+	SPIPlanPtr prepared = SPI_prepare_cursor(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+	if (prepared == nullptr || SPI_keepplan(prepared) != 0)
+		elog(ERROR, "counters: preparing a statement of counter \"%s\" failed: %s", c->def->name,
+		     SPI_result_code_string(SPI_result));
+	c->plans[plan] = prepared;
+	return prepared;
+}
+
+namespace {
+
 /* Prepare the statements that apply deltas to counter `c` (those its mode has). */
 void
 PreparePlans(CompiledCounter *c)
 {
-	for (int p = 0; p < NUM_PLANS; p++) {
+	for (int p = 0; p < NUM_APPLY_PLANS; p++) {
 		PlanStatement st = ApplyStatement(c, (Plan)p);
 		if (st.sql != nullptr)
 			c->plans[p] = PrepareKept(c->owner, st.sql, st.nargs, st.argtypes);
@@ -511,6 +534,17 @@ SourceCounters *
 GetParentCounters(Oid relid)
 {
 	return GetEntry(&parent_cache, relid, true);
+}
+
+CompiledCounter *
+CompiledOf(const CatalogEntry *e)
+{
+	SourceCounters *sc = GetSourceCounters(e->source);
+	for (int i = 0; i < sc->ncounters; i++)
+		if (strcmp(sc->counters[i].def->name, e->name) == 0)
+			return &sc->counters[i];
+	elog(ERROR, "counters: counter \"%s\" is not compiled for its source", e->name);
+	pg_unreachable();
 }
 
 } // namespace counters

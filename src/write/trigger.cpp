@@ -349,17 +349,11 @@ CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, HTA
 	SpiConnect();
 	OwnerScope owner;
 	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
-	if (r->c->child_plan == nullptr) {
-		/* (a generic plan: an index probe per key, however many keys) */
-		Oid argtypes[1] = {INT8ARRAYOID};
-		SPIPlanPtr plan = SPI_prepare_cursor(ChildRowsStatement(def), 1, argtypes, CURSOR_OPT_GENERIC_PLAN);
-		if (plan == nullptr || SPI_keepplan(plan) != 0)
-			elog(ERROR, "counters: preparing the rows of counter \"%s\" failed", def->name);
-		r->c->child_plan = plan;
-	}
+	Oid argtypes[1] = {INT8ARRAYOID};
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 	snapshot->curcid = cid;
-	int ret = SPI_execute_snapshot(r->c->child_plan, &array, nullptr, snapshot, InvalidSnapshot, true, false, 0);
+	int ret = SPI_execute_snapshot(FetchPlan(r->c, PLAN_CHILD_ROWS, 1, argtypes), &array, nullptr, snapshot,
+	                               InvalidSnapshot, true, false, 0);
 	UnregisterSnapshot(snapshot);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading the rows of counter \"%s\" failed: %s", def->name, SPI_result_code_string(ret));

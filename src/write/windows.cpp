@@ -117,18 +117,11 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 	EnterOwner(&owner, c->owner, 0);
 	int ret;
 	if (prefixes != nullptr) {
-		if (c->window_plans[0] == nullptr) {
-			/* (a generic plan: re-planned per statement, it would cost more than it runs) */
-			SPIPlanPtr plan =
-			    SPI_prepare_cursor(WindowSumsStatement(c, bucket, w, true), nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
-			if (plan == nullptr || SPI_keepplan(plan) != 0)
-				elog(ERROR, "counters: preparing the window sums of counter \"%s\" failed", c->def->name);
-			c->window_plans[0] = plan;
-		}
 		/* (the latest snapshot, and this command's writes: what others committed to the prefix's other buckets) */
 		Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
 		latest->curcid = GetCurrentCommandId(false);
-		ret = SPI_execute_snapshot(c->window_plans[0], args, nullptr, latest, InvalidSnapshot, true, false, 0);
+		ret = SPI_execute_snapshot(FetchPlan(c, PLAN_WINDOW_SUMS, nargs, argtypes), args, nullptr, latest,
+		                           InvalidSnapshot, true, false, 0);
 		UnregisterSnapshot(latest);
 	} else
 		ret = QueryLatest(WindowSumsStatement(c, bucket, w, false), nargs, argtypes, args, nullptr, false);
@@ -156,14 +149,7 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 		    PointerGetDatum(construct_array(values, (int)nrows, NUMERICOID, -1, false, TYPALIGN_INT)), w->thresholds[i],
 		    BoolGetDatum(prefixes == nullptr)};
 		EnterOwner(&owner, c->owner, 0);
-		if (c->window_plans[1] == nullptr) {
-			SPIPlanPtr plan =
-			    SPI_prepare_cursor(WindowStateStatement(w->crossings), 5, state_types, CURSOR_OPT_GENERIC_PLAN);
-			if (plan == nullptr || SPI_keepplan(plan) != 0)
-				elog(ERROR, "counters: preparing the window state of counter \"%s\" failed", c->def->name);
-			c->window_plans[1] = plan;
-		}
-		ret = SPI_execute_plan(c->window_plans[1], state_args, nullptr, false, 0);
+		ret = SPI_execute_plan(FetchPlan(c, PLAN_WINDOW_STATE, 5, state_types), state_args, nullptr, false, 0);
 		LeaveOwner(&owner);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "counters: window state of counter \"%s\" failed: %s", c->def->name,
@@ -195,17 +181,6 @@ Check(CompiledCounter *c, const WindowConfig *w, Datum *prefixes)
 		}
 	}
 	return announced;
-}
-
-CompiledCounter *
-Compiled(const CatalogEntry *e)
-{
-	SourceCounters *sc = GetSourceCounters(e->source);
-	for (int i = 0; i < sc->ncounters; i++)
-		if (strcmp(sc->counters[i].def->name, e->name) == 0)
-			return &sc->counters[i];
-	elog(ERROR, "counters: counter \"%s\" is not compiled for its source", e->name);
-	pg_unreachable();
 }
 
 } // namespace
@@ -254,7 +229,7 @@ CheckWindows(const char *name)
 				RequireMaintainer(e);
 			continue;
 		}
-		CompiledCounter *c = Compiled(e);
+		CompiledCounter *c = CompiledOf(e);
 		WindowConfig *w = c->window;
 		if (w == nullptr)
 			continue;

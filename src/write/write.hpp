@@ -24,7 +24,11 @@ extern "C" {
 
 namespace counters {
 
-/* The prepared statements of a counter (write_statements.cpp writes them, compile.cpp prepares those a mode has). */
+/*
+ * The prepared statements of a counter (write_statements.cpp writes them; compile.cpp prepares them and keeps them
+ * with the compiled counter). The statements that apply deltas are prepared when the counter is compiled, those its
+ * mode has; the others when first used (FetchPlan).
+ */
 enum Plan {
 	PLAN_APPLY,       /* one key: upsert (exact, sharded), UPDATE (target), INSERT (log) */
 	PLAN_BULK,        /* many keys passed as arrays, in order (exact, log; none if a key type has no array type) */
@@ -32,9 +36,13 @@ enum Plan {
 	PLAN_DELETE,      /* delete an all-zero row by ctid (exact, sharded) */
 	PLAN_BULK_DELETE, /* delete all-zero rows by ctid array (exact) */
 	PLAN_TRUNCATE,    /* empty the counter (exact, log, sharded) or zero its columns (target) */
+	NUM_APPLY_PLANS,
+	PLAN_WINDOW_SUMS = NUM_APPLY_PLANS, /* the window sums of the prefixes a statement wrote */
+	PLAN_WINDOW_STATE,                  /* record which thresholds each prefix reached; what changed */
+	PLAN_PARENT_ROWS,                   /* a counter through a parent row: its parents by key, FOR SHARE */
+	PLAN_CHILD_ROWS,                    /* ... and the source's rows by key (a parent's write counts them) */
 	NUM_PLANS
 };
-
 /* A counter's window (counters.set_window_thresholds), as its catalog row has it. */
 struct WindowConfig {
 	char *bucket; /* key column */
@@ -98,15 +106,12 @@ struct CompiledCounter {
 	RegProcedure *key_eq_procs; /* its columns' equality functions (for index key_eq_index); NULL until needed */
 	Oid key_eq_index;
 	SPIPlanPtr plans[NUM_PLANS];
-	const char *touch_column;   /* counter-cache counters: a timestamp column of the target set when values change */
-	bool has_check;             /* write_rel has CHECK constraints */
-	bool keep_zero;             /* counters.set_keep_zero: rows whose values are all zero stay */
-	int window_bucket;          /* counters.set_window_thresholds: the window's bucket key (-1: no window) */
-	WindowConfig *window;       /* ... and the window (NULL: none) */
-	SPIPlanPtr window_plans[2]; /* the window sums of the prefixes written, what changed (prepared when first used) */
-	SPIPlanPtr parent_plan;     /* a counter through a parent row: its parents by key (prepared when first used) */
-	SPIPlanPtr child_plan;      /* ... and the source's rows by key (when a parent's write first counts them) */
-	bool has_rls;               /* ... has row-level security enabled */
+	const char *touch_column; /* counter-cache counters: a timestamp column of the target set when values change */
+	bool has_check;           /* write_rel has CHECK constraints */
+	bool keep_zero;           /* counters.set_keep_zero: rows whose values are all zero stay */
+	int window_bucket;        /* counters.set_window_thresholds: the window's bucket key (-1: no window) */
+	WindowConfig *window;     /* ... and the window (NULL: none) */
+	bool has_rls;             /* ... has row-level security enabled */
 };
 
 /* A prepared statement's text and parameter types. */
@@ -117,6 +122,11 @@ struct PlanStatement {
 };
 /* The text of plan `plan` of counter `c` (write_statements.cpp), or sql = NULL when its mode has none. */
 PlanStatement ApplyStatement(const CompiledCounter *c, Plan plan);
+/*
+ * Plan `plan` of counter `c`, prepared (a generic plan, kept with the compiled counter) when first used, with the
+ * parameter types given, inside the counter's owner's scope: the one place a counter's plans are made.
+ */
+SPIPlanPtr FetchPlan(CompiledCounter *c, Plan plan, int nargs, Oid *argtypes);
 
 /*
  * Adding deltas to existing rows of a counter table without the executor (direct.cpp). DirectBegin returns NULL
@@ -145,6 +155,8 @@ struct SourceCounters {
 SourceCounters *GetSourceCounters(Oid relid);
 /* ... and the counters through a parent row whose parent is `relid` (their source is another table). */
 SourceCounters *GetParentCounters(Oid relid);
+/* The compiled form of counter `e` in this backend (compiled now if needed). */
+CompiledCounter *CompiledOf(const CatalogEntry *e);
 
 /* Register the relcache invalidation callback (from _PG_init). */
 void InitCache();

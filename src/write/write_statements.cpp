@@ -276,8 +276,8 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 		st.nargs = 0;
 		st.sql = TruncateStatement(c);
 		break;
-	case NUM_PLANS:
-		break;
+	default:
+		break; /* (the plans FetchPlan prepares when first used) */
 	}
 	return st;
 }
