@@ -226,15 +226,7 @@ RetypeCounters(List *catalog, Oid relid, const char *column)
 			                QualifiedName(relid)),
 			         errdetail("The counter would have to be recounted in the new type, and a sink keeps no rows."),
 			         errhint("Drop the counter, change the type, and declare it again (it starts from zero).")));
-		if (retyped_cxt == nullptr) {
-			retyped_cxt = AllocSetContextCreate(TopTransactionContext, "counters retyped", ALLOCSET_SMALL_SIZES);
-			MemoryContextCallback *cb =
-			    (MemoryContextCallback *)MemoryContextAlloc(retyped_cxt, sizeof(MemoryContextCallback));
-			cb->func = ForgetRetyped;
-			cb->arg = nullptr;
-			MemoryContextRegisterResetCallback(retyped_cxt, cb);
-		}
-		MemoryContext old = MemoryContextSwitchTo(retyped_cxt);
+		MemoryContext old = MemoryContextSwitchTo(TransactionContext(&retyped_cxt, "counters retyped", ForgetRetyped));
 		Retyped *r = (Retyped *)palloc(sizeof(Retyped));
 		r->subxid = GetCurrentSubTransactionId();
 		r->saved = SaveAndDrop(e);

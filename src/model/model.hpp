@@ -390,6 +390,12 @@ List *ReadCatalogOfSource(Oid source);
 /* 25001 unless the transaction takes a new snapshot per statement: `what` locks before it reads. */
 void RequireReadCommitted(const char *what);
 
+/*
+ * What lives until the transaction ends (pending sink rows, key locks held, counters waiting to be declared again):
+ * the context in *cxt, a child of TopTransactionContext made when first needed; when the transaction's end deletes
+ * it, forget(NULL) runs, for the caller to clear *cxt and its lists.
+ */
+MemoryContext TransactionContext(MemoryContext *cxt, const char *name, void (*forget)(void *));
 /* ", " (or `sep`) before every item but the first, in a statement being built. */
 void Sep(StringInfo buf, bool *first, const char *sep = ", ");
 

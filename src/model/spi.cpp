@@ -6,6 +6,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 }
 
@@ -50,6 +51,21 @@ RequireReadCommitted(const char *what)
 		                errmsg("%s must run at READ COMMITTED, not %s", what,
 		                       IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
 		                errhint("Its lock on the source must come before the snapshot it reads with.")));
+}
+
+MemoryContext
+TransactionContext(MemoryContext *cxt, const char *name, void (*forget)(void *))
+{
+	if (*cxt == nullptr) {
+		/* (`name`: a string literal; it must live as long as the context) */
+		MemoryContext made = AllocSetContextCreateInternal(TopTransactionContext, name, ALLOCSET_DEFAULT_SIZES);
+		MemoryContextCallback *cb = (MemoryContextCallback *)MemoryContextAlloc(made, sizeof(MemoryContextCallback));
+		cb->func = forget;
+		cb->arg = nullptr;
+		MemoryContextRegisterResetCallback(made, cb);
+		*cxt = made;
+	}
+	return *cxt;
 }
 
 } // namespace counters

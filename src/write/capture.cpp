@@ -369,15 +369,7 @@ KeyLocksOf(Oid parent)
 	foreach (lc, key_locks)
 		if (((KeyLocks *)lfirst(lc))->parent == parent)
 			return (KeyLocks *)lfirst(lc);
-	if (key_locks_cxt == nullptr) {
-		key_locks_cxt = AllocSetContextCreate(TopTransactionContext, "counters key locks", ALLOCSET_SMALL_SIZES);
-		MemoryContextCallback *cb =
-		    (MemoryContextCallback *)MemoryContextAlloc(key_locks_cxt, sizeof(MemoryContextCallback));
-		cb->func = ForgetKeyLocks;
-		cb->arg = nullptr;
-		MemoryContextRegisterResetCallback(key_locks_cxt, cb);
-	}
-	MemoryContext old = MemoryContextSwitchTo(key_locks_cxt);
+	MemoryContext old = MemoryContextSwitchTo(TransactionContext(&key_locks_cxt, "counters key locks", ForgetKeyLocks));
 	KeyLocks *held = (KeyLocks *)palloc0(sizeof(KeyLocks));
 	held->parent = parent;
 	key_locks = lappend(key_locks, held);
@@ -460,22 +452,15 @@ ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
 		elog(ERROR, "counters: reading the parents of counter \"%s\" failed: %s", def->name,
 		     SPI_result_code_string(ret));
 	for (uint64 i = 0; i < SPI_processed; i++) {
-		bool isnull;
-		int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		HeapTupleHeader th =
-		    DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 		HeapTupleData tuple;
-		tuple.t_len = HeapTupleHeaderGetDatumLength(th);
-		ItemPointerSetInvalid(&tuple.t_self);
-		tuple.t_tableOid = def->parent;
-		tuple.t_data = th;
+		int64 key = KeyedRow(i, def->parent, &tuple);
 		ParentEntry *e = (ParentEntry *)hash_search(r->parents, &key, HASH_ENTER, nullptr);
 		e->tuple = (HeapTuple)MemoryContextAlloc(run->cxt, HEAPTUPLESIZE + tuple.t_len);
 		e->tuple->t_len = tuple.t_len;
 		e->tuple->t_self = tuple.t_self;
 		e->tuple->t_tableOid = tuple.t_tableOid;
 		e->tuple->t_data = (HeapTupleHeader)((char *)e->tuple + HEAPTUPLESIZE);
-		memcpy(e->tuple->t_data, th, tuple.t_len);
+		memcpy(e->tuple->t_data, tuple.t_data, tuple.t_len);
 	}
 	SPI_finish();
 }
@@ -688,6 +673,20 @@ CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_o
 		prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+}
+
+int64
+KeyedRow(uint64 i, Oid relid, HeapTupleData *tuple)
+{
+	bool isnull;
+	int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+	HeapTupleHeader th =
+	    DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	tuple->t_len = HeapTupleHeaderGetDatumLength(th);
+	ItemPointerSetInvalid(&tuple->t_self);
+	tuple->t_tableOid = relid;
+	tuple->t_data = th;
+	return key;
 }
 
 Run *

@@ -83,14 +83,7 @@ WaitingRows(Relation rel)
 		if (w->relid == RelationGetRelid(rel) && w->subxid == subxid)
 			return w;
 	}
-	if (sink_cxt == nullptr) {
-		sink_cxt = AllocSetContextCreate(TopTransactionContext, "counters sink rows", ALLOCSET_DEFAULT_SIZES);
-		MemoryContextCallback *cb =
-		    (MemoryContextCallback *)MemoryContextAlloc(sink_cxt, sizeof(MemoryContextCallback));
-		cb->func = ForgetSinkRows;
-		cb->arg = nullptr;
-		MemoryContextRegisterResetCallback(sink_cxt, cb);
-	}
+	(void)TransactionContext(&sink_cxt, "counters sink rows", ForgetSinkRows);
 	RequireSinkShape(rel); /* (once per statement: DDL may have added what a sink cannot keep) */
 	MemoryContext old = MemoryContextSwitchTo(sink_cxt);
 	SinkRows *w = (SinkRows *)palloc0(sizeof(SinkRows));
@@ -360,15 +353,8 @@ CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, HTA
 	ErrorContextCallback context;
 	PushCountContext(&context, run);
 	for (uint64 i = 0; i < SPI_processed; i++) {
-		bool isnull;
-		int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		HeapTupleHeader th =
-		    DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 		HeapTupleData child;
-		child.t_len = HeapTupleHeaderGetDatumLength(th);
-		ItemPointerSetInvalid(&child.t_self);
-		child.t_tableOid = def->source;
-		child.t_data = th;
+		int64 key = KeyedRow(i, def->source, &child);
 		HeapTuple p = parent;
 		if (p == nullptr) {
 			ParentEntry *found = (ParentEntry *)hash_search(parents, &key, HASH_FIND, nullptr);
