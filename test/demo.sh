@@ -17,29 +17,14 @@
 # changed concurrently while pgbench keeps writing, and thumbnails ranked by CTR since their last regeneration and in total. Takes
 # about a minute. Exits non-zero if any counter differs from its recount. Safe to re-run; works as root.
 set -euo pipefail
-PGVER=${PGVER:-15}
 here=$(cd "$(dirname "$0")" && pwd)
+# (PGVER, build_install and free_port)
+source "$here/lib.sh"
 export PATH=/usr/lib/postgresql/$PGVER/bin:$PATH
-
-# A port on which nothing listens (pg_virtualenv's own choice races with clusters that other runs start meanwhile).
-free_port() {
-	local p
-	for _ in $(seq 100); do
-		p=$((15000 + RANDOM % 15000))
-		[ -e "/var/run/postgresql/.s.PGSQL.$p" ] && continue
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
-		echo "$p"
-		return
-	done
-	echo "no free port found" >&2
-	return 1
-}
 
 if [ "${1:-}" != "--in-cluster" ]; then
 	cd "$here/.."
-	bash test/setup.sh
-	make -s
-	make -s install >/dev/null
+	build_install
 	# -t keeps the cluster in a temporary directory even as root, so a crashed run leaves nothing in /etc/postgresql
 	# and does not collide with another pg_virtualenv run. If the cluster cannot start (a port taken in the meantime),
 	# try again on another port; if the demo itself ran and failed, report that.

@@ -51,18 +51,9 @@ work=${MATRIX_DIR:-$(mktemp -d /tmp/counters-matrix.XXXXXX)}
 mkdir -p "$work"
 chmod 755 "$work"
 echo "matrix: ${#installs[@]} installation(s), suites: $suites; work directory $work"
+# (free_port)
+source "$repo/test/lib.sh"
 as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-free_port() {
-	local p
-	for _ in $(seq 100); do
-		p=$((42000 + RANDOM % 8000))
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
-		echo "$p"
-		return
-	done
-	echo "matrix: no free port found" >&2
-	return 1
-}
 
 # run_one minor bindir dir: build, install, cluster, suites; results in dir/results (name<TAB>status<TAB>note).
 run_one() {
@@ -80,7 +71,7 @@ run_one() {
 		return
 	fi
 	printf 'build\tpass\t\n' >>"$results"
-	port=$(free_port) || return
+	port=$(free_port 42000 8000) || return
 	pw=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	mkdir -p "$dir/socket"
 	printf '%s\n' "$pw" >"$dir/pwfile"

@@ -10,15 +10,10 @@
 # (repetitions, median reported, 3), VARIANTS (default "none plpgsql_row plpgsql_stmt exact log sharded"), SYNC ("off on").
 # Results: test/bench/results.md (a Markdown table), raw numbers in test/bench/results.tsv.
 set -euo pipefail
-# One suite at a time on a machine: they install the extension system-wide.
-exec 9>/tmp/counters-suite.lock
-flock 9
 cd "$(dirname "$0")/../.."
-PGVER=${PGVER:-15}
-bash test/setup.sh
-export PATH=/usr/lib/postgresql/$PGVER/bin:$PATH
-make -s
-make -s install >/dev/null
+source test/lib.sh
+suite_lock
+build_install
 # fsync on: pg_virtualenv turns it off by default, which would make "sync on" CPU-bound as well.
 exec pg_virtualenv -t -v "$PGVER" -o fsync=on -o shared_buffers=1GB -o max_wal_size=8GB -o checkpoint_timeout=1h \
 	-o max_connections=50 -o work_mem=64MB -o maintenance_work_mem=512MB bash test/bench/inner.sh
