@@ -7,25 +7,8 @@
 #   bash test/bench/parent.sh                 # SECONDS_PER_RUN=10 RUNS=3 CLIENTS=8
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PGVER=${PGVER:-15}
-if [ -z "${PGHOST:-}" ]; then
-	exec 9>/tmp/counters-suite.lock
-	flock 9
-	bash test/setup.sh
-	export PATH=/usr/lib/postgresql/$PGVER/bin:$PATH
-	make -s && make -s install >/dev/null
-	exec pg_virtualenv -t -v "$PGVER" -o shared_buffers=1GB -o max_wal_size=8GB -o checkpoint_timeout=1h \
-		-o max_connections=50 bash "$0"
-fi
-SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
-RUNS=${RUNS:-3}
-CLIENTS=${CLIENTS:-8}
-db=counters_parent_bench
-dropdb --if-exists "$db" >/dev/null 2>&1
-createdb "$db"
-psql -X -q -d "$db" -c "CREATE EXTENSION counters"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source test/bench/lib.sh
+fresh_db counters_parent_bench
 printf '\\set p random(2, 10000)\nINSERT INTO comments (post_id, score) VALUES (:p, 1);\n' >"$work/comment.pgbench"
 setup() {
 	psql -X -q -d "$db" >/dev/null 2>&1 <<SQL
@@ -46,12 +29,7 @@ VACUUM ANALYZE;
 CHECKPOINT;
 SQL
 }
-median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
-check() {
-	[ "$1" = none ] && return
-	drift=$(psql -X -q -At -d "$db" -c "SELECT count(*) FROM counters.verify()")
-	[ "$drift" = 0 ] || echo "DRIFT: $1: counters.verify() returned $drift rows" >&2
-}
+check() { [ "$1" = none ] || check_verify "$1"; }
 declare -A flip tps
 for v in none single join; do
 	setup "$v"
@@ -64,13 +42,12 @@ for v in none single join; do
 	flip[$v]=$(printf '%s\n' "${flips[@]}" | median)
 	results=()
 	for ((r = 0; r < RUNS; r++)); do
-		out=$(pgbench -n -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER_RUN" -f "$work/comment.pgbench" "$db" 2>/dev/null)
-		results+=("$(awk '/^tps = / {printf "%d", $3}' <<<"$out")")
+		out=$(load "$work/comment.pgbench")
+		results+=("$(report_tps <<<"$out")")
 	done
 	check "$v"
 	tps[$v]=$(printf '%s\n' "${results[@]}" | median)
 done
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 echo "| workload | no counter | counter of comments alone | comments of published posts per blog (join) |"
 echo "|---|---|---|---|"
 echo "| flip a post with 10,000 comments (ms, median of 5) | ${flip[none]} | ${flip[single]} | ${flip[join]} |"

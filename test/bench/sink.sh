@@ -8,26 +8,9 @@
 #   bash test/bench/sink.sh                 # SECONDS_PER_RUN=10 RUNS=3 CLIENTS=8 BULK=1000000
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PGVER=${PGVER:-15}
-if [ -z "${PGHOST:-}" ]; then
-	exec 9>/tmp/counters-suite.lock
-	flock 9
-	bash test/setup.sh
-	export PATH=/usr/lib/postgresql/$PGVER/bin:$PATH
-	make -s && make -s install >/dev/null
-	exec pg_virtualenv -t -v "$PGVER" -o shared_buffers=1GB -o max_wal_size=8GB -o checkpoint_timeout=1h \
-		-o max_connections=50 bash "$0"
-fi
-SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
-RUNS=${RUNS:-3}
-CLIENTS=${CLIENTS:-8}
+source test/bench/lib.sh
 BULK=${BULK:-1000000}
-db=counters_sink_bench
-dropdb --if-exists "$db" >/dev/null 2>&1
-createdb "$db"
-psql -X -q -d "$db" -c "CREATE EXTENSION counters"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+fresh_db counters_sink_bench
 echo 'INSERT INTO views (post_id) VALUES (1);' >"$work/hot.pgbench"
 # (pgbench picks the post: PostgreSQL 15 has no random(min, max) in SQL)
 printf '\\set p random(1, 1000)\nINSERT INTO views (post_id) VALUES (:p);\n' >"$work/spread.pgbench"
@@ -58,7 +41,6 @@ total() { # the events the variant counted (or stored, without a counter)
 		psql -X -q -At -d "$db" -c "SELECT coalesce(sum(n), 0) FROM post_views"
 	fi
 }
-median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
 variants="none stored_exact sink_exact sink_log sink_sharded"
 declare -A tps
@@ -70,15 +52,15 @@ for w in spread hot; do
 		results=()
 		for ((r = 0; r < RUNS; r++)); do
 			setup "$v"
-			out=$(pgbench -n -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER_RUN" -f "$work/$w.pgbench" "$db" 2>/dev/null)
-			t=$(awk '/^tps = / {printf "%d", $3}' <<<"$out")
+			out=$(load "$work/$w.pgbench")
+			t=$(report_tps <<<"$out")
 			done_=$(awk '/number of transactions actually processed/ {split($NF, a, "/"); print a[1]}' <<<"$out")
 			got=$(total "$v")
 			[ "$got" = "$done_" ] || echo "DRIFT: $w $v counted $got of $done_ transactions" >&2
 			results+=("$t")
 		done
 		tps[$w,$v]=$(printf '%s\n' "${results[@]}" | median)
-		line+=" ${tps[$w,$v]} tps ($(awk -v a="${tps[$w,$v]}" -v b="${tps[$w,none]}" 'BEGIN {printf "%.2f", a / b}')) |"
+		line+=" ${tps[$w,$v]} tps ($(ratio "${tps[$w,$v]}" "${tps[$w,none]}")) |"
 	done
 	echo "$line"
 done
@@ -95,7 +77,7 @@ for v in $variants; do
 		results+=("$t")
 	done
 	ms[$v]=$(printf '%s\n' "${results[@]}" | median)
-	line+=" ${ms[$v]} ms ($(awk -v a="${ms[$v]}" -v b="${ms[none]}" 'BEGIN {printf "%.2f", a / b}')) |"
+	line+=" ${ms[$v]} ms ($(ratio "${ms[$v]}" "${ms[none]}")) |"
 done
 echo "$line"
 echo

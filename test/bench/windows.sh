@@ -7,25 +7,8 @@
 #   bash test/bench/windows.sh                 # SECONDS_PER_RUN=10 RUNS=3 CLIENTS=8
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PGVER=${PGVER:-15}
-if [ -z "${PGHOST:-}" ]; then
-	exec 9>/tmp/counters-suite.lock
-	flock 9
-	bash test/setup.sh
-	export PATH=/usr/lib/postgresql/$PGVER/bin:$PATH
-	make -s && make -s install >/dev/null
-	exec pg_virtualenv -t -v "$PGVER" -o shared_buffers=1GB -o max_wal_size=8GB -o checkpoint_timeout=1h \
-		-o max_connections=50 bash "$0"
-fi
-SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
-RUNS=${RUNS:-3}
-CLIENTS=${CLIENTS:-8}
-db=counters_windows_bench
-dropdb --if-exists "$db" >/dev/null 2>&1
-createdb "$db"
-psql -X -q -d "$db" -c "CREATE EXTENSION counters"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source test/bench/lib.sh
+fresh_db counters_windows_bench
 printf '\\set r random(1, 3)\n\\set t random(1, 1000)\nINSERT INTO uses (region, tag, used_at) VALUES (:r, :t, localtimestamp);\n' >"$work/use.pgbench"
 setup() {
 	psql -X -q -d "$db" >/dev/null 2>&1 <<SQL
@@ -40,7 +23,6 @@ $([ "$1" = window ] && echo "SELECT counters.set_window_thresholds('tag_hourly',
 CHECKPOINT;
 SQL
 }
-median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 variants="none counter window"
 declare -A tps
 printf '| workload | no counter | counter | counter + window thresholds |\n|---|---|---|---|\n'
@@ -49,15 +31,12 @@ for v in $variants; do
 	results=()
 	for ((r = 0; r < RUNS; r++)); do
 		setup "$v"
-		out=$(pgbench -n -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER_RUN" -f "$work/use.pgbench" "$db" 2>/dev/null)
-		results+=("$(awk '/^tps = / {printf "%d", $3}' <<<"$out")")
-		if [ "$v" != none ]; then
-			drift=$(psql -X -q -At -d "$db" -c "SELECT count(*) FROM counters.verify('tag_hourly')")
-			[ "$drift" = 0 ] || echo "DRIFT: $v: counters.verify() returned $drift rows" >&2
-		fi
+		out=$(load "$work/use.pgbench")
+		results+=("$(report_tps <<<"$out")")
+		[ "$v" = none ] || check_verify "$v" tag_hourly
 	done
 	tps[$v]=$(printf '%s\n' "${results[@]}" | median)
-	line+=" ${tps[$v]} tps ($(awk -v a="${tps[$v]}" -v b="${tps[none]}" 'BEGIN {printf "%.2f", a / b}')) |"
+	line+=" ${tps[$v]} tps ($(ratio "${tps[$v]}" "${tps[none]}")) |"
 done
 echo "$line"
 echo
