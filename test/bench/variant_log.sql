@@ -1,6 +1,3 @@
-SELECT counters.create_counter('ubp', $$
-	SELECT user_id, blog_id, count(*) AS posts, sum(rating) AS rating_sum
-	  FROM posts WHERE is_published AND NOT is_deleted GROUP BY user_id, blog_id$$, mode => 'log');
-SELECT counters.create_counter('bp', $$
-	SELECT blog_id, count(*) AS posts FROM posts WHERE is_published AND NOT is_deleted GROUP BY blog_id$$,
-	mode => 'log');
+-- The counters of variant_exact.sql in log mode.
+\set mode log
+\ir variant_exact.sql

@@ -1,10 +1,5 @@
 -- What users write today: a row trigger applying the universal formula with upserts.
-CREATE TABLE ubp_plpgsql (user_id int, blog_id int, posts bigint NOT NULL DEFAULT 0,
-                          rating_sum bigint NOT NULL DEFAULT 0, PRIMARY KEY (user_id, blog_id));
-CREATE TABLE bp_plpgsql (blog_id int PRIMARY KEY, posts bigint NOT NULL DEFAULT 0);
-INSERT INTO ubp_plpgsql SELECT user_id, blog_id, count(*), sum(rating) FROM posts
- WHERE is_published AND NOT is_deleted GROUP BY 1, 2;
-INSERT INTO bp_plpgsql SELECT blog_id, count(*) FROM posts WHERE is_published AND NOT is_deleted GROUP BY 1;
+\ir plpgsql_tables.sql
 CREATE FUNCTION posts_counters_row() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.is_published AND NOT OLD.is_deleted THEN
