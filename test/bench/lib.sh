@@ -23,6 +23,13 @@ fresh_db() {
 	createdb "$db"
 	psql -X -q -d "$db" -c "CREATE EXTENSION counters"
 }
+# reset_db table...: drops the tables (CASCADE) and every counter left in $db, before a variant's set-up.
+reset_db() {
+	psql -X -q -d "$db" >/dev/null 2>&1 <<SQL
+DROP TABLE IF EXISTS $(IFS=,; echo "$*") CASCADE;
+SELECT counters.drop_counter(name) FROM counters.counters;
+SQL
+}
 # load script: CLIENTS pgbench clients (one thread each) run the script on $db for SECONDS_PER_RUN; pgbench's report.
 load() { pgbench -n -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER_RUN" -f "$1" "$db" 2>/dev/null; }
 # report_tps: the transactions per second (a whole number) in the pgbench report on stdin.
@@ -37,3 +44,22 @@ check_verify() {
 median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 # ratio a b: a / b, with two decimals.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+# row measure label unit variant...: a row of a Markdown table: the label, then for each variant the median of RUNS
+# calls of `measure variant` (a function of the calling script that leaves its figure in $value), in the unit, with
+# its ratio to the first variant's in parentheses.
+row() {
+	local measure=$1 label=$2 unit=$3 v r m first="" line results
+	shift 3
+	line="| $label |"
+	for v in "$@"; do
+		results=()
+		for ((r = 0; r < RUNS; r++)); do
+			"$measure" "$v"
+			results+=("$value")
+		done
+		m=$(printf '%s\n' "${results[@]}" | median)
+		first=${first:-$m}
+		line+=" $m $unit ($(ratio "$m" "$first")) |"
+	done
+	echo "$line"
+}

@@ -11,9 +11,8 @@ source test/bench/lib.sh
 fresh_db counters_parent_bench
 printf '\\set p random(2, 10000)\nINSERT INTO comments (post_id, score) VALUES (:p, 1);\n' >"$work/comment.pgbench"
 setup() {
+	reset_db comments posts
 	psql -X -q -d "$db" >/dev/null 2>&1 <<SQL
-DROP TABLE IF EXISTS comments, posts CASCADE;
-SELECT counters.drop_counter(name) FROM counters.counters;
 CREATE TABLE posts (id int PRIMARY KEY, blog_id int NOT NULL, published boolean NOT NULL DEFAULT true);
 CREATE TABLE comments (id bigserial PRIMARY KEY, post_id int NOT NULL REFERENCES posts, score int NOT NULL);
 CREATE INDEX ON comments (post_id);

@@ -17,9 +17,8 @@ printf '\\set p random(1, 1000)\nINSERT INTO views (post_id) VALUES (:p);\n' >"$
 
 # setup variant: the table, its counter and whether it is a sink
 setup() {
+	reset_db views
 	psql -X -q -d "$db" >/dev/null <<SQL
-DROP TABLE IF EXISTS views CASCADE;
-SELECT counters.drop_counter(name) FROM counters.counters;
 CREATE TABLE views (id bigserial PRIMARY KEY, post_id int NOT NULL, at timestamptz NOT NULL DEFAULT now());
 $(case "$1" in
 	none) ;;
@@ -42,43 +41,28 @@ total() { # the events the variant counted (or stored, without a counter)
 	fi
 }
 
+insert_tps() { # variant (the workload: $w)
+	setup "$1"
+	out=$(load "$work/$w.pgbench")
+	value=$(report_tps <<<"$out")
+	done_=$(awk '/number of transactions actually processed/ {split($NF, a, "/"); print a[1]}' <<<"$out")
+	got=$(total "$1")
+	[ "$got" = "$done_" ] || echo "DRIFT: $w $1 counted $got of $done_ transactions" >&2
+}
+bulk_ms() { # variant
+	setup "$1"
+	value=$(psql -X -q -d "$db" -c '\timing on' -c "INSERT INTO views (post_id) SELECT 1 + g % 1000 FROM generate_series(1, $BULK) g" |
+		awk '/^Time:/ {printf "%d", $2}')
+	got=$(total "$1")
+	[ "$got" = "$BULK" ] || echo "DRIFT: bulk $1 counted $got of $BULK rows" >&2
+}
+
 variants="none stored_exact sink_exact sink_log sink_sharded"
-declare -A tps
 printf '| workload | %s |\n' "$(sed 's/ / | /g' <<<"$variants")"
 printf '|---|%s\n' "$(for v in $variants; do printf -- '---|'; done)"
 for w in spread hot; do
-	line="| $CLIENTS clients, single-row INSERT ($w) |"
-	for v in $variants; do
-		results=()
-		for ((r = 0; r < RUNS; r++)); do
-			setup "$v"
-			out=$(load "$work/$w.pgbench")
-			t=$(report_tps <<<"$out")
-			done_=$(awk '/number of transactions actually processed/ {split($NF, a, "/"); print a[1]}' <<<"$out")
-			got=$(total "$v")
-			[ "$got" = "$done_" ] || echo "DRIFT: $w $v counted $got of $done_ transactions" >&2
-			results+=("$t")
-		done
-		tps[$w,$v]=$(printf '%s\n' "${results[@]}" | median)
-		line+=" ${tps[$w,$v]} tps ($(ratio "${tps[$w,$v]}" "${tps[$w,none]}")) |"
-	done
-	echo "$line"
+	row insert_tps "$CLIENTS clients, single-row INSERT ($w)" tps $variants
 done
-line="| INSERT ... SELECT $BULK rows (ms) |"
-declare -A ms
-for v in $variants; do
-	results=()
-	for ((r = 0; r < RUNS; r++)); do
-		setup "$v"
-		t=$(psql -X -q -d "$db" -c '\timing on' -c "INSERT INTO views (post_id) SELECT 1 + g % 1000 FROM generate_series(1, $BULK) g" |
-			awk '/^Time:/ {printf "%d", $2}')
-		got=$(total "$v")
-		[ "$got" = "$BULK" ] || echo "DRIFT: bulk $v counted $got of $BULK rows" >&2
-		results+=("$t")
-	done
-	ms[$v]=$(printf '%s\n' "${results[@]}" | median)
-	line+=" ${ms[$v]} ms ($(ratio "${ms[$v]}" "${ms[none]}")) |"
-done
-echo "$line"
+row bulk_ms "INSERT ... SELECT $BULK rows (ms)" ms $variants
 echo
 echo "Ratios in parentheses: to storing the rows without counters (none); above 1 is faster for tps, slower for ms."

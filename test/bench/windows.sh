@@ -11,9 +11,8 @@ source test/bench/lib.sh
 fresh_db counters_windows_bench
 printf '\\set r random(1, 3)\n\\set t random(1, 1000)\nINSERT INTO uses (region, tag, used_at) VALUES (:r, :t, localtimestamp);\n' >"$work/use.pgbench"
 setup() {
+	reset_db uses
 	psql -X -q -d "$db" >/dev/null 2>&1 <<SQL
-DROP TABLE IF EXISTS uses CASCADE;
-SELECT counters.drop_counter(name) FROM counters.counters;
 CREATE TABLE uses (id bigserial PRIMARY KEY, region int NOT NULL, tag int NOT NULL, used_at timestamp NOT NULL);
 $(case "$1" in
 	none) ;;
@@ -23,21 +22,13 @@ $([ "$1" = window ] && echo "SELECT counters.set_window_thresholds('tag_hourly',
 CHECKPOINT;
 SQL
 }
-variants="none counter window"
-declare -A tps
+insert_tps() { # variant
+	setup "$1"
+	out=$(load "$work/use.pgbench")
+	value=$(report_tps <<<"$out")
+	[ "$1" = none ] || check_verify "$1" tag_hourly
+}
 printf '| workload | no counter | counter | counter + window thresholds |\n|---|---|---|---|\n'
-line="| $CLIENTS clients, single-row INSERT |"
-for v in $variants; do
-	results=()
-	for ((r = 0; r < RUNS; r++)); do
-		setup "$v"
-		out=$(load "$work/use.pgbench")
-		results+=("$(report_tps <<<"$out")")
-		[ "$v" = none ] || check_verify "$v" tag_hourly
-	done
-	tps[$v]=$(printf '%s\n' "${results[@]}" | median)
-	line+=" ${tps[$v]} tps ($(ratio "${tps[$v]}" "${tps[none]}")) |"
-done
-echo "$line"
+row insert_tps "$CLIENTS clients, single-row INSERT" tps none counter window
 echo
 echo "Ratios in parentheses: to no counter. With the window, each statement also reads the window and records crossings."
