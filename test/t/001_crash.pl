@@ -11,22 +11,22 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CountersTest;
 use IPC::Run;
 
-my $node = PostgreSQL::Test::Cluster->new('crash');
-$node->init;
 # The harness turns fsync and restart_after_crash off; a crash test needs both. Transactions moving rows between keys
 # deadlock now and then: a short deadlock_timeout, and pgbench retries them. Statements are not logged: the load
 # would fill the log.
-$node->append_conf(
-	'postgresql.conf', q{
+my $node = start_node(
+	'crash', q{
 fsync = on
 synchronous_commit = on
 restart_after_crash = on
 deadlock_timeout = '20ms'
 log_statement = none
 });
-$node->start;
 
 $node->safe_psql(
 	'postgres', q{

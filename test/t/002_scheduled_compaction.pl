@@ -13,6 +13,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CountersTest;
 
 my $node = PostgreSQL::Test::Cluster->new('scheduled');
 $node->init;
@@ -39,10 +42,9 @@ $node->start;
 sub setup_db
 {
 	my ($db) = @_;
-	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	create_database($node, $db);
 	$node->safe_psql(
 		$db, q{
-CREATE EXTENSION counters;
 CREATE TABLE likes (id bigserial PRIMARY KEY, post_id int NOT NULL);
 SELECT counters.create_counter('post_likes', 'SELECT post_id, count(*) AS likes FROM likes GROUP BY post_id', mode => 'log');
 });

@@ -9,18 +9,16 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CountersTest;
 
-my $node = PostgreSQL::Test::Cluster->new('bounds');
-$node->init;
 # 50 pgbench clients at once (initdb may pick fewer connections on a small machine).
-$node->append_conf('postgresql.conf', 'max_connections = 100');
-$node->start;
+my $node = start_node('bounds', 'max_connections = 100');
 
-my $db = 'counters_bounds_pgbench';
-$node->safe_psql('postgres', "CREATE DATABASE $db");
+my $db = create_database($node, 'counters_bounds_pgbench');
 $node->safe_psql(
 	$db, q{
-CREATE EXTENSION counters;
 CREATE TABLE bookings (id bigserial PRIMARY KEY, excursion_id int NOT NULL, paid boolean NOT NULL);
 CREATE TABLE outcomes (accepted boolean NOT NULL);
 SELECT counters.create_counter('seats',

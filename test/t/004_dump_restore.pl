@@ -20,19 +20,19 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CountersTest;
 
-my $node = PostgreSQL::Test::Cluster->new('dump');
-$node->init;
-$node->start;
+my $node = start_node('dump');
 
 my $src = 'counters_dump_src';
 my @paths = qw(plain plain_1 custom parallel sections split);
 my $dir = PostgreSQL::Test::Utils::tempdir;
 
-$node->safe_psql('postgres', "CREATE DATABASE $src");
+create_database($node, $src);
 $node->safe_psql(
 	$src, q{
-CREATE EXTENSION counters;
 CREATE TABLE blogs (id int PRIMARY KEY, post_count bigint NOT NULL DEFAULT 0);
 INSERT INTO blogs SELECT g FROM generate_series(1, 5) g;
 CREATE TABLE posts (id serial PRIMARY KEY, user_id int, blog_id int NOT NULL REFERENCES blogs,

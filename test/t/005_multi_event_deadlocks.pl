@@ -23,20 +23,20 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CountersTest;
 
-my $node = PostgreSQL::Test::Cluster->new('multi_event');
-$node->init;
-$node->start;
+my $node = start_node('multi_event');
 
 my $db = 'counters_multi_event_deadlocks';
 my $clients = 4;
 my $per_client = $ENV{MULTI_EVENT_TRANSACTIONS} // 300;
 my $total = $clients * $per_client;
 
-$node->safe_psql('postgres', "CREATE DATABASE $db");
+create_database($node, $db);
 $node->safe_psql(
 	$db, q{
-CREATE EXTENSION counters;
 -- A deadlock is detected (and its transaction retried) after deadlock_timeout: keep that short, and the run too.
 ALTER DATABASE counters_multi_event_deadlocks SET deadlock_timeout = '50ms';
 CREATE TABLE src (id int PRIMARY KEY, k int NOT NULL, g int NOT NULL, v bigint NOT NULL);
@@ -50,10 +50,9 @@ SELECT counters.create_counter('shelf_counts', 'SELECT g, count(*) AS items, sum
 	target => 'shelf');
 });
 
-my %scripts = (
-	# MERGE: one of the client's rows in 1..20 and one in 21..40 (never the same row twice). A row already in the
-	# given key k is deleted, a row in another key moves there (and to the given g), an absent row is inserted.
-	'multi_event_merge.pgbench' => q{\set a 1000 * :client_id + random(1, 20)
+# Two of the client's rows, a in 1..20 and b in 21..40 (never the same row twice), each with a key k, a key g and a
+# value v: what the MERGE and the upsert write.
+my $two_rows = q{\set a 1000 * :client_id + random(1, 20)
 \set b 1000 * :client_id + random(21, 40)
 \set ka random(1, 3)
 \set kb random(1, 3)
@@ -61,6 +60,11 @@ my %scripts = (
 \set gb random(1, 3)
 \set va random(1, 100)
 \set vb random(1, 100)
+};
+my %scripts = (
+	# MERGE: a row already in the given key k is deleted, a row in another key moves there (and to the given g), an
+	# absent row is inserted.
+	'multi_event_merge.pgbench' => $two_rows . q{
 MERGE INTO src t USING (VALUES (:a, :ka, :ga, :va), (:b, :kb, :gb, :vb)) AS s (id, k, g, v) ON t.id = s.id
 WHEN MATCHED AND t.k = s.k THEN DELETE
 WHEN MATCHED THEN UPDATE SET k = s.k, g = s.g, v = s.v
@@ -74,14 +78,7 @@ WITH moved AS (DELETE FROM src WHERE id BETWEEN :lo AND :lo + 9 AND k = :from RE
 INSERT INTO src SELECT id, :to, k, v + 1 FROM moved;
 },
 	# INSERT ... ON CONFLICT DO UPDATE: rows that exist are updated (and may change keys), absent ones are inserted.
-	'multi_event_upsert.pgbench' => q{\set a 1000 * :client_id + random(1, 20)
-\set b 1000 * :client_id + random(21, 40)
-\set ka random(1, 3)
-\set kb random(1, 3)
-\set ga random(1, 3)
-\set gb random(1, 3)
-\set va random(1, 100)
-\set vb random(1, 100)
+	'multi_event_upsert.pgbench' => $two_rows . q{
 INSERT INTO src VALUES (:a, :ka, :ga, :va), (:b, :kb, :gb, :vb)
 ON CONFLICT (id) DO UPDATE SET k = excluded.k, g = excluded.g, v = excluded.v;
 });

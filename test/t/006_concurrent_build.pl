@@ -8,12 +8,12 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CountersTest;
 use IPC::Run;
 
-my $node = PostgreSQL::Test::Cluster->new('concurrent_build');
-$node->init;
-$node->append_conf('postgresql.conf', "deadlock_timeout = '20ms'\nlog_statement = none\n");
-$node->start;
+my $node = start_node('concurrent_build', "deadlock_timeout = '20ms'\nlog_statement = none\n");
 
 $node->safe_psql(
 	'postgres', q{

@@ -8,17 +8,15 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CountersTest;
 
-my $node = PostgreSQL::Test::Cluster->new('parent_load');
-$node->init;
-$node->append_conf('postgresql.conf', 'max_connections = 50');
-$node->start;
+my $node = start_node('parent_load', 'max_connections = 50');
 
-my $db = 'counters_parent_load';
-$node->safe_psql('postgres', "CREATE DATABASE $db");
+my $db = create_database($node, 'counters_parent_load');
 $node->safe_psql(
 	$db, q{
-CREATE EXTENSION counters;
 CREATE TABLE posts (id int PRIMARY KEY, blog_id int NOT NULL, published boolean NOT NULL);
 CREATE TABLE comments (id bigserial PRIMARY KEY, post_id int, score int NOT NULL);
 CREATE INDEX ON comments (post_id);

@@ -18,22 +18,20 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CountersTest;
 
-my $node = PostgreSQL::Test::Cluster->new('matrix');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
+my $node = start_node(
+	'matrix', q{
 shared_preload_libraries = 'counters'
 counters.compact_databases = 'matrix'
 counters.compact_interval = 0
 max_worker_processes = 16
 });
-$node->start;
-my $db = 'matrix';
-$node->safe_psql('postgres', "CREATE DATABASE $db");
+my $db = create_database($node, 'matrix');
 $node->safe_psql(
 	$db, q{
-CREATE EXTENSION counters;
 CREATE ROLE m_owner LOGIN;
 CREATE ROLE m_admin LOGIN IN ROLE m_owner;
 CREATE ROLE m_writer LOGIN;
