@@ -74,15 +74,12 @@ INSERT INTO posts (user_id, blog_id, rating) VALUES (4, 6, 5), (NULL, 5, 1);
 UPDATE posts SET is_deleted = true WHERE id % 17 = 0;
 SELECT * FROM counters.verify();
 
--- Rejections.
-SELECT counters.rebuild('nosuch');
-\echo SQLSTATE :SQLSTATE
-SELECT counters.rebuild('user_blog', 'posts > 3');
-\echo SQLSTATE :SQLSTATE
-SELECT counters.rebuild('user_blog', 'no_such_column = 1');
-\echo SQLSTATE :SQLSTATE
-SELECT counters.rebuild(NULL, 'blog_id = 1');
-\echo SQLSTATE :SQLSTATE
+-- Rejections (regress.errors: setup.sql).
+SELECT * FROM regress.errors(
+	$$SELECT counters.rebuild('nosuch')$$,
+	$$SELECT counters.rebuild('user_blog', 'posts > 3')$$,
+	$$SELECT counters.rebuild('user_blog', 'no_such_column = 1')$$,
+	$$SELECT counters.rebuild(NULL, 'blog_id = 1')$$);
 -- (its lock must come before its snapshot; so must declaring a counter and switching its mode)
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT counters.rebuild('user_blog');

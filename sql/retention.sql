@@ -64,13 +64,11 @@ SELECT counters.rebuild('tag_hourly') = corrupted AS rebuilt_exactly_them FROM c
 RESET client_min_messages;
 SELECT differences();
 
--- Rejections, and removing the retention.
-SELECT counters.set_retention('tag_hourly', 'tag', '1 day');
-\echo SQLSTATE :SQLSTATE
-SELECT counters.set_retention('tag_hourly', 'uses', '1 day');
-\echo SQLSTATE :SQLSTATE
-SELECT counters.set_retention('tag_hourly', 'hour', '-1 day');
-\echo SQLSTATE :SQLSTATE
+-- Rejections (regress.errors: setup.sql), and removing the retention.
+SELECT * FROM regress.errors(
+	$$SELECT counters.set_retention('tag_hourly', 'tag', '1 day')$$,
+	$$SELECT counters.set_retention('tag_hourly', 'uses', '1 day')$$,
+	$$SELECT counters.set_retention('tag_hourly', 'hour', '-1 day')$$);
 SELECT counters.set_retention('tag_hourly', 'hour', NULL);
 SELECT options ? 'retention' AS has_retention FROM counters.counters WHERE name = 'tag_hourly';
 INSERT INTO uses (region, tag, used_at) VALUES ('eu', 'tag1', localtimestamp - interval '70 hours');

@@ -46,13 +46,11 @@ SELECT count(*) AS key_7 FROM tweet_likes WHERE tweet_id = 7;
 -- max_slots: changed alone; only sharded counters have it; 1 to 1024.
 SELECT counters.alter_counter('tweet_likes', 'sharded', max_slots => 4);
 SELECT options FROM counters.counters WHERE name = 'tweet_likes';
-SELECT counters.alter_counter('tweet_likes', 'sharded', max_slots => 0);
-\echo SQLSTATE :SQLSTATE
-SELECT counters.alter_counter('tweet_likes', 'exact', max_slots => 4);
-\echo SQLSTATE :SQLSTATE
--- bounds and thresholds need exact values at write time
-SELECT counters.set_bounds('tweet_likes', 'likes', max => 100);
-\echo SQLSTATE :SQLSTATE
+-- ... and rejected (regress.errors: setup.sql); bounds and thresholds need exact values at write time
+SELECT * FROM regress.errors(
+	$$SELECT counters.alter_counter('tweet_likes', 'sharded', max_slots => 0)$$,
+	$$SELECT counters.alter_counter('tweet_likes', 'exact', max_slots => 4)$$,
+	$$SELECT counters.set_bounds('tweet_likes', 'likes', max => 100)$$);
 
 -- Switching: sharded -> log goes through exact; -> sharded again; -> exact. Values stay exact at every step.
 INSERT INTO likes (tweet_id, user_id) VALUES (1, 1), (2, 2);

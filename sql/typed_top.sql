@@ -179,31 +179,23 @@ SELECT * FROM failures();
 --
 -- errors
 --
+-- (regress.errors: setup.sql)
 -- a row type no counter is read from: the source, another counter's totals or log, a definition view, not a row type
-SELECT * FROM counters.top(NULL::events, 'n', 3);
-\echo SQLSTATE :SQLSTATE
-SELECT * FROM counters.top(NULL::post_log_totals, 'n', 3);
-\echo SQLSTATE :SQLSTATE
-SELECT * FROM counters.top(NULL::post_sharded_slots, 'n', 3);
-\echo SQLSTATE :SQLSTATE
-SELECT * FROM counters.top(NULL::post_exact_definition, 'n', 3);
-\echo SQLSTATE :SQLSTATE
-SELECT * FROM counters.top(42, 'n', 3);
-\echo SQLSTATE :SQLSTATE
--- no such value column, a key column, NULL arguments
-SELECT * FROM counters.top(NULL::post_exact, 'nope', 3);
-\echo SQLSTATE :SQLSTATE
-SELECT * FROM counters.top(NULL::posts, 'title', 3);
-\echo SQLSTATE :SQLSTATE
-SELECT * FROM counters.top(NULL::authors, 'author', 3);
-\echo SQLSTATE :SQLSTATE
-SELECT * FROM counters.top(NULL::post_exact, NULL, 3);
-\echo SQLSTATE :SQLSTATE
-SELECT * FROM counters.top(NULL, 'n', 3);   -- (the jsonb form: NULL is of unknown type)
-\echo SQLSTATE :SQLSTATE
--- in log and sharded mode the filter may name key columns only, as in the jsonb form
-SELECT * FROM counters.top(NULL::post_log, 'n', 3, 'w > 10');
-\echo SQLSTATE :SQLSTATE
+SELECT * FROM errors(
+	$$SELECT * FROM counters.top(NULL::events, 'n', 3)$$,
+	$$SELECT * FROM counters.top(NULL::post_log_totals, 'n', 3)$$,
+	$$SELECT * FROM counters.top(NULL::post_sharded_slots, 'n', 3)$$,
+	$$SELECT * FROM counters.top(NULL::post_exact_definition, 'n', 3)$$,
+	$$SELECT * FROM counters.top(42, 'n', 3)$$);
+-- no such value column, a key column, NULL arguments; in log and sharded mode the filter may name key columns only,
+-- as in the jsonb form
+SELECT * FROM errors(
+	$$SELECT * FROM counters.top(NULL::post_exact, 'nope', 3)$$,
+	$$SELECT * FROM counters.top(NULL::posts, 'title', 3)$$,
+	$$SELECT * FROM counters.top(NULL::authors, 'author', 3)$$,
+	$$SELECT * FROM counters.top(NULL::post_exact, NULL, 3)$$,
+	$$SELECT * FROM counters.top(NULL, 'n', 3)$$,   -- (the jsonb form: NULL is of unknown type)
+	$$SELECT * FROM counters.top(NULL::post_log, 'n', 3, 'w > 10')$$);
 
 --
 -- privileges: the caller reads with its own rights and needs SELECT on what the counter is read from (in log and
