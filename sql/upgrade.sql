@@ -62,6 +62,17 @@ UNION ALL
 (SELECT 'not in a fresh install', kind, name FROM (SELECT * FROM extension_objects EXCEPT SELECT * FROM fresh) y)
 ORDER BY 1, 2, 3;
 
+-- What the steps from a release below (but 0.3's) start with once it is installed: a schema upgrade_test, first in
+-- the search_path, with 40 posts in 4 blogs and a counter of them; and what each step ends with.
+SELECT $$
+CREATE SCHEMA upgrade_test;
+SET search_path = upgrade_test;
+CREATE TABLE posts (id serial PRIMARY KEY, blog_id int NOT NULL, rating int NOT NULL DEFAULT 0);
+INSERT INTO posts (blog_id, rating) SELECT 1 + g % 4, g FROM generate_series(1, 40) g;
+SELECT counters.create_counter('blog_posts', 'SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts GROUP BY blog_id');
+$$ AS posts \gset
+\set step_end 'RESET search_path; DROP SCHEMA upgrade_test CASCADE;'
+
 -- Releases before 0.4 are not trusted: only a superuser installs (and updates) them.
 DROP EXTENSION counters;
 CREATE EXTENSION counters VERSION '0.3';
@@ -70,11 +81,7 @@ SET ROLE NONE;
 
 -- Install 0.1 and declare counters with it, in both modes.
 CREATE EXTENSION counters VERSION '0.1';
-CREATE SCHEMA upgrade_test;
-SET search_path = upgrade_test;
-CREATE TABLE posts (id serial PRIMARY KEY, blog_id int NOT NULL, rating int NOT NULL DEFAULT 0);
-INSERT INTO posts (blog_id, rating) SELECT 1 + g % 4, g FROM generate_series(1, 40) g;
-SELECT counters.create_counter('blog_posts', 'SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts GROUP BY blog_id');
+:posts
 SELECT counters.create_counter('blog_posts_log', 'SELECT blog_id, count(*) AS posts FROM posts GROUP BY blog_id', mode => 'log');
 INSERT INTO posts (blog_id) VALUES (2), (5);
 
@@ -99,8 +106,7 @@ SELECT name, mode FROM counters.counters ORDER BY name;
 
 SELECT counters.drop_counter('blog_posts');
 SELECT counters.drop_counter('blog_posts_log');
-RESET search_path;
-DROP SCHEMA upgrade_test CASCADE;
+:step_end
 
 --
 -- From 0.2 to 0.3: counters of every mode keep counting; a counter 0.2 let be declared on a temporary table, left
@@ -109,11 +115,7 @@ DROP SCHEMA upgrade_test CASCADE;
 --
 DROP EXTENSION counters;
 CREATE EXTENSION counters VERSION '0.2';
-CREATE SCHEMA upgrade_test;
-SET search_path = upgrade_test;
-CREATE TABLE posts (id serial PRIMARY KEY, blog_id int NOT NULL, rating int NOT NULL DEFAULT 0);
-INSERT INTO posts (blog_id, rating) SELECT 1 + g % 4, g FROM generate_series(1, 40) g;
-SELECT counters.create_counter('blog_posts', 'SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts GROUP BY blog_id');
+:posts
 SELECT counters.create_counter('blog_posts_log', 'SELECT count(*) AS posts, blog_id FROM posts GROUP BY blog_id', mode => 'log');
 SELECT counters.create_counter('blog_posts_sharded', 'SELECT blog_id, sum(rating) AS rating FROM posts GROUP BY blog_id', mode => 'sharded');
 -- (what 0.2 left of a counter on a temporary table: a catalog row naming relations that are gone; made by hand
@@ -140,8 +142,7 @@ SELECT counters.drop_counter('blog_posts');
 SELECT counters.drop_counter('blog_posts_log');
 SELECT counters.drop_counter('blog_posts_sharded');
 SELECT count(*) AS maintenance_rows_left FROM counters.maintenance;
-RESET search_path;
-DROP SCHEMA upgrade_test CASCADE;
+:step_end
 
 --
 -- From 0.3 to 0.4: counters of every mode keep counting; what verify() and rebuild() recorded moves to
@@ -180,8 +181,7 @@ SELECT * FROM counters.verify();
 INSERT INTO posts (blog_id) SELECT 2 FROM generate_series(1, 100);
 \echo SQLSTATE :SQLSTATE
 SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
-RESET search_path;
-DROP SCHEMA upgrade_test CASCADE;
+:step_end
 
 --
 -- From 0.4 to 0.5: counters declared with 0.4 keep counting; thresholds set with 0.4 (through 0.4's four-argument
@@ -189,11 +189,7 @@ DROP SCHEMA upgrade_test CASCADE;
 --
 DROP EXTENSION counters;
 CREATE EXTENSION counters VERSION '0.4';
-CREATE SCHEMA upgrade_test;
-SET search_path = upgrade_test;
-CREATE TABLE posts (id serial PRIMARY KEY, blog_id int NOT NULL, rating int NOT NULL DEFAULT 0);
-INSERT INTO posts (blog_id, rating) SELECT 1 + g % 4, g FROM generate_series(1, 40) g;
-SELECT counters.create_counter('blog_posts', 'SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts GROUP BY blog_id');
+:posts
 SELECT counters.create_counter('blog_posts_log', 'SELECT blog_id, count(*) AS posts FROM posts GROUP BY blog_id', mode => 'log');
 CREATE TABLE crossings (blog_id int, threshold numeric, direction text);
 CREATE FUNCTION note(counter text, key jsonb, column_name text, old numeric, new numeric, threshold numeric,
@@ -226,8 +222,7 @@ DELETE FROM posts WHERE id % 7 = 0;
 SELECT counters.compact() > 0 AS compacted;
 SELECT * FROM counters.verify();
 SELECT counters.drop_counter(name) FROM counters.counter ORDER BY name;
-RESET search_path;
-DROP SCHEMA upgrade_test CASCADE;
+:step_end
 
 --
 -- DROP EXTENSION counters CASCADE with counters declared: no trigger or function of the extension is left on user
