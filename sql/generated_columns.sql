@@ -10,28 +10,18 @@ CREATE SCHEMA generated_test;
 SET search_path = generated_test, regress;
 CREATE TABLE checks (counter regclass PRIMARY KEY, expected regclass NOT NULL);
 
-SELECT current_setting('server_version_num')::int >= 180000 AS virtual_columns \gset
-\if :virtual_columns
+-- (VIRTUAL from PostgreSQL 18 on, STORED before)
+SELECT CASE WHEN current_setting('server_version_num')::int >= 180000 THEN 'VIRTUAL' ELSE 'STORED' END
+       AS generated \gset
 CREATE TABLE items (
 	id    int PRIMARY KEY,
 	shop  int NOT NULL,
 	price numeric NOT NULL,
 	qty   int NOT NULL,
-	total numeric GENERATED ALWAYS AS (price * qty) VIRTUAL,
-	size  text COLLATE "C" GENERATED ALWAYS AS (CASE WHEN qty >= 10 THEN 'bulk' ELSE 'single' END) VIRTUAL,
-	big   boolean GENERATED ALWAYS AS (price * qty >= 100) VIRTUAL
+	total numeric GENERATED ALWAYS AS (price * qty) :generated,
+	size  text COLLATE "C" GENERATED ALWAYS AS (CASE WHEN qty >= 10 THEN 'bulk' ELSE 'single' END) :generated,
+	big   boolean GENERATED ALWAYS AS (price * qty >= 100) :generated
 );
-\else
-CREATE TABLE items (
-	id    int PRIMARY KEY,
-	shop  int NOT NULL,
-	price numeric NOT NULL,
-	qty   int NOT NULL,
-	total numeric GENERATED ALWAYS AS (price * qty) STORED,
-	size  text COLLATE "C" GENERATED ALWAYS AS (CASE WHEN qty >= 10 THEN 'bulk' ELSE 'single' END) STORED,
-	big   boolean GENERATED ALWAYS AS (price * qty >= 100) STORED
-);
-\endif
 INSERT INTO items (id, shop, price, qty) SELECT g, 1 + g % 3, g * 1.5, g % 12 FROM generate_series(1, 30) g;
 
 -- A generated key, a sum of a generated value, a FILTER and a WHERE on generated columns; in each mode.
