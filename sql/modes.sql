@@ -330,16 +330,20 @@ SET ROLE NONE; CREATE ROLE modes_regress_reader; RESET ROLE;
 GRANT USAGE ON SCHEMA modes_test TO modes_regress_reader;
 GRANT SELECT ON eu TO modes_regress_reader;
 CREATE TEMP TABLE before_switch AS TABLE eu;
--- exact -> log: eu becomes a view with the same name and the same rows, over eu_totals and eu_log
-SELECT counters.alter_counter('eu', 'log');
+-- What each switch below is checked with: eu's shape, its rows (the same as before the switch), every check, and the
+-- reader's SELECT privilege, carried over to what eu is now.
+SELECT $$
 SELECT * FROM shape('eu');
 SELECT * FROM diff('eu', 'before_switch');
 SELECT * FROM check_all();
--- the reader's SELECT privilege is carried over to the view
 SELECT has_table_privilege('modes_regress_reader', 'eu', 'SELECT') AS reader_may_select;
 SET ROLE modes_regress_reader;
 SELECT count(*) > 0 AS reader_reads_eu FROM eu;
 RESET ROLE;
+$$ AS switched \gset
+-- exact -> log: eu becomes a view with the same name and the same rows, over eu_totals and eu_log
+SELECT counters.alter_counter('eu', 'log');
+:switched
 -- writes after the switch (in this session, whose cached plans named the old table) go to the log
 SELECT log_rows('eu') AS eu_log;
 INSERT INTO posts VALUES (500, 1, 1, 'red', 1, 1.75, true, NULL), (501, 1, NULL, NULL, 1, -1.75, true, NULL);
@@ -353,13 +357,7 @@ SELECT log_rows('eu') AS eu_log;
 TRUNCATE before_switch;
 INSERT INTO before_switch TABLE eu;
 SELECT counters.alter_counter('eu', 'exact');
-SELECT * FROM shape('eu');
-SELECT * FROM diff('eu', 'before_switch');
-SELECT * FROM check_all();
-SELECT has_table_privilege('modes_regress_reader', 'eu', 'SELECT') AS reader_may_select;
-SET ROLE modes_regress_reader;
-SELECT count(*) > 0 AS reader_reads_eu FROM eu;
-RESET ROLE;
+:switched
 INSERT INTO posts VALUES (502, 2, 1, 'red', 1, 1, true, NULL);
 DELETE FROM posts WHERE id = 500;
 SELECT * FROM check_all();
