@@ -220,51 +220,53 @@ BEGIN
 	 SELECT 'expected only', * FROM (TABLE expected EXCEPT ALL TABLE actual) y)
 	ORDER BY 1, 2, 3, 4;
 END $$;
+-- What most steps below show: run_and_check's differences (a mismatch), then every event the statement recorded, in
+-- order.
+CREATE FUNCTION run_and_show(statement text)
+RETURNS TABLE (mismatch text, key jsonb, column_name text, old numeric, new numeric, threshold numeric, direction text,
+               every numeric, crossed numeric)
+LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN QUERY SELECT c.side, c.key, c.column_name, NULL::numeric, NULL::numeric, c.threshold, c.direction, c.every,
+	                    c.crossed
+	               FROM run_and_check(statement) c;
+	RETURN QUERY SELECT NULL::text, e.key, e.column_name, e.old, e.new, e.threshold, e.direction, e.every, e.crossed
+	               FROM events e ORDER BY e.n;
+END $$;
 
 -- One insert crossing one multiple: 999 shows, then the 1,000th.
 SELECT * FROM run_and_check('INSERT INTO shows (video_id) SELECT 1 FROM generate_series(1, 999)');
-SELECT * FROM run_and_check('INSERT INTO shows (video_id) VALUES (1)');
-SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
+SELECT * FROM run_and_show('INSERT INTO shows (video_id) VALUES (1)');
 -- One multi-row statement crossing several multiples: one event, at the highest, with the count (video 2 goes from
 -- 0 to 3,500: 1,000, 2,000 and 3,000).
-SELECT * FROM run_and_check('INSERT INTO shows (video_id) SELECT 2 FROM generate_series(1, 3500)');
-SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
+SELECT * FROM run_and_show('INSERT INTO shows (video_id) SELECT 2 FROM generate_series(1, 3500)');
 SELECT id, thumbnails FROM videos ORDER BY id;
 -- Down: a DELETE from 3,500 to 1,200 crosses 3,000 and 2,000, reported at the lowest.
-SELECT * FROM run_and_check('DELETE FROM shows WHERE id IN (SELECT id FROM shows WHERE video_id = 2 ORDER BY id LIMIT 2300)');
-SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
+SELECT * FROM run_and_show('DELETE FROM shows WHERE id IN (SELECT id FROM shows WHERE video_id = 2 ORDER BY id LIMIT 2300)');
 -- Several keys in one statement: one event per key, in key order (1,000 to 2,200; 1,200 to 2,400; 0 to 1,200).
-SELECT * FROM run_and_check('INSERT INTO shows (video_id) SELECT 1 + g % 3 FROM generate_series(1, 3600) g');
-SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
+SELECT * FROM run_and_show('INSERT INTO shows (video_id) SELECT 1 + g % 3 FROM generate_series(1, 3600) g');
 
 -- Negative values: the score (every 250) goes below zero and back. 0 itself is no threshold: 0 to -100 and -100 to
 -- 100 cross nothing; 100 to -300 crosses -250; -300 to 300 crosses -250 and 250 (reported at 250), and back down at
 -- -250; -300 to -800 crosses -500 and -750.
 SELECT counters.set_thresholds('video_shows', 'score', every => 250, callback => 'regenerate'::regproc);
 SELECT * FROM run_and_check('INSERT INTO shows (video_id, score) VALUES (4, -100)');
-SELECT * FROM run_and_check('INSERT INTO shows (video_id, score) VALUES (4, 200)');
-SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
-SELECT * FROM run_and_check('INSERT INTO shows (video_id, score) VALUES (4, -400)');
-SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
-SELECT * FROM run_and_check('INSERT INTO shows (video_id, score) VALUES (4, 600)');
-SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
-SELECT * FROM run_and_check('DELETE FROM shows WHERE video_id = 4 AND score = 600');
-SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
-SELECT * FROM run_and_check('INSERT INTO shows (video_id, score) VALUES (4, -500)');
-SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
+SELECT * FROM run_and_show('INSERT INTO shows (video_id, score) VALUES (4, 200)');
+SELECT * FROM run_and_show('INSERT INTO shows (video_id, score) VALUES (4, -400)');
+SELECT * FROM run_and_show('INSERT INTO shows (video_id, score) VALUES (4, 600)');
+SELECT * FROM run_and_show('DELETE FROM shows WHERE video_id = 4 AND score = 600');
+SELECT * FROM run_and_show('INSERT INTO shows (video_id, score) VALUES (4, -500)');
 
 -- Listed thresholds and repeating ones on one column: the listed first (every NULL, crossed 1 for the callback),
 -- each alone; a listed threshold that is also a multiple is reported by both.
 SELECT counters.set_thresholds('video_shows', 'shows', '{500, 4000, 1000}', 'regenerate'::regproc, 1000);
 SELECT * FROM counters.thresholds ORDER BY column_name;
-SELECT * FROM run_and_check('INSERT INTO shows (video_id) SELECT 5 FROM generate_series(1, 4200)');
-SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
+SELECT * FROM run_and_show('INSERT INTO shows (video_id) SELECT 5 FROM generate_series(1, 4200)');
 
 -- A fractional step, on a numeric column.
 SELECT counters.set_thresholds('video_shows', 'watched', every => 0.25, callback => 'regenerate'::regproc);
 SELECT * FROM run_and_check('INSERT INTO shows (video_id, watched) VALUES (3, 0.2), (3, 0.3), (3, 0.24)');
-SELECT * FROM run_and_check('UPDATE shows SET watched = -watched WHERE video_id = 3 AND watched > 0.25');
-SELECT key, column_name, old, new, threshold, direction, every, crossed FROM events ORDER BY n;
+SELECT * FROM run_and_show('UPDATE shows SET watched = -watched WHERE video_id = 3 AND watched > 0.25');
 
 -- Many statements of every kind, each checked against the computation: inserts of many rows, deletes, moves between
 -- keys, scores up and down through zero.
