@@ -12,6 +12,13 @@
 CREATE SCHEMA brin_test;
 SET search_path = brin_test, regress;
 CREATE TABLE checks (counter regclass PRIMARY KEY, expected regclass NOT NULL);
+-- The index under test: a BRIN index <table>_<column> on a value column of a counter's table, where autovacuum is off
+-- (only the VACUUMs below free line pointers).
+CREATE FUNCTION brin_index(rel regclass, col name) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = off)', rel);
+	EXECUTE format('CREATE INDEX %I ON %s USING brin (%I)', rel::text || '_' || col, rel, col);
+END $$;
 
 --
 -- Exact mode: the key's row is found through the index, the first entry that leads to a live row.
@@ -20,9 +27,7 @@ CREATE TABLE posts (id int PRIMARY KEY, blog_id int NOT NULL, rating int NOT NUL
 CREATE VIEW posts_recount AS SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts GROUP BY blog_id;
 SELECT counters.create_counter('per_blog', 'SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts GROUP BY blog_id');
 INSERT INTO checks VALUES ('per_blog', 'posts_recount');
--- (no autovacuum: only the VACUUMs below free line pointers)
-ALTER TABLE per_blog SET (autovacuum_enabled = off);
-CREATE INDEX per_blog_posts ON per_blog USING brin (posts);
+SELECT brin_index('per_blog', 'posts');
 -- Key 1 in three statements: its row is inserted, then updated twice (HOT on 16 and later).
 INSERT INTO posts VALUES (1, 1, 5);
 INSERT INTO posts VALUES (2, 1, 3);
@@ -57,8 +62,7 @@ CREATE VIEW likes_recount AS SELECT post_id, count(*) AS likes, sum(weight) AS w
 SELECT counters.create_counter('post_likes', 'SELECT post_id, count(*) AS likes, sum(weight) AS weight FROM likes GROUP BY post_id',
                                mode => 'sharded');
 INSERT INTO checks VALUES ('post_likes', 'likes_recount');
-ALTER TABLE post_likes_slots SET (autovacuum_enabled = off);
-CREATE INDEX post_likes_slots_likes ON post_likes_slots USING brin (likes);
+SELECT brin_index('post_likes_slots', 'likes');
 INSERT INTO likes VALUES (1, 1, 5);
 INSERT INTO likes VALUES (2, 1, 3);
 INSERT INTO likes VALUES (3, 1, 4);
