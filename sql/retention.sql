@@ -7,7 +7,7 @@
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 CREATE SCHEMA retention_test;
-SET search_path = retention_test;
+SET search_path = retention_test, regress;
 
 CREATE TABLE uses (id serial PRIMARY KEY, region text NOT NULL, tag text NOT NULL, used_at timestamp NOT NULL);
 INSERT INTO uses (region, tag, used_at)
@@ -65,7 +65,7 @@ RESET client_min_messages;
 SELECT differences();
 
 -- Rejections (regress.errors: setup.sql), and removing the retention.
-SELECT * FROM regress.errors(
+SELECT * FROM errors(
 	$$SELECT counters.set_retention('tag_hourly', 'tag', '1 day')$$,
 	$$SELECT counters.set_retention('tag_hourly', 'uses', '1 day')$$,
 	$$SELECT counters.set_retention('tag_hourly', 'hour', '-1 day')$$);
