@@ -43,12 +43,8 @@ $$;
 --
 -- The seed's example: posts and rating sums per (user, blog), published and not deleted.
 --
-SELECT counters.create_counter('user_blog_posts', $$
-	SELECT user_id, blog_id, count(*) AS posts, sum(rating) AS rating_sum
-	  FROM posts
-	 WHERE is_published AND NOT is_deleted
-	 GROUP BY user_id, blog_id
-$$);
+-- (regress.seed_example(): setup.sql; counters.counters shows the definition below)
+SELECT counters.create_counter('user_blog_posts', regress.seed_example());
 -- Both keys are NOT NULL columns of the source: a primary key. Values are NOT NULL DEFAULT 0; sum(int) is bigint.
 \d user_blog_posts
 SELECT * FROM user_blog_posts ORDER BY user_id, blog_id;

@@ -127,12 +127,8 @@ SELECT * FROM check_all();
 -- 7. Rating sums per (user, blog): the seed's example as it ends up.
 --
 SELECT counters.drop_counter('user_blog_posts');
-SELECT counters.create_counter('user_blog_posts', $$
-	SELECT user_id, blog_id, count(*) AS posts, sum(rating) AS rating_sum
-	  FROM posts
-	 WHERE is_published AND NOT is_deleted
-	 GROUP BY user_id, blog_id
-$$);
+-- (regress.seed_example(): setup.sql)
+SELECT counters.create_counter('user_blog_posts', regress.seed_example());
 CREATE OR REPLACE VIEW expect_user_blog_posts AS
 	SELECT user_id, blog_id, count(*) AS posts, coalesce(sum(rating), 0) AS rating_sum
 	  FROM posts WHERE is_published AND NOT is_deleted GROUP BY user_id, blog_id;

@@ -118,5 +118,13 @@ BEGIN
 		  WHERE t.oid NOT IN (SELECT b.oid FROM pg_temp.baseline_triggers b)),
 		nullif(array_to_string(changed_tables, ', '), '')), ''), 'nothing');
 END $$;
+-- The seed article's example, which declare.sql and seed.sql declare over posts tables of their own: posts and rating
+-- sums per (user, blog), published and not deleted.
+CREATE FUNCTION regress.seed_example() RETURNS text LANGUAGE sql IMMUTABLE RETURN $$
+	SELECT user_id, blog_id, count(*) AS posts, sum(rating) AS rating_sum
+	  FROM posts
+	 WHERE is_published AND NOT is_deleted
+	 GROUP BY user_id, blog_id
+$$;
 -- (the roles the tests create and switch to find these helpers too)
 GRANT USAGE ON SCHEMA regress TO PUBLIC;
