@@ -60,7 +60,11 @@ createdb -O counters_app "$PGDATABASE"
 export PGUSER=counters_app
 
 # -X: no ~/.psqlrc; ON_ERROR_STOP: any error (including a failed drift check) ends the demo with a non-zero status.
-sql() { psql -X -q -v ON_ERROR_STOP=1 -P pager=off -P footer=off -P null='(null)' "$@"; }
+# :show_all shows the three counters of the blog schema next to their recounts (the views of step 2).
+sql() {
+	psql -X -q -v ON_ERROR_STOP=1 -P pager=off -P footer=off -P null='(null)' \
+		-v show_all='TABLE show_blogs; TABLE show_user_blog; TABLE show_tags;' "$@"
+}
 
 sql <<'SQL'
 \echo
@@ -180,8 +184,9 @@ SELECT 'tag_posts', (SELECT count(*) FROM tag_posts),
              EXCEPT ALL
              TABLE tag_posts)) d);
 
--- One line per step; fails the demo (ON_ERROR_STOP) if any counter drifted. counters.verify() is the extension's own
--- check (one row per stored value that differs from the definition); both must find nothing.
+-- One line per step (printed alone: \g (format=unaligned tuples_only=on)); fails the demo (ON_ERROR_STOP) if any
+-- counter drifted. counters.verify() is the extension's own check (one row per stored value that differs from the
+-- definition); both must find nothing.
 CREATE FUNCTION check_drift() RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     total bigint;
@@ -210,11 +215,8 @@ $$;
 
 \echo
 \echo '=== 3. Initial state'
-TABLE show_blogs;
-TABLE show_user_blog;
-TABLE show_tags;
-SELECT check_drift() AS line \gset
-\echo :line
+:show_all
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 SQL
 
 sql <<'SQL'
@@ -222,21 +224,15 @@ sql <<'SQL'
 \echo '=== 4. A draft is published: UPDATE posts SET is_published = true WHERE id = 3'
 \echo '    (alice/Databases: posts 1 -> 2, rating 5 -> 13; Databases 2 -> 3; postgresql published 2 -> 3)'
 UPDATE posts SET is_published = true WHERE id = 3;
-TABLE show_blogs;
-TABLE show_user_blog;
-TABLE show_tags;
-SELECT check_drift() AS line \gset
-\echo :line
+:show_all
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 
 \echo
 \echo '=== 5. A soft delete: UPDATE posts SET is_deleted = true WHERE id = 8'
 \echo '    (the spam post stops counting: Travel 3 -> 2, alice/Travel row disappears, spam published 1 -> 0)'
 UPDATE posts SET is_deleted = true WHERE id = 8;
-TABLE show_blogs;
-TABLE show_user_blog;
-TABLE show_tags;
-SELECT check_drift() AS line \gset
-\echo :line
+:show_all
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 
 \echo
 \echo '=== 6. A post moves to another blog: UPDATE posts SET blog_id = 3 WHERE id = 5'
@@ -244,22 +240,19 @@ SELECT check_drift() AS line \gset
 UPDATE posts SET blog_id = 3 WHERE id = 5;
 TABLE show_blogs;
 TABLE show_user_blog;
-SELECT check_drift() AS line \gset
-\echo :line
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 
 \echo
 \echo '=== 7. An author change and a rating change at once: UPDATE posts SET user_id = 3, rating = 10 WHERE id = 2'
 \echo '    (bob/Databases loses the post and its rating 3, carol/Databases gains it with rating 10)'
 UPDATE posts SET user_id = 3, rating = 10 WHERE id = 2;
 TABLE show_user_blog;
-SELECT check_drift() AS line \gset
-\echo :line
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 
 \echo
 \echo '=== 8. An UPDATE that touches no counted column (title) changes no counter and is skipped cheaply'
 UPDATE posts SET title = upper(title);
-SELECT check_drift() AS line \gset
-\echo :line
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 SQL
 
 sql <<'SQL'
@@ -271,11 +264,8 @@ SELECT 1 + i % 3, 1 + (i / 3) % 3, 'Imported post ' || i,
        i % 4 <> 0, i % 50 = 0, i % 13 - 4
   FROM generate_series(1, 30000) AS i;
 \echo '    rows inserted:' :ROW_COUNT
-TABLE show_blogs;
-TABLE show_user_blog;
-TABLE show_tags;
-SELECT check_drift() AS line \gset
-\echo :line
+:show_all
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 
 \echo
 \echo '=== 10. Bulk UPDATE of many rows: half of the imported Databases posts move to Travel, are published'
@@ -288,8 +278,7 @@ UPDATE posts
 \echo '    rows updated:' :ROW_COUNT
 TABLE show_blogs;
 TABLE show_user_blog;
-SELECT check_drift() AS line \gset
-\echo :line
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 
 \echo
 \echo '=== 11. DELETE: all posts with a negative rating'
@@ -297,8 +286,7 @@ DELETE FROM posts WHERE rating < 0;
 \echo '    rows deleted:' :ROW_COUNT
 TABLE show_blogs;
 TABLE show_tags;
-SELECT check_drift() AS line \gset
-\echo :line
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 
 \echo
 \echo '=== 12. A rolled-back transaction leaves the counters as they were'
@@ -328,8 +316,7 @@ SELECT expect((SELECT count(*) FROM blogs b JOIN before_blogs o USING (id) WHERE
                                      UNION ALL (TABLE before_tags EXCEPT ALL TABLE tag_posts)) d) = 0,
               'every counter row is exactly as before the transaction') AS line \gset
 \echo :line
-SELECT check_drift() AS line \gset
-\echo :line
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 SQL
 
 echo
@@ -344,8 +331,7 @@ echo "    rows copied: $(wc -l <"$tmp/posts.csv")"
 sql <<'SQL'
 TABLE show_blogs;
 TABLE show_tags;
-SELECT check_drift() AS line \gset
-\echo :line
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 SQL
 
 echo
@@ -371,8 +357,7 @@ SELECT count(*) - :before AS posts_inserted_by_pgbench FROM posts;
 TABLE show_blogs;
 TABLE show_user_blog;
 SELECT * FROM show_tags WHERE tag = 'bench';
-SELECT check_drift() AS line \gset
-\echo :line
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 SQL
 
 sql <<'SQL'
@@ -382,8 +367,7 @@ TRUNCATE posts;
 TABLE show_blogs;
 SELECT (SELECT count(*) FROM user_blog_posts) AS user_blog_posts_rows,
        (SELECT count(*) FROM tag_posts) AS tag_posts_rows;
-SELECT check_drift() AS line \gset
-\echo :line
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 SQL
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1027,8 +1011,7 @@ SELECT recount_check('thumb_generation') AS line \gset
 \echo
 \echo '=== 20. Every counter of the demo, one last time'
 SELECT name, mode, (SELECT count(*) FROM counters.verify(name)) AS verify_rows FROM counters.counters ORDER BY name;
-SELECT check_drift() AS line \gset
-\echo :line
+SELECT check_drift() \g (format=unaligned tuples_only=on)
 SELECT recount_check(name) FROM counters.counters WHERE created_target ORDER BY name;
 \echo
 \echo 'Demo finished: every counter matched its recount after every step.'
