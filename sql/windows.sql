@@ -247,37 +247,33 @@ SELECT v.category, t.video_id, t.thumbnail, t.generation,
   JOIN videos v ON v.id = t.video_id
   LEFT JOIN thumb_events e ON e.video_id = t.video_id AND e.thumbnail = t.thumbnail
  GROUP BY v.category, t.video_id, t.thumbnail, t.generation;
--- top k per category by CTR since the regeneration, among thumbnails shown at least 20 times since
-CREATE FUNCTION top_ctr(k int) RETURNS TABLE (category text, rank bigint, video_id int, thumbnail int, clicks bigint,
-                                              shows bigint, ctr numeric, ctr_total numeric)
+-- top k per category by CTR since the regeneration, among thumbnails shown at least 20 times since: from the
+-- counters (thumbnail_ctr), or from the raw events (thumbnail_ctr_raw: raw => true); the branch not asked for is not
+-- read
+CREATE FUNCTION top_ctr(k int, raw boolean DEFAULT false)
+RETURNS TABLE (category text, rank bigint, video_id int, thumbnail int, clicks bigint, shows bigint, ctr numeric,
+               ctr_total numeric)
 LANGUAGE sql STABLE AS $$
 	SELECT * FROM (
 	    SELECT c.category, row_number() OVER (PARTITION BY c.category ORDER BY c.ctr DESC, c.shows DESC, c.video_id,
 	                                                                           c.thumbnail),
 	           c.video_id, c.thumbnail, c.clicks, c.shows, c.ctr, c.ctr_total
-	      FROM thumbnail_ctr c WHERE c.shows >= 20) r
-	 WHERE r.row_number <= k
-$$;
-CREATE FUNCTION top_ctr_raw(k int) RETURNS TABLE (category text, rank bigint, video_id int, thumbnail int,
-                                                  clicks bigint, shows bigint, ctr numeric, ctr_total numeric)
-LANGUAGE sql STABLE AS $$
-	SELECT * FROM (
-	    SELECT c.category, row_number() OVER (PARTITION BY c.category ORDER BY c.ctr DESC, c.shows DESC, c.video_id,
-	                                                                           c.thumbnail),
-	           c.video_id, c.thumbnail, c.clicks, c.shows, c.ctr, c.ctr_total
-	      FROM thumbnail_ctr_raw c WHERE c.shows >= 20) r
+	      FROM (SELECT * FROM thumbnail_ctr WHERE NOT raw UNION ALL SELECT * FROM thumbnail_ctr_raw WHERE raw) c
+	     WHERE c.shows >= 20) r
 	 WHERE r.row_number <= k
 $$;
 CREATE VIEW ctr_report AS
 SELECT (SELECT count(*) FROM thumbnail_ctr) AS thumbnails,
        (SELECT count(*) FROM ((TABLE thumbnail_ctr EXCEPT ALL TABLE thumbnail_ctr_raw)
                               UNION ALL (TABLE thumbnail_ctr_raw EXCEPT ALL TABLE thumbnail_ctr)) d) AS ctr_differences,
-       (SELECT count(*) FROM top_ctr_raw(90)) AS raw_top90_rows,
-       (SELECT count(*) FROM ((SELECT * FROM top_ctr(90) EXCEPT ALL SELECT * FROM top_ctr_raw(90))
-                              UNION ALL (SELECT * FROM top_ctr_raw(90) EXCEPT ALL SELECT * FROM top_ctr(90))) d)
+       (SELECT count(*) FROM top_ctr(90, raw => true)) AS raw_top90_rows,
+       (SELECT count(*) FROM ((SELECT * FROM top_ctr(90) EXCEPT ALL SELECT * FROM top_ctr(90, raw => true))
+                              UNION ALL
+                              (SELECT * FROM top_ctr(90, raw => true) EXCEPT ALL SELECT * FROM top_ctr(90))) d)
            AS top90_differences,
-       (SELECT count(*) FROM ((SELECT * FROM top_ctr(3) EXCEPT ALL SELECT * FROM top_ctr_raw(3))
-                              UNION ALL (SELECT * FROM top_ctr_raw(3) EXCEPT ALL SELECT * FROM top_ctr(3))) d)
+       (SELECT count(*) FROM ((SELECT * FROM top_ctr(3) EXCEPT ALL SELECT * FROM top_ctr(3, raw => true))
+                              UNION ALL
+                              (SELECT * FROM top_ctr(3, raw => true) EXCEPT ALL SELECT * FROM top_ctr(3))) d)
            AS top3_differences,
        (SELECT count(*) FROM counters.verify('win_thumb_total')) AS verify_total,
        (SELECT count(*) FROM counters.verify('win_thumb_generation')) AS verify_generation;
