@@ -52,77 +52,35 @@ CREATE FUNCTION make_uses(first int, last int) RETURNS void LANGUAGE sql AS $$
 $$;
 -- half of the events exist when the counter is declared (it is filled from them), the other half come after
 SELECT make_uses(1, 10000);
-SELECT counters.create_counter('win_hourly', $$
+SELECT counters.create_counter('tag_hourly', $$
 	SELECT region, tag, date_trunc('hour', used_at) AS hour, count(*) AS uses
 	  FROM hashtag_uses GROUP BY region, tag, date_trunc('hour', used_at)
 $$);
 SELECT make_uses(10001, 20000);
 -- the window of one region is a range of (region, hour); the window of all regions a range of (hour). Both are key
 -- columns, never updated, so these indexes do not stop HOT updates of the counted value.
-CREATE INDEX win_hourly_region_hour ON win_hourly (region, hour);
-CREATE INDEX win_hourly_hour ON win_hourly (hour);
+CREATE INDEX tag_hourly_region_hour ON tag_hourly (region, hour);
+CREATE INDEX tag_hourly_hour ON tag_hourly (hour);
 -- One (region, tag) over the window is a range of (region, tag, hour). The counter's own key index has its text keys by
 -- their digest (a key of any length fits; a digest has no range), so with regions and tags known to be short, this
 -- index gives the range.
-CREATE INDEX win_hourly_region_tag_hour ON win_hourly (region, tag, hour);
+CREATE INDEX tag_hourly_region_tag_hour ON tag_hourly (region, tag, hour);
 -- (plans below must not change with an autovacuum run in the middle of the test)
-ALTER TABLE win_hourly SET (autovacuum_enabled = off);
+ALTER TABLE tag_hourly SET (autovacuum_enabled = off);
 ALTER TABLE hashtag_uses SET (autovacuum_enabled = off);
-\d win_hourly
+\d tag_hourly
 -- more writes through the trigger: a burst, events moved to the next bucket or to another region, deletes
 INSERT INTO hashtag_uses (region, tag, used_at)
 SELECT 'europe', '#storm', timestamp '2026-03-10 12:29' - g * interval '7 seconds' FROM generate_series(1, 400) g;
 UPDATE hashtag_uses SET used_at = used_at + interval '37 minutes' WHERE id % 11 = 0;
 UPDATE hashtag_uses SET region = 'asia' WHERE id % 13 = 0 AND region = 'latam';
 DELETE FROM hashtag_uses WHERE id % 17 = 0;
-ANALYZE regions, hashtag_uses, win_hourly;
-SELECT * FROM counters.verify('win_hourly');
+ANALYZE regions, hashtag_uses, tag_hourly;
+SELECT * FROM counters.verify('tag_hourly');
 
--- The window ending at T: the 24 hour buckets up to and including the bucket of T. Over the counter it reads those
--- buckets; over the raw events, the same 24 hours of events. LANGUAGE sql STABLE: inlined, so EXPLAIN shows the plan.
-CREATE FUNCTION window_uses(at_time timestamp) RETURNS TABLE (region text, tag text, uses numeric)
-LANGUAGE sql STABLE AS $$
-	SELECT c.region, c.tag, sum(c.uses)
-	  FROM win_hourly c
-	 WHERE c.hour BETWEEN date_trunc('hour', at_time) - interval '23 hours' AND date_trunc('hour', at_time)
-	 GROUP BY c.region, c.tag
-$$;
-CREATE FUNCTION window_uses_raw(at_time timestamp) RETURNS TABLE (region text, tag text, uses numeric)
-LANGUAGE sql STABLE AS $$
-	SELECT h.region, h.tag, count(*)
-	  FROM hashtag_uses h
-	 WHERE h.used_at >= date_trunc('hour', at_time) - interval '23 hours'
-	   AND h.used_at < date_trunc('hour', at_time) + interval '1 hour'
-	 GROUP BY h.region, h.tag
-$$;
--- Top k per region over the window: one range scan of (region, hour) per region (LATERAL).
-CREATE FUNCTION top_tags(k int, at_time timestamp) RETURNS TABLE (region text, rank bigint, tag text, uses numeric)
-LANGUAGE sql STABLE AS $$
-	SELECT r.region, t.rank, t.tag, t.uses
-	  FROM regions r
-	  CROSS JOIN LATERAL (
-	      SELECT c.tag, sum(c.uses) AS uses, row_number() OVER (ORDER BY sum(c.uses) DESC, c.tag) AS rank
-	        FROM win_hourly c
-	       WHERE c.region = r.region
-	         AND c.hour BETWEEN date_trunc('hour', at_time) - interval '23 hours' AND date_trunc('hour', at_time)
-	       GROUP BY c.tag
-	       ORDER BY 2 DESC, 1
-	       LIMIT k) t
-$$;
-CREATE FUNCTION top_tags_raw(k int, at_time timestamp) RETURNS TABLE (region text, rank bigint, tag text, uses numeric)
-LANGUAGE sql STABLE AS $$
-	SELECT r.region, t.rank, t.tag, t.uses
-	  FROM regions r
-	  CROSS JOIN LATERAL (
-	      SELECT h.tag, count(*)::numeric AS uses, row_number() OVER (ORDER BY count(*) DESC, h.tag) AS rank
-	        FROM hashtag_uses h
-	       WHERE h.region = r.region
-	         AND h.used_at >= date_trunc('hour', at_time) - interval '23 hours'
-	         AND h.used_at < date_trunc('hour', at_time) + interval '1 hour'
-	       GROUP BY h.tag
-	       ORDER BY 2 DESC, 1
-	       LIMIT k) t
-$$;
+-- The window ending at T, and the top k per region in it, from the counter and from the raw events:
+-- window_uses(T), window_uses_raw(T), top_tags(k, T) and top_tags_raw(k, T), which test/demo.sh asks too.
+\i test/window_queries.sql
 -- Both questions at several times T: before the history and long after it (empty windows), at its start (a partly
 -- empty window), inside it (at the last second of a bucket), at T0, and 6 hours after T0 (the events dated after T0).
 CREATE VIEW check_times AS
@@ -164,33 +122,33 @@ SELECT c.region, c.rank, c.tag, c.uses, r.tag AS raw_tag, r.uses AS raw_uses
 EXPLAIN (COSTS OFF) SELECT * FROM top_tags(3, '2026-03-10 12:30');
 EXPLAIN (COSTS OFF) SELECT * FROM window_uses('2026-03-10 12:30');
 -- one (region, tag) over the window: a range of (region, tag, hour)
-EXPLAIN (COSTS OFF) SELECT sum(uses) FROM win_hourly
+EXPLAIN (COSTS OFF) SELECT sum(uses) FROM tag_hourly
  WHERE region = 'europe' AND tag = '#storm' AND hour BETWEEN '2026-03-09 13:00' AND '2026-03-10 12:00';
 
 -- The same questions over a log-mode counter (the name becomes a view adding the totals and the pending log rows;
 -- the indexes stay on the table, now <name>_totals) and a sharded one, with writes in between.
-SELECT counters.alter_counter('win_hourly', 'log');
+SELECT counters.alter_counter('tag_hourly', 'log');
 SELECT indexrelid::regclass AS index, indrelid::regclass AS "table" FROM pg_index
- WHERE indrelid = 'win_hourly_totals'::regclass ORDER BY indexrelid::regclass::text;
+ WHERE indrelid = 'tag_hourly_totals'::regclass ORDER BY indexrelid::regclass::text;
 SELECT make_uses(20001, 23000);
 UPDATE hashtag_uses SET tag = '#storm' WHERE id % 19 = 0 AND region = 'europe';
 DELETE FROM hashtag_uses WHERE id % 23 = 0;
-SELECT (SELECT count(*) FROM win_hourly_log) > 0 AS pending_log_rows;
-ALTER TABLE win_hourly_log SET (autovacuum_enabled = off);
-ANALYZE win_hourly_totals, win_hourly_log;
+SELECT (SELECT count(*) FROM tag_hourly_log) > 0 AS pending_log_rows;
+ALTER TABLE tag_hourly_log SET (autovacuum_enabled = off);
+ANALYZE tag_hourly_totals, tag_hourly_log;
 -- the window's conditions reach both tables: a range of the same index of the totals, and of the log's key index
 EXPLAIN (COSTS OFF) SELECT * FROM top_tags(3, '2026-03-10 12:30');
 TABLE window_report ORDER BY at_time;
-SELECT counters.compact('win_hourly') > 0 AS compacted;
+SELECT counters.compact('tag_hourly') > 0 AS compacted;
 TABLE window_report ORDER BY at_time;
-SELECT counters.alter_counter('win_hourly', 'sharded');
+SELECT counters.alter_counter('tag_hourly', 'sharded');
 SELECT make_uses(23001, 25000);
 UPDATE hashtag_uses SET used_at = used_at - interval '2 hours' WHERE id % 29 = 0;
-SELECT (SELECT count(*) FROM win_hourly_slots) > 0 AS pending_slot_rows;
+SELECT (SELECT count(*) FROM tag_hourly_slots) > 0 AS pending_slot_rows;
 TABLE window_report ORDER BY at_time;
-SELECT counters.alter_counter('win_hourly', 'exact');
+SELECT counters.alter_counter('tag_hourly', 'exact');
 TABLE window_report ORDER BY at_time;
-SELECT * FROM counters.verify('win_hourly');
+SELECT * FROM counters.verify('tag_hourly');
 
 --
 -- CTR per (video, thumbnail): since the thumbnail's last regeneration, and in total. Events carry the generation of
@@ -344,7 +302,7 @@ RESET client_min_messages;
 TABLE ctr_report;
 
 DROP VIEW ctr_report, thumbnail_ctr, thumbnail_ctr_raw, window_report;
-SELECT counters.drop_counter('win_hourly');
+SELECT counters.drop_counter('tag_hourly');
 SELECT counters.drop_counter('win_thumb_total');
 SELECT counters.drop_counter('win_thumb_generation');
 RESET jit;

@@ -48,6 +48,7 @@ fi
 # From here on we run inside pg_virtualenv: PGHOST, PGPORT, PGUSER and PGPASSWORD point at the throwaway cluster.
 # ---------------------------------------------------------------------------------------------------------------------
 : >"$2"
+cd "$here/.."   # (psql reads test/window_queries.sql from here)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export PGDATABASE=counters_demo
@@ -728,49 +729,9 @@ SELECT (ARRAY['africa', 'asia', 'europe', 'latam', 'north america'])[1 + g % 5],
 ANALYZE hashtag_uses, tag_hourly;
 
 -- Uses per (region, tag) in the 24 hour buckets ending with the bucket of at_time, and the top k per region, from
--- the counter and from the raw events. LANGUAGE sql STABLE functions are inlined: EXPLAIN shows the real plan.
-CREATE FUNCTION window_uses(at_time timestamp) RETURNS TABLE (region text, tag text, uses numeric)
-LANGUAGE sql STABLE AS $$
-    SELECT c.region, c.tag, sum(c.uses)
-      FROM tag_hourly c
-     WHERE c.hour BETWEEN date_trunc('hour', at_time) - interval '23 hours' AND date_trunc('hour', at_time)
-     GROUP BY c.region, c.tag
-$$;
-CREATE FUNCTION window_uses_raw(at_time timestamp) RETURNS TABLE (region text, tag text, uses numeric)
-LANGUAGE sql STABLE AS $$
-    SELECT h.region, h.tag, count(*)
-      FROM hashtag_uses h
-     WHERE h.used_at >= date_trunc('hour', at_time) - interval '23 hours'
-       AND h.used_at < date_trunc('hour', at_time) + interval '1 hour'
-     GROUP BY h.region, h.tag
-$$;
-CREATE FUNCTION top_tags(k int, at_time timestamp) RETURNS TABLE (region text, rank bigint, tag text, uses numeric)
-LANGUAGE sql STABLE AS $$
-    SELECT r.region, t.rank, t.tag, t.uses
-      FROM regions r
-      CROSS JOIN LATERAL (
-          SELECT c.tag, sum(c.uses) AS uses, row_number() OVER (ORDER BY sum(c.uses) DESC, c.tag) AS rank
-            FROM tag_hourly c
-           WHERE c.region = r.region
-             AND c.hour BETWEEN date_trunc('hour', at_time) - interval '23 hours' AND date_trunc('hour', at_time)
-           GROUP BY c.tag
-           ORDER BY 2 DESC, 1
-           LIMIT k) t
-$$;
-CREATE FUNCTION top_tags_raw(k int, at_time timestamp) RETURNS TABLE (region text, rank bigint, tag text, uses numeric)
-LANGUAGE sql STABLE AS $$
-    SELECT r.region, t.rank, t.tag, t.uses
-      FROM regions r
-      CROSS JOIN LATERAL (
-          SELECT h.tag, count(*)::numeric AS uses, row_number() OVER (ORDER BY count(*) DESC, h.tag) AS rank
-            FROM hashtag_uses h
-           WHERE h.region = r.region
-             AND h.used_at >= date_trunc('hour', at_time) - interval '23 hours'
-             AND h.used_at < date_trunc('hour', at_time) + interval '1 hour'
-           GROUP BY h.tag
-           ORDER BY 2 DESC, 1
-           LIMIT k) t
-$$;
+-- the counter and from the raw events: window_uses(at_time), window_uses_raw(at_time), top_tags(k, at_time) and
+-- top_tags_raw(k, at_time), which sql/windows.sql tests too.
+\i test/window_queries.sql
 -- The best of 5 runs of a query, in milliseconds.
 CREATE FUNCTION best_ms(query text) RETURNS numeric LANGUAGE plpgsql AS $$
 DECLARE
