@@ -171,40 +171,8 @@ CREATE TABLE thumb_events (
 	generation int  NOT NULL,
 	kind       text NOT NULL CHECK (kind IN ('show', 'click'))
 );
-SELECT counters.create_counter('win_thumb_total', $$
-	SELECT video_id, thumbnail, count(*) FILTER (WHERE kind = 'click') AS clicks,
-	       count(*) FILTER (WHERE kind = 'show') AS shows
-	  FROM thumb_events GROUP BY video_id, thumbnail
-$$);
-SELECT counters.create_counter('win_thumb_generation', $$
-	SELECT video_id, thumbnail, generation, count(*) FILTER (WHERE kind = 'click') AS clicks,
-	       count(*) FILTER (WHERE kind = 'show') AS shows
-	  FROM thumb_events GROUP BY video_id, thumbnail, generation
-$$);
-CREATE VIEW thumbnail_ctr AS
-SELECT v.category, t.video_id, t.thumbnail, t.generation,
-       coalesce(g.clicks, 0) AS clicks, coalesce(g.shows, 0) AS shows,
-       g.clicks::numeric / nullif(g.shows, 0) AS ctr,
-       coalesce(a.clicks, 0) AS clicks_total, coalesce(a.shows, 0) AS shows_total,
-       a.clicks::numeric / nullif(a.shows, 0) AS ctr_total
-  FROM thumbnails t
-  JOIN videos v ON v.id = t.video_id
-  LEFT JOIN win_thumb_generation g
-         ON g.video_id = t.video_id AND g.thumbnail = t.thumbnail AND g.generation = t.generation
-  LEFT JOIN win_thumb_total a ON a.video_id = t.video_id AND a.thumbnail = t.thumbnail;
-CREATE VIEW thumbnail_ctr_raw AS
-SELECT v.category, t.video_id, t.thumbnail, t.generation,
-       count(*) FILTER (WHERE e.kind = 'click' AND e.generation = t.generation) AS clicks,
-       count(*) FILTER (WHERE e.kind = 'show' AND e.generation = t.generation) AS shows,
-       count(*) FILTER (WHERE e.kind = 'click' AND e.generation = t.generation)::numeric
-           / nullif(count(*) FILTER (WHERE e.kind = 'show' AND e.generation = t.generation), 0) AS ctr,
-       count(*) FILTER (WHERE e.kind = 'click') AS clicks_total,
-       count(*) FILTER (WHERE e.kind = 'show') AS shows_total,
-       count(*) FILTER (WHERE e.kind = 'click')::numeric / nullif(count(*) FILTER (WHERE e.kind = 'show'), 0) AS ctr_total
-  FROM thumbnails t
-  JOIN videos v ON v.id = t.video_id
-  LEFT JOIN thumb_events e ON e.video_id = t.video_id AND e.thumbnail = t.thumbnail
- GROUP BY v.category, t.video_id, t.thumbnail, t.generation;
+-- (the two counters and the views thumbnail_ctr and thumbnail_ctr_raw, which test/demo.sh reads too)
+\i test/thumbnail_ctr.sql
 -- top k per category by CTR since the regeneration, among thumbnails shown at least 20 times since: from the
 -- counters (thumbnail_ctr), or from the raw events (thumbnail_ctr_raw: raw => true); the branch not asked for is not
 -- read
@@ -233,8 +201,8 @@ SELECT (SELECT count(*) FROM thumbnail_ctr) AS thumbnails,
                               UNION ALL
                               (SELECT * FROM top_ctr(3, raw => true) EXCEPT ALL SELECT * FROM top_ctr(3))) d)
            AS top3_differences,
-       (SELECT count(*) FROM counters.verify('win_thumb_total')) AS verify_total,
-       (SELECT count(*) FROM counters.verify('win_thumb_generation')) AS verify_generation;
+       (SELECT count(*) FROM counters.verify('thumb_total')) AS verify_total,
+       (SELECT count(*) FROM counters.verify('thumb_generation')) AS verify_generation;
 
 -- 3 categories, 8 videos each, 3 thumbnails per video; their history (generation 1)
 INSERT INTO videos SELECT v, (ARRAY['games', 'music', 'news'])[1 + (v - 1) / 8] FROM generate_series(1, 24) v;
@@ -288,23 +256,23 @@ SELECT category, rank, video_id, thumbnail, clicks, shows, round(ctr, 4) AS ctr,
   FROM top_ctr(3) ORDER BY category, rank;
 -- every generation stays in the counter as history, one row per regeneration
 SELECT g.video_id, g.thumbnail, g.generation, g.clicks, g.shows
-  FROM win_thumb_generation g JOIN before_regeneration b USING (video_id, thumbnail) ORDER BY 1, 2, 3;
+  FROM thumb_generation g JOIN before_regeneration b USING (video_id, thumbnail) ORDER BY 1, 2, 3;
 
 -- Old generations are history, not drift: deleting them from the counter table by hand makes verify report them,
 -- and a rebuild restricted to those keys puts them back (they are still in the events). To forget an old generation
 -- for good, delete its events (which also takes them out of the total) or just ignore it, as thumbnail_ctr does.
-DELETE FROM win_thumb_generation g USING thumbnails t
+DELETE FROM thumb_generation g USING thumbnails t
  WHERE (g.video_id, g.thumbnail) = (t.video_id, t.thumbnail) AND g.generation < t.generation;
-SELECT counter, key, column_name, stored, expected FROM counters.verify('win_thumb_generation') ORDER BY key::text, column_name;
+SELECT counter, key, column_name, stored, expected FROM counters.verify('thumb_generation') ORDER BY key::text, column_name;
 SET client_min_messages = warning;   -- rebuild's NOTICEs carry timings
-SELECT counters.rebuild('win_thumb_generation', 'generation = 1');
+SELECT counters.rebuild('thumb_generation', 'generation = 1');
 RESET client_min_messages;
 TABLE ctr_report;
 
 DROP VIEW ctr_report, thumbnail_ctr, thumbnail_ctr_raw, window_report;
 SELECT counters.drop_counter('tag_hourly');
-SELECT counters.drop_counter('win_thumb_total');
-SELECT counters.drop_counter('win_thumb_generation');
+SELECT counters.drop_counter('thumb_total');
+SELECT counters.drop_counter('thumb_generation');
 RESET jit;
 RESET search_path;
 DROP SCHEMA windows_regress CASCADE;

@@ -845,47 +845,9 @@ CREATE TABLE thumb_events (
     generation int  NOT NULL,                                    -- the thumbnail's generation when it happened
     kind       text NOT NULL CHECK (kind IN ('show', 'click'))
 );
-SELECT counters.create_counter('thumb_total', $$
-    SELECT video_id, thumbnail,
-           count(*) FILTER (WHERE kind = 'click') AS clicks,
-           count(*) FILTER (WHERE kind = 'show') AS shows
-      FROM thumb_events
-     GROUP BY video_id, thumbnail
-$$) \gset
-SELECT counters.create_counter('thumb_generation', $$
-    SELECT video_id, thumbnail, generation,
-           count(*) FILTER (WHERE kind = 'click') AS clicks,
-           count(*) FILTER (WHERE kind = 'show') AS shows
-      FROM thumb_events
-     GROUP BY video_id, thumbnail, generation
-$$) \gset
-
--- CTR is derived when reading: a view over both counters; ctr since the regeneration, ctr_total in total.
-CREATE VIEW thumbnail_ctr AS
-SELECT v.category, t.video_id, t.thumbnail, t.generation,
-       coalesce(g.clicks, 0) AS clicks, coalesce(g.shows, 0) AS shows,
-       g.clicks::numeric / nullif(g.shows, 0) AS ctr,
-       coalesce(a.clicks, 0) AS clicks_total, coalesce(a.shows, 0) AS shows_total,
-       a.clicks::numeric / nullif(a.shows, 0) AS ctr_total
-  FROM thumbnails t
-  JOIN videos v ON v.id = t.video_id
-  LEFT JOIN thumb_generation g
-         ON g.video_id = t.video_id AND g.thumbnail = t.thumbnail AND g.generation = t.generation
-  LEFT JOIN thumb_total a ON a.video_id = t.video_id AND a.thumbnail = t.thumbnail;
--- The same, recomputed from the raw events.
-CREATE VIEW thumbnail_ctr_raw AS
-SELECT v.category, t.video_id, t.thumbnail, t.generation,
-       count(*) FILTER (WHERE e.kind = 'click' AND e.generation = t.generation) AS clicks,
-       count(*) FILTER (WHERE e.kind = 'show' AND e.generation = t.generation) AS shows,
-       count(*) FILTER (WHERE e.kind = 'click' AND e.generation = t.generation)::numeric
-           / nullif(count(*) FILTER (WHERE e.kind = 'show' AND e.generation = t.generation), 0) AS ctr,
-       count(*) FILTER (WHERE e.kind = 'click') AS clicks_total,
-       count(*) FILTER (WHERE e.kind = 'show') AS shows_total,
-       count(*) FILTER (WHERE e.kind = 'click')::numeric / nullif(count(*) FILTER (WHERE e.kind = 'show'), 0) AS ctr_total
-  FROM thumbnails t
-  JOIN videos v ON v.id = t.video_id
-  LEFT JOIN thumb_events e ON e.video_id = t.video_id AND e.thumbnail = t.thumbnail
- GROUP BY v.category, t.video_id, t.thumbnail, t.generation;
+-- (the two counters, and thumbnail_ctr and thumbnail_ctr_raw: CTR since the regeneration and in total, from the
+-- counters and recomputed from the raw events)
+\i test/thumbnail_ctr.sql
 -- Top 90 per category by CTR since the regeneration, among thumbnails shown at least 100 times since then.
 CREATE VIEW thumbnail_top AS
 SELECT * FROM (
