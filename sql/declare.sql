@@ -316,6 +316,11 @@ SELECT counters.create_counter('', 'SELECT user_id, count(*) AS n FROM posts GRO
 SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter(repeat('b', 53), 'SELECT user_id, count(*) AS n FROM posts GROUP BY user_id');
 SELECT * FROM rejected(:'SQLSTATE');
+-- names are identifiers measured in bytes (42602): 26 two-byte letters fit, 27 do not
+SELECT counters.create_counter(repeat('ж', 27), 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
+SELECT * FROM rejected(:'SQLSTATE');
+SELECT counters.create_counter(repeat('ж', 26), 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
+SELECT counters.drop_counter(repeat('ж', 26));
 -- unknown table (42P01) or column (42703): PostgreSQL's own errors, pointing into the definition
 \set SHOW_CONTEXT errors
 SELECT counters.create_counter('bad', 'SELECT blog_id, count(*) AS n FROM no_such_table GROUP BY blog_id');
@@ -376,11 +381,6 @@ SELECT counters.create_counter('bad', 'SELECT relkind, count(*) AS n FROM pg_cla
 SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter('bad', 'SELECT mode, count(*) AS n FROM counters.counter GROUP BY mode');
 SELECT * FROM rejected(:'SQLSTATE');
--- names are identifiers measured in bytes (42602): 26 two-byte letters fit, 27 do not
-SELECT counters.create_counter(repeat('ж', 27), 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
-SELECT * FROM rejected(:'SQLSTATE');
-SELECT counters.create_counter(repeat('ж', 26), 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id');
-SELECT counters.drop_counter(repeat('ж', 26));
 -- PostgreSQL's own errors while declaring name the counter too: an existing relation (42P07), the definition
 -- failing on the rows during the initial fill (22012)
 CREATE TABLE clash (id int);
