@@ -205,15 +205,7 @@ SELECT (SELECT count(*) FROM thumbnail_ctr) AS thumbnails,
        (SELECT count(*) FROM counters.verify('thumb_generation')) AS verify_generation;
 
 -- 3 categories, 8 videos each, 3 thumbnails per video; their history (generation 1)
-INSERT INTO videos SELECT v, (ARRAY['games', 'music', 'news'])[1 + (v - 1) / 8] FROM generate_series(1, 24) v;
-INSERT INTO thumbnails (video_id, thumbnail) SELECT v, t FROM generate_series(1, 24) v, generate_series(1, 3) t;
-INSERT INTO thumb_events (video_id, thumbnail, generation, kind)
-SELECT t.video_id, t.thumbnail, 1, CASE WHEN i <= n.clicks THEN 'click' ELSE 'show' END
-  FROM thumbnails t
-  CROSS JOIN LATERAL (SELECT 20 + (t.video_id * t.thumbnail * 37 + t.video_id * t.video_id) % 40 AS shows) s
-  CROSS JOIN LATERAL (SELECT floor(s.shows * (0.02 + (t.video_id * 7919 + t.thumbnail * 104729) % 1009 / 5045.0))::int
-                             AS clicks) n
-  CROSS JOIN generate_series(1, s.shows + n.clicks) i;
+SELECT thumbnail_history(8, 20, 40, 0.02, 5045.0);
 -- a page showing every thumbnail once (one statement, 72 keys), two clicks
 INSERT INTO thumb_events (video_id, thumbnail, generation, kind)
 SELECT video_id, thumbnail, generation, 'show' FROM thumbnails;

@@ -874,15 +874,7 @@ CREATE FUNCTION ctr_matches_raw() RETURNS boolean LANGUAGE sql AS $$
 $$;
 
 \echo '--- 300 videos in 3 categories, 3 thumbnails each; their history: 180,000 shows and their clicks (one INSERT)'
-INSERT INTO videos SELECT v, (ARRAY['games', 'music', 'news'])[1 + (v - 1) / 100] FROM generate_series(1, 300) v;
-INSERT INTO thumbnails (video_id, thumbnail) SELECT v, t FROM generate_series(1, 300) v, generate_series(1, 3) t;
-INSERT INTO thumb_events (video_id, thumbnail, generation, kind)
-SELECT t.video_id, t.thumbnail, 1, CASE WHEN i <= n.clicks THEN 'click' ELSE 'show' END
-  FROM thumbnails t
-  CROSS JOIN LATERAL (SELECT 100 + (t.video_id * t.thumbnail * 37 + t.video_id * t.video_id) % 200 AS shows) s
-  CROSS JOIN LATERAL (SELECT floor(s.shows * (0.01 + (t.video_id * 7919 + t.thumbnail * 104729) % 1009 / 10090.0))::int
-                             AS clicks) n
-  CROSS JOIN generate_series(1, s.shows + n.clicks) i;
+SELECT thumbnail_history(100, 100, 200, 0.01, 10090.0) \gset
 \echo '--- a page of 24 thumbnails is shown (one INSERT of 24 "show" events, generation read from thumbnails),'
 \echo '    and two of them are clicked'
 INSERT INTO thumb_events (video_id, thumbnail, generation, kind)

@@ -43,3 +43,22 @@ SELECT v.category, t.video_id, t.thumbnail, t.generation,
   JOIN videos v ON v.id = t.video_id
   LEFT JOIN thumb_events e ON e.video_id = t.video_id AND e.thumbnail = t.thumbnail
  GROUP BY v.category, t.video_id, t.thumbnail, t.generation;
+-- The history both start from (generation 1): per_category videos in each of the categories games, music and news,
+-- 3 thumbnails each, each shown from min_shows to min_shows + shows_spread - 1 times and clicked at a rate from min_ctr
+-- to min_ctr + 1008 / ctr_divisor; all events in one INSERT.
+CREATE FUNCTION thumbnail_history(per_category int, min_shows int, shows_spread int, min_ctr numeric,
+                                  ctr_divisor numeric) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO videos
+	SELECT v, (ARRAY['games', 'music', 'news'])[1 + (v - 1) / per_category] FROM generate_series(1, 3 * per_category) v;
+	INSERT INTO thumbnails (video_id, thumbnail)
+	SELECT v, t FROM generate_series(1, 3 * per_category) v, generate_series(1, 3) t;
+	INSERT INTO thumb_events (video_id, thumbnail, generation, kind)
+	SELECT t.video_id, t.thumbnail, 1, CASE WHEN i <= n.clicks THEN 'click' ELSE 'show' END
+	  FROM thumbnails t
+	  CROSS JOIN LATERAL (SELECT min_shows + (t.video_id * t.thumbnail * 37 + t.video_id * t.video_id) % shows_spread
+	                             AS shows) s
+	  CROSS JOIN LATERAL (SELECT floor(s.shows * (min_ctr + (t.video_id * 7919 + t.thumbnail * 104729) % 1009
+	                                                        / ctr_divisor))::int AS clicks) n
+	  CROSS JOIN generate_series(1, s.shows + n.clicks) i;
+END $$;
