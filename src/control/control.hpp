@@ -146,8 +146,7 @@ void Detach(Oid source);
  * counters, their triggers, whether any counter joins one. */
 void SetSink(Oid source, bool sink);
 List *ParentsOfSource(Oid source);
-void AttachParent(Oid parent);
-void DetachParent(Oid parent);
+void SetParentTriggers(Oid parent, bool attach);
 bool JoinsParent(Oid parent);
 
 /*

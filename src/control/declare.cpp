@@ -123,6 +123,34 @@ ResolveTarget(const char *counter, const char *target, char **schema, char **tab
 	return InvalidOid;
 }
 
+struct KeyColumns {
+	int n;
+	AttrNumber *attnums;
+};
+
+/* A unique index on exactly the columns `arg` (KeyColumns) names, in any order, without expressions. */
+static bool
+UniqueOnColumns(HeapTuple tup, const void *arg)
+{
+	const KeyColumns *keys = (const KeyColumns *)arg;
+	Form_pg_index index = (Form_pg_index)GETSTRUCT(tup);
+	bool ok = index->indisunique && index->indnatts == keys->n && heap_attisnull(tup, Anum_pg_index_indexprs, nullptr);
+	for (int k = 0; ok && k < keys->n; k++) {
+		bool in_index = false;
+		for (int j = 0; j < index->indnatts; j++)
+			in_index |= index->indkey.values[j] == keys->attnums[k];
+		ok = in_index;
+	}
+	return ok;
+}
+
+/* An index whose first column is the column `arg` (an AttrNumber) points at. */
+static bool
+LeadsWithColumn(HeapTuple tup, const void *arg)
+{
+	return ((Form_pg_index)GETSTRUCT(tup))->indkey.values[0] == *(const AttrNumber *)arg;
+}
+
 /* A target (an existing table) must have the definition's columns, values of integer or numeric types, and a
  * unique index on exactly the keys. */
 static void
@@ -155,30 +183,10 @@ CheckExistingTarget(const char *name, const CounterDef *def, Oid target)
 		        (errcode(ERRCODE_DATATYPE_MISMATCH),
 		         errmsg("counter \"%s\": target column %s is not of an integer or numeric type", name, missing.data)));
 	/* a valid unique index, without predicate or expressions, on exactly the key columns */
-	Relation rel = table_open(target, AccessShareLock);
-	List *indexes = RelationGetIndexList(rel);
-	bool found = false;
-	ListCell *lc;
-	foreach (lc, indexes) {
-		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
-		if (!HeapTupleIsValid(tup))
-			continue;
-		Form_pg_index index = (Form_pg_index)GETSTRUCT(tup);
-		bool ok = index->indisunique && index->indisvalid && index->indnatts == def->nkeys &&
-		          heap_attisnull(tup, Anum_pg_index_indpred, nullptr) &&
-		          heap_attisnull(tup, Anum_pg_index_indexprs, nullptr);
-		for (int k = 0; ok && k < def->nkeys; k++) {
-			bool in_index = false;
-			AttrNumber attnum = get_attnum(target, def->keys[k].column_name);
-			for (int j = 0; j < index->indnatts; j++)
-				in_index |= index->indkey.values[j] == attnum;
-			ok = in_index;
-		}
-		ReleaseSysCache(tup);
-		found |= ok;
-	}
-	list_free(indexes);
-	table_close(rel, AccessShareLock);
+	KeyColumns keys = {def->nkeys, (AttrNumber *)palloc(sizeof(AttrNumber) * def->nkeys)};
+	for (int k = 0; k < def->nkeys; k++)
+		keys.attnums[k] = get_attnum(target, def->keys[k].column_name);
+	bool found = AnyIndexOf(target, UniqueOnColumns, &keys);
 	if (!found)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
 		                errmsg("counter \"%s\": key columns (%s) are not a unique key of target table %s", name,
@@ -210,20 +218,7 @@ RequireParentShape(const char *name, const CounterDef *def, Oid caller)
 	if (IsSink(def->source) || IsSink(def->parent))
 		ereport(ERROR,
 		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("counter \"%s\": a sink cannot be joined", name)));
-	Relation rel = table_open(def->source, AccessShareLock);
-	List *indexes = RelationGetIndexList(rel);
-	table_close(rel, AccessShareLock);
-	bool indexed = false;
-	ListCell *lc;
-	foreach (lc, indexes) {
-		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
-		if (!HeapTupleIsValid(tup))
-			continue;
-		Form_pg_index index = (Form_pg_index)GETSTRUCT(tup);
-		indexed |= index->indisvalid && index->indkey.values[0] == def->child_key &&
-		           heap_attisnull(tup, Anum_pg_index_indpred, nullptr);
-		ReleaseSysCache(tup);
-	}
+	bool indexed = AnyIndexOf(def->source, LeadsWithColumn, &def->child_key);
 	if (!indexed)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\": column \"%s\" of %s needs an index", name,
@@ -480,7 +475,7 @@ DropCounter(const char *name)
 		/* (the parent's triggers stay while another counter joins it, whose cache must forget this one) */
 		CacheInvalidateRelcacheByRelid(parent);
 		if (!JoinsParent(parent))
-			DetachParent(parent);
+			SetParentTriggers(parent, false);
 	}
 	SpiConnect();
 	CreatedRelation own[COUNTER_RELATIONS];
@@ -534,7 +529,7 @@ Attach(Oid source)
 	/* the parents of its counters through a parent row get their triggers, and the tables of its counter caches */
 	ListCell *pc;
 	foreach (pc, ParentsOfSource(source))
-		AttachParent(lfirst_oid(pc));
+		SetParentTriggers(lfirst_oid(pc), true);
 	foreach (pc, ReadCatalogOfSource(source)) {
 		CatalogEntry *e = (CatalogEntry *)lfirst(pc);
 		if (!e->owns_target)
@@ -661,22 +656,16 @@ AttachTarget(Oid target)
 }
 
 void
-AttachParent(Oid parent)
+SetParentTriggers(Oid parent, bool attach)
 {
 	SpiConnect();
-	for (int t = 0; t < PARENT_TRIGGERS; t++)
-		if (!OidIsValid(TriggerFunction(parent, ParentTriggerName(t))))
+	for (int t = 0; t < PARENT_TRIGGERS; t++) {
+		Oid function = TriggerFunction(parent, ParentTriggerName(t));
+		if (attach && !OidIsValid(function))
 			Execute(CreateParentTriggerStatement(t, parent), SPI_OK_UTILITY);
-	SPI_finish();
-}
-
-void
-DetachParent(Oid parent)
-{
-	SpiConnect();
-	for (int t = 0; t < PARENT_TRIGGERS; t++)
-		if (TriggerFunction(parent, ParentTriggerName(t)) == CaptureFunction())
+		else if (!attach && function == CaptureFunction())
 			Execute(psprintf("DROP TRIGGER %s ON %s", ParentTriggerName(t), QualifiedName(parent)), SPI_OK_UTILITY);
+	}
 	SPI_finish();
 }
 

@@ -104,15 +104,7 @@ ConditionProbe(const char *condition)
 char *
 RebuildConditionCheck(const CounterShape *s, const char *condition)
 {
-	StringInfoData keys;
-	initStringInfo(&keys);
-	bool first = true;
-	for (int i = 0; i < s->ncolumns; i++)
-		if (s->is_key[i]) {
-			Sep(&keys, &first);
-			appendStringInfoString(&keys, quote_identifier(s->table_names[i]));
-		}
-	return psprintf("SELECT 1 FROM (SELECT %s FROM %s LIMIT 0) k WHERE (%s)", keys.data, QualifiedName(s->table),
+	return psprintf("SELECT 1 FROM (SELECT %s FROM %s LIMIT 0) k WHERE (%s)", KeyColumnList(s), QualifiedName(s->table),
 	                condition);
 }
 

@@ -262,20 +262,18 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 	out->column_name = column;
 	out->arg = nullptr;
 	out->arg_type = InvalidOid;
+	out->accum = AccumKind::Int64;
 	switch (agg->aggfnoid) {
 	case F_COUNT_:
 		out->kind = ValueKind::CountStar;
-		out->accum = AccumKind::Int64;
 		break;
 	case F_COUNT_ANY:
 		out->kind = ValueKind::CountArg;
-		out->accum = AccumKind::Int64;
 		break;
 	case F_SUM_INT2:
 	case F_SUM_INT4:
 	case F_SUM_INT8:
 		out->kind = ValueKind::Sum;
-		out->accum = AccumKind::Int64;
 		break;
 	case F_SUM_NUMERIC:
 		out->kind = ValueKind::Sum;
@@ -328,27 +326,20 @@ RejectJoin(const char *counter, const char *what)
 	pg_unreachable();
 }
 
+/* A unique, immediately checked index whose one key column is the column `arg` (an AttrNumber) points at. */
+bool
+UniqueImmediateOn(HeapTuple tup, const void *arg)
+{
+	Form_pg_index index = (Form_pg_index)GETSTRUCT(tup);
+	return index->indisunique && index->indimmediate && index->indnkeyatts == 1 &&
+	       index->indkey.values[0] == *(const AttrNumber *)arg && heap_attisnull(tup, Anum_pg_index_indexprs, nullptr);
+}
+
 /* A unique, immediate, non-partial index on exactly column `attnum` of `relid`. */
 bool
 HasUniqueIndexOn(Oid relid, AttrNumber attnum)
 {
-	Relation rel = relation_open(relid, AccessShareLock);
-	List *indexes = RelationGetIndexList(rel);
-	relation_close(rel, AccessShareLock);
-	ListCell *lc;
-	foreach (lc, indexes) {
-		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
-		if (!HeapTupleIsValid(tup))
-			continue;
-		Form_pg_index index = (Form_pg_index)GETSTRUCT(tup);
-		bool ok = index->indisunique && index->indimmediate && index->indisvalid && index->indnkeyatts == 1 &&
-		          index->indkey.values[0] == attnum && heap_attisnull(tup, Anum_pg_index_indpred, nullptr) &&
-		          heap_attisnull(tup, Anum_pg_index_indexprs, nullptr);
-		ReleaseSysCache(tup);
-		if (ok)
-			return true;
-	}
-	return false;
+	return AnyIndexOf(relid, UniqueImmediateOn, &attnum);
 }
 
 /*
@@ -630,6 +621,16 @@ DefinitionErrorContext(void *arg)
 	errcontext("definition of counter \"%s\"", dc->name);
 }
 
+/* Errors while the definition is parsed say where in its text, naming the counter. */
+void
+PushDefinitionContext(ErrorContextCallback *context, DefinitionContext *dc)
+{
+	context->callback = DefinitionErrorContext;
+	context->arg = dc;
+	context->previous = error_context_stack;
+	error_context_stack = context;
+}
+
 /* The first table of a FROM clause (the counted table: of a join, the first one's), or NULL. */
 RangeVar *
 FirstTable(Node *from)
@@ -646,10 +647,7 @@ DefinitionSource(const char *name, const char *definition)
 {
 	DefinitionContext dc = {name, definition};
 	ErrorContextCallback context;
-	context.callback = DefinitionErrorContext;
-	context.arg = &dc;
-	context.previous = error_context_stack;
-	error_context_stack = &context;
+	PushDefinitionContext(&context, &dc);
 	/* (raw parsing runs no code; a wrong definition is reported by DescribeDefinition) */
 	List *raw = raw_parser(definition, RAW_PARSE_DEFAULT);
 	error_context_stack = context.previous;
@@ -667,10 +665,7 @@ DescribeDefinition(const char *name, const char *definition, Oid owner)
 	RequireOwnerScope(owner);
 	DefinitionContext dc = {name, definition};
 	ErrorContextCallback context;
-	context.callback = DefinitionErrorContext;
-	context.arg = &dc;
-	context.previous = error_context_stack;
-	error_context_stack = &context;
+	PushDefinitionContext(&context, &dc);
 	List *raw = raw_parser(definition, RAW_PARSE_DEFAULT);
 	if (list_length(raw) != 1)
 		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR),

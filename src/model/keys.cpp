@@ -6,6 +6,7 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "access/relation.h"
 #include "access/htup_details.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_collation.h"
@@ -161,6 +162,28 @@ char *
 KeyIndexElement(const char *quoted_column, bool digested)
 {
 	return digested ? psprintf("(counters.%s(%s))", KEY_DIGEST_NAME, quoted_column) : pstrdup(quoted_column);
+}
+
+bool
+AnyIndexOf(Oid relid, bool (*match)(HeapTuple index, const void *arg), const void *arg)
+{
+	Relation rel = relation_open(relid, AccessShareLock);
+	List *indexes = RelationGetIndexList(rel);
+	relation_close(rel, AccessShareLock);
+	bool found = false;
+	ListCell *lc;
+	foreach (lc, indexes) {
+		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		found = ((Form_pg_index)GETSTRUCT(tup))->indisvalid && heap_attisnull(tup, Anum_pg_index_indpred, nullptr) &&
+		        match(tup, arg);
+		ReleaseSysCache(tup);
+		if (found)
+			break;
+	}
+	list_free(indexes);
+	return found;
 }
 
 } // namespace counters

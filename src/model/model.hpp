@@ -420,6 +420,11 @@ char *KeyIndexElement(const char *quoted_column, bool digested);
  * InvalidAttrNumber), each a plain column or counters.key_digest() of one: key_of_column gets each index column's key
  * number and digested (may be NULL) whether key k is indexed by its digest. InvalidOid if there is none.
  */
+/*
+ * Whether `relid` has a valid index without a predicate (one that covers every row) that match(index's pg_index
+ * tuple, arg) accepts: the scan behind the declaration's checks of a target's, a parent's and a source's indexes.
+ */
+bool AnyIndexOf(Oid relid, bool (*match)(HeapTuple index, const void *arg), const void *arg);
 Oid FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column,
                    bool *digested);
 /*

@@ -433,10 +433,7 @@ ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
 	MemoryContextSwitchTo(old);
 	if (n == 0)
 		return;
-	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
-	for (int i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(keys[i]);
-	Datum array = PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+	Datum array = Int64Array(keys, n);
 	Oid argtypes[1] = {INT8ARRAYOID};
 	LockParentKeys(def->parent, keys, n, false);
 	SpiConnect();
@@ -673,6 +670,15 @@ CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_o
 		prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+}
+
+Datum
+Int64Array(const int64 *keys, int n)
+{
+	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(keys[i]);
+	return PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
 }
 
 int64

@@ -335,10 +335,7 @@ CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, HTA
 	const CounterDef *def = r->c->def;
 	if (n == 0)
 		return;
-	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
-	for (int i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(keys[i]);
-	Datum array = PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+	Datum array = Int64Array(keys, n);
 	SpiConnect();
 	OwnerScope owner;
 	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);

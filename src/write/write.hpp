@@ -389,6 +389,8 @@ int CompareInt64(const void *a, const void *b);
  * it meanwhile see each other.
  */
 void LockParentKeys(Oid parent, const int64 *keys, int n, bool parent_side);
+/* Keys as the int8[] the parent-rows and child-rows statements take ($1). */
+Datum Int64Array(const int64 *keys, int n);
 /* Row `i` of a ParentRowsStatement or ChildRowsStatement result: its key, and its row (of `relid`) in *tuple. */
 int64 KeyedRow(uint64 i, Oid relid, HeapTupleData *tuple);
 void InitFrames();

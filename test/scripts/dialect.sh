@@ -10,23 +10,21 @@ fail=0
 code() {
 	perl -0777 -pe 's{/\*.*?\*/}{" " x length($&)}gse; s{//[^\n]*}{}g; s{"(?:\\.|[^"\\\n])*"}{""}g; s{'"'"'(?:\\.|[^'"'"'\\\n])*'"'"'}{'"''"'}g' "$1"
 }
-for f in src/*.cpp src/*.hpp src/*/*.cpp src/*/*.hpp; do
-	hits=$(code "$f" | grep -nE '#include[[:space:]]*<|\bstd::|\bnew[[:space:]]+[A-Za-z_(]|\bdelete([[:space:]]+|[[:space:]]*\[\][[:space:]]*)[A-Za-z_(]|\b(malloc|calloc|realloc|free)[[:space:]]*\(|\b(throw|try|catch|dynamic_cast|typeid)\b' || true)
+# report FILE WHAT PATTERN: the lines of FILE's code that match PATTERN, under "dialect: FILE WHAT".
+report() {
+	local hits
+	hits=$(code "$1" | grep -nE "$3" || true)
 	if [ -n "$hits" ]; then
-		echo "dialect: $f:"
+		echo "dialect: $1$2:"
 		echo "$hits" | sed 's/^/    /'
 		fail=1
 	fi
-done
-# Differences between PostgreSQL versions live in src/compat.hpp alone.
+}
 for f in src/*.cpp src/*.hpp src/*/*.cpp src/*/*.hpp; do
-	[ "$f" = src/compat.hpp ] && continue
-	hits=$(code "$f" | grep -nE '\bPG_(VERSION_NUM|MAJORVERSION(_NUM)?)\b' || true)
-	if [ -n "$hits" ]; then
-		echo "dialect: $f tests the PostgreSQL version (put the difference in src/compat.hpp):"
-		echo "$hits" | sed 's/^/    /'
-		fail=1
-	fi
+	report "$f" "" '#include[[:space:]]*<|\bstd::|\bnew[[:space:]]+[A-Za-z_(]|\bdelete([[:space:]]+|[[:space:]]*\[\][[:space:]]*)[A-Za-z_(]|\b(malloc|calloc|realloc|free)[[:space:]]*\(|\b(throw|try|catch|dynamic_cast|typeid)\b'
+	# Differences between PostgreSQL versions live in src/compat.hpp alone.
+	[ "$f" = src/compat.hpp ] ||
+		report "$f" " tests the PostgreSQL version (put the difference in src/compat.hpp)" '\bPG_(VERSION_NUM|MAJORVERSION(_NUM)?)\b'
 done
 if command -v clang-format >/dev/null; then
 	for f in src/*.cpp src/*.hpp src/*/*.cpp src/*/*.hpp; do
