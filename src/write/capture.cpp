@@ -352,8 +352,8 @@ struct KeyLocks {
 	int keys[2]; /* key locks taken in this transaction: by children's statements, by parents' writes */
 };
 
-MemoryContext key_locks_cxt = nullptr; /* under TopTransactionContext */
-List *key_locks = NIL;                 /* KeyLocks * */
+static MemoryContext key_locks_cxt = nullptr; /* under TopTransactionContext */
+static List *key_locks = NIL;                 /* KeyLocks * */
 
 static void
 ForgetKeyLocks(void *)
