@@ -39,7 +39,7 @@ extern "C" {
 namespace counters {
 
 struct CounterDef;      /* a definition decomposed into the universal formula (model.hpp) */
-struct CatalogEntry;    /* a counter: its catalog row, typed (model.hpp) */
+struct Counter;         /* a counter: its catalog row, typed (model.hpp) */
 struct CompiledCounter; /* a counter's executable form in this backend (write.hpp) */
 
 /* The compaction background worker (worker.cpp): GUCs, and workers registered when preloaded. */

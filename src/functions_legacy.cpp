@@ -71,7 +71,7 @@ COUNTERS_FUNCTION(counters_register)
 /* counters._unregister(name) (0.1 to 0.3): returns what the removed row named. */
 COUNTERS_FUNCTION(counters_unregister)
 {
-	counters::CatalogEntry *e = counters::LookupCounter(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	counters::Counter *e = counters::LookupCounter(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	counters::Unregister(e);
 	TupleDesc desc;
 	if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)

@@ -54,7 +54,7 @@ Distribute(Oid source, const char *column)
 	ListCell *lc;
 	int i = 0;
 	foreach (lc, entries) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		RequireMaintainer(e);
 		CounterDef *def = AnalyzeView(e->name, e->query, CounterOwner(e));
 		const char *refused = e->mode != Mode::Exact          ? "is in log or sharded mode"
@@ -108,7 +108,7 @@ Distribute(Oid source, const char *column)
 		elog(ERROR, "counters: distributing %s failed", table);
 	i = 0;
 	foreach (lc, entries) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		args[0] = CStringGetTextDatum(QualifiedName(e->target));
 		args[1] = CStringGetTextDatum(columns[i++]);
 		if (SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2, "
@@ -119,7 +119,7 @@ Distribute(Oid source, const char *column)
 	UnpinSettings(level);
 	SPI_finish();
 	foreach (lc, entries)
-		SyncReplica(((CatalogEntry *)lfirst(lc))->name);
+		SyncReplica(((Counter *)lfirst(lc))->name);
 	SpiConnect();
 	level = PinSettings(PIN_SEARCH_PATH);
 	foreach (lc, disabled) {
@@ -166,7 +166,7 @@ RefuseConversion(List *dropped)
 		return;
 	ListCell *lc;
 	foreach (lc, ReadCatalog(nullptr)) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (list_member_oid(dropped, e->source) || list_member_oid(dropped, e->target))
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			                errmsg("counter \"%s\": %s() would drop its %s", e->name, conversion,

@@ -26,15 +26,15 @@ namespace counters {
  * belongs to the owner, and the owner's code it runs runs as the owner. EndChange leaves it.
  */
 struct Change {
-	CatalogEntry *e;
+	Counter *e;
 	OwnerScope scope;
 };
-CatalogEntry *BeginChange(Change *change, const char *name, LOCKMODE mode, LOCKMODE own);
+Counter *BeginChange(Change *change, const char *name, LOCKMODE mode, LOCKMODE own);
 void EndChange(Change *change);
 
 /* The columns of a counter as the maintenance statements need them (maintain.cpp, maintain_statements.cpp). */
 struct CounterShape {
-	const CatalogEntry *e;
+	const Counter *e;
 	CounterDef *def;
 	int ncolumns; /* in definition order */
 	bool *is_key;
@@ -49,7 +49,7 @@ struct CounterShape {
 	const char *retention_keep;
 	Oid retention_type;
 };
-CounterShape *BuildShape(const CatalogEntry *e);
+CounterShape *BuildShape(const Counter *e);
 char *VerifyStatement(const CounterShape *s);
 /* A statement whose parse tells whether `condition` is one expression (nothing injected after it). */
 char *ConditionProbe(const char *condition);
@@ -95,7 +95,7 @@ char *CreateParentTriggerStatement(int trigger, Oid rel);
 char *CreateTriggerStatement(int trigger, Oid rel, bool is_source);
 char *DropTriggerStatement(int trigger, Oid rel);
 char *CreateGuardTriggerStatement(Oid rel);
-void GuardOwnTables(const CatalogEntry *e);
+void GuardOwnTables(const Counter *e);
 char *CreateTargetKeyTriggerStatement(Oid target, List *columns);
 char *DropTargetKeyTriggerStatement(Oid target);
 void AttachTarget(Oid target);
@@ -134,7 +134,7 @@ void AlterDefinition(const char *name, const char *definition, const char *mode)
  * change of a column's type that its definition view would otherwise block (ddl.cpp). The saved state is allocated in
  * CurrentMemoryContext; `why` completes the NOTICE.
  */
-void *SaveAndDrop(const CatalogEntry *e);
+void *SaveAndDrop(const Counter *e);
 void DeclareSaved(void *saved, const char *why);
 /* CALL counters.alter_counter_concurrently (SPI connected non-atomic). */
 void AlterCounterConcurrently(const char *name, const char *definition);
@@ -156,7 +156,7 @@ bool JoinsParent(Oid parent);
 void RefuseCheckOptionViews(Oid rel, bool making_sink);
 /* The views with a check option that read `rel`, directly or through other views, as a list, or NULL. */
 char *CheckOptionViews(Oid rel);
-void RefuseSinkRecount(const CatalogEntry *e, const char *what);
+void RefuseSinkRecount(const Counter *e, const char *what);
 void CopySelectGrants(Oid from, Oid to);
 /* The roles other than its owner that hold SELECT on `rel`. */
 List *SelectGrantees(Oid rel);
@@ -172,7 +172,7 @@ void SetKeepZero(const char *name, bool keep);
 void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
 /* top() in the row type `rowtype` of the relation a counter is read from: whole rows of that type. */
 void TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
-void RequireKeyFilter(const CatalogEntry *e, const CounterShape *s, const char *filter);
+void RequireKeyFilter(const Counter *e, const CounterShape *s, const char *filter);
 char *BoundsViolation(const char *column, Datum min, bool min_null, Datum max, bool max_null);
 char *CountWhereStatement(Oid rel, const char *condition);
 char *KeyFilterCheckStatement(const CounterShape *s, const char *filter);
@@ -196,8 +196,8 @@ void WindowState(const char *name, FunctionCallInfo fcinfo);
  * window. KeepCrossings gives a counter declared again the table set aside (Kept), without the rows of prefixes its new
  * definition no longer has, or drops it if the window did not survive. The statements that create and read it.
  */
-Oid WindowCrossings(const CatalogEntry *e, bool window);
-void KeepCrossings(const CatalogEntry *e, Oid crossings, const CounterDef *def);
+Oid WindowCrossings(const Counter *e, bool window);
+void KeepCrossings(const Counter *e, Oid crossings, const CounterDef *def);
 char *CreateCrossingsStatement(const char *schema, const char *table);
 char *DeleteCrossingsStatement(Oid crossings);
 char *StalePrefixesStatement(Oid crossings);

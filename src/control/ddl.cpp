@@ -50,12 +50,12 @@ LookupTable(RangeVar *rv)
  * The counter whose source is `relid`, or that joins it as the parent of its rows, or NULL: writes to such a table
  * must fire its own triggers, so it cannot gain inheritance children or become a partition or a child.
  */
-CatalogEntry *
+Counter *
 CounterOfSource(List *catalog, Oid relid)
 {
 	ListCell *lc;
 	foreach (lc, catalog) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (e->source == relid || CounterParent(e) == relid)
 			return e;
 	}
@@ -157,7 +157,7 @@ PartitionsOf(Holder holder, Oid arg)
 }
 
 [[noreturn]] void
-RefuseStructureChange(const CatalogEntry *e, Oid relid, const char *what)
+RefuseStructureChange(const Counter *e, Oid relid, const char *what)
 {
 	ereport(ERROR,
 	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -216,7 +216,7 @@ RetypeCounters(List *catalog, Oid relid, const char *column)
 		return;
 	ListCell *lc;
 	foreach (lc, catalog) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (e->source != relid || !OidIsValid(e->query) || !ViewUsesColumn(e->query, relid, attnum))
 			continue;
 		if (IsSink(relid))
@@ -236,12 +236,12 @@ RetypeCounters(List *catalog, Oid relid, const char *column)
 }
 
 /* A counter column (a key, value or slot column) of a counter's own table, or of columns kept in an existing table. */
-const CatalogEntry *
+const Counter *
 CounterOfColumn(List *catalog, Oid relid, const char *column)
 {
 	ListCell *lc;
 	foreach (lc, catalog) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		bool own = e->owns_target && (relid == e->target || relid == e->totals || relid == e->log);
 		bool cache = !e->owns_target && relid == e->target;
 		if (!own && !cache)
@@ -273,7 +273,7 @@ CheckAlterTable(AlterTableStmt *stmt, List **leaving, List **joining, Oid *paren
 		case AT_AlterColumnType: {
 			if (catalog == nullptr)
 				catalog = ReadCatalog(nullptr);
-			const CatalogEntry *e = CounterOfColumn(catalog, relid, cmd->name);
+			const Counter *e = CounterOfColumn(catalog, relid, cmd->name);
 			if (e != nullptr)
 				ereport(ERROR,
 				        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
@@ -302,7 +302,7 @@ CheckAlterTable(AlterTableStmt *stmt, List **leaving, List **joining, Oid *paren
 			if (catalog == nullptr)
 				catalog = ReadCatalog(nullptr);
 			Oid inherited = LookupTable((RangeVar *)cmd->def);
-			const CatalogEntry *e = CounterOfSource(catalog, relid);
+			const Counter *e = CounterOfSource(catalog, relid);
 			if (e != nullptr)
 				RefuseStructureChange(e, relid, "become an inheritance child");
 			if (OidIsValid(inherited) && (e = CounterOfSource(catalog, inherited)) != nullptr)
@@ -317,7 +317,7 @@ CheckAlterTable(AlterTableStmt *stmt, List **leaving, List **joining, Oid *paren
 				break;
 			if (catalog == nullptr)
 				catalog = ReadCatalog(nullptr);
-			const CatalogEntry *e;
+			const Counter *e;
 			if (cmd->subtype == AT_AttachPartition && (e = CounterOfSource(catalog, partition)) != nullptr)
 				RefuseStructureChange(e, partition, "become a partition");
 			if (cmd->subtype == AT_DetachPartition && get_rel_relispartition(partition)) {
@@ -349,7 +349,7 @@ CheckCreateTable(CreateStmt *stmt)
 	ListCell *lc;
 	foreach (lc, stmt->inhRelations) {
 		Oid parent = LookupTable((RangeVar *)lfirst(lc));
-		const CatalogEntry *e = OidIsValid(parent) ? CounterOfSource(catalog, parent) : nullptr;
+		const Counter *e = OidIsValid(parent) ? CounterOfSource(catalog, parent) : nullptr;
 		if (e != nullptr)
 			RefuseStructureChange(e, parent, "have inheritance children");
 	}
@@ -539,7 +539,7 @@ OnDdlEnd(EventTriggerData *trigger)
 		                               "d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass");
 		SPI_finish();
 		foreach (lc, ReadCatalog(nullptr)) {
-			CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+			Counter *e = (Counter *)lfirst(lc);
 			if (list_member_oid(changed, e->source) || list_member_oid(changed, e->target) ||
 			    list_member_oid(changed, e->query))
 				citus::SyncReplica(e->name);
@@ -574,7 +574,7 @@ OnSqlDrop()
 	List *catalog = ReadCatalog(nullptr);
 	ListCell *lc;
 	foreach (lc, catalog) {
-		CatalogEntry *c = (CatalogEntry *)lfirst(lc);
+		Counter *c = (Counter *)lfirst(lc);
 		Oid rels[COUNTER_RELATIONS];
 		int n = RequiredRelations(c, rels);
 		bool hit = false;

@@ -40,18 +40,18 @@ namespace counters {
 
 /* The same counter: the same relations in the same mode (a change that committed meanwhile leaves neither). */
 static bool
-SameCounter(const CatalogEntry *a, const CatalogEntry *b)
+SameCounter(const Counter *a, const Counter *b)
 {
 	return a->source == b->source && a->target == b->target && a->query == b->query && a->totals == b->totals &&
 	       a->log == b->log && a->mode == b->mode;
 }
 
-CatalogEntry *
+Counter *
 BeginChange(Change *change, const char *name, LOCKMODE mode, LOCKMODE own)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
-	for (CatalogEntry *locked = nullptr; mode != NoLock && (locked == nullptr || !SameCounter(locked, e));) {
+	for (Counter *locked = nullptr; mode != NoLock && (locked == nullptr || !SameCounter(locked, e));) {
 		/* (taken again if the counter changed while this waited: its source or parent may be others now) */
 		LockCounterSources(e, mode);
 		locked = e;
@@ -460,7 +460,7 @@ DropCounter(const char *name)
 {
 	/* (writers in flight apply their deltas first, to the relations dropped here) */
 	Change change;
-	CatalogEntry *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
+	Counter *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
 	if (citus::IsCitusRelation(c->source))
 		citus::BeginDistributedChange();
 	Oid parent = OidIsValid(c->query) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->query))
@@ -531,7 +531,7 @@ Attach(Oid source)
 	foreach (pc, ParentsOfSource(source))
 		SetParentTriggers(lfirst_oid(pc), true);
 	foreach (pc, ReadCatalogOfSource(source)) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(pc);
+		Counter *e = (Counter *)lfirst(pc);
 		if (!e->owns_target)
 			AttachTarget(e->target);
 		else
@@ -587,7 +587,7 @@ JoinsParent(Oid parent)
 {
 	ListCell *lc;
 	foreach (lc, ReadCatalog(nullptr)) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (e->source == parent || !OidIsValid(e->query) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
 			continue;
 		if (AnalyzeView(e->name, e->query, CounterOwner(e))->parent == parent)
@@ -602,7 +602,7 @@ ParentsOfSource(Oid source)
 	List *parents = NIL;
 	ListCell *lc;
 	foreach (lc, ReadCatalogOfSource(source)) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (!OidIsValid(e->query) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
 			continue;
 		Oid parent = AnalyzeView(e->name, e->query, CounterOwner(e))->parent;
@@ -613,7 +613,7 @@ ParentsOfSource(Oid source)
 }
 
 void
-GuardOwnTables(const CatalogEntry *e)
+GuardOwnTables(const Counter *e)
 {
 	Oid tables[4] = {ApplyModeOf(e) == ApplyMode::Exact ? e->target : InvalidOid, e->totals, e->log, e->crossings};
 	SpiConnect();
@@ -633,7 +633,7 @@ AttachTarget(Oid target)
 	List *columns = NIL;
 	ListCell *lc;
 	foreach (lc, ReadCatalogOfRelation(target)) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (e->owns_target || e->target != target || !OidIsValid(e->query) ||
 		    !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
 			continue;
@@ -748,7 +748,7 @@ SetSink(Oid source, bool sink)
 }
 
 void
-RefuseSinkRecount(const CatalogEntry *e, const char *what)
+RefuseSinkRecount(const Counter *e, const char *what)
 {
 	ereport(ERROR,
 	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -60,7 +60,7 @@ StepTimeoutHandler()
 } // namespace
 
 CounterShape *
-BuildShape(const CatalogEntry *e)
+BuildShape(const Counter *e)
 {
 	CounterShape *s = (CounterShape *)palloc0(sizeof(CounterShape));
 	s->e = e;
@@ -130,7 +130,7 @@ namespace {
  * is ever wrong: the query fails.)
  */
 void
-RequireAllRowsVisible(const CatalogEntry *e)
+RequireAllRowsVisible(const Counter *e)
 {
 	if (check_enable_rls(e->source, RelationOwner(e->query), true) == RLS_ENABLED)
 		ereport(
@@ -146,7 +146,7 @@ RequireAllRowsVisible(const CatalogEntry *e)
 
 /* Run `sql` as the owner of counter `e` (security-restricted, settings pinned); SPI is connected by the caller. */
 int
-RunAsOwner(const CatalogEntry *e, const char *sql, int nargs, Oid *argtypes, Datum *values, bool read_only)
+RunAsOwner(const Counter *e, const char *sql, int nargs, Oid *argtypes, Datum *values, bool read_only)
 {
 	OwnerScope owner;
 	EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
@@ -163,7 +163,7 @@ Now()
 
 /* A named counter the caller may not act on is refused; without a name, it is skipped. */
 bool
-Allowed(const CatalogEntry *e, bool named, bool read)
+Allowed(const Counter *e, bool named, bool read)
 {
 	if (read ? MayRead(e) : MayMaintain(e))
 		return true;
@@ -193,7 +193,7 @@ struct Round {
  * a lock another transaction holds is not waited for: the step is skipped (false, round->busy).
  */
 bool
-LockIfUnchanged(const CatalogEntry *e, Oid rel, LOCKMODE mode, Round *round)
+LockIfUnchanged(const Counter *e, Oid rel, LOCKMODE mode, Round *round)
 {
 	if (round == nullptr)
 		LockRelationOid(rel, mode);
@@ -206,7 +206,7 @@ LockIfUnchanged(const CatalogEntry *e, Oid rel, LOCKMODE mode, Round *round)
 	List *now = ReadCatalog(e->name);
 	if (now == NIL)
 		return false;
-	CatalogEntry *c = (CatalogEntry *)linitial(now);
+	Counter *c = (Counter *)linitial(now);
 	return c->mode == e->mode && c->target == e->target && c->totals == e->totals && c->log == e->log &&
 	       c->query == e->query;
 }
@@ -224,7 +224,7 @@ Int64Column(int col)
  * thresholds) of `e`, or NULL if it has none.
  */
 CompiledCounter *
-WithThresholds(const CatalogEntry *e)
+WithThresholds(const Counter *e)
 {
 	if (CurrentOptions(e->name)->nthresholds == 0)
 		return nullptr;
@@ -294,7 +294,7 @@ FoldedCrossings(CompiledCounter *c, const CounterShape *s)
 
 /* Fold a log or sharded counter's pending rows into its totals; returns the number of rows folded. */
 int64
-CompactOne(const CatalogEntry *e, Round *round)
+CompactOne(const Counter *e, Round *round)
 {
 	if (!LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock, round))
 		return 0;
@@ -328,7 +328,7 @@ CompactOne(const CatalogEntry *e, Round *round)
 
 /* Delete the expired buckets of a counter with a retention; returns the number of rows deleted. */
 int64
-RetainOne(const CatalogEntry *e, Round *round)
+RetainOne(const Counter *e, Round *round)
 {
 	Oid table = OidIsValid(e->totals) ? e->totals : e->target;
 	if (!LockIfUnchanged(e, table, RowExclusiveLock, round) ||
@@ -361,17 +361,17 @@ CheckWindowsOf(void *name)
 }
 
 /* A counter's step of maintenance: compaction, retention, the window check (in a round, or waiting for locks). */
-typedef int64 (*StepFunction)(const CatalogEntry *e, Round *round);
+typedef int64 (*StepFunction)(const Counter *e, Round *round);
 
 int64
-CheckWindowsStep(const CatalogEntry *e, Round *round)
+CheckWindowsStep(const Counter *e, Round *round)
 {
 	return CheckWindows(e->name);
 }
 
 struct Step {
 	StepFunction step;
-	const CatalogEntry *e;
+	const Counter *e;
 	int64 result;
 	Round round;
 };
@@ -390,7 +390,7 @@ RunStep(void *arg)
  * stops no other. Returns whether the step ran to its end; `error`, when it failed.
  */
 bool
-TryRoundStep(StepFunction step, const CatalogEntry *e, const char *what, int64 *result, ErrorData **error_out)
+TryRoundStep(StepFunction step, const Counter *e, const char *what, int64 *result, ErrorData **error_out)
 {
 	Step s = {step, e, 0, {InvalidOid}};
 	/*
@@ -428,7 +428,7 @@ TryRoundStep(StepFunction step, const CatalogEntry *e, const char *what, int64 *
 }
 
 void
-NoteCompaction(const CatalogEntry *e, ErrorData *error)
+NoteCompaction(const Counter *e, ErrorData *error)
 {
 	if (error == nullptr) {
 		const char *columns[2] = {"compacted_at", "compact_error"};
@@ -445,13 +445,13 @@ NoteCompaction(const CatalogEntry *e, ErrorData *error)
 }
 
 bool
-IsPending(const CatalogEntry *e)
+IsPending(const Counter *e)
 {
 	return e->mode != Mode::Exact;
 }
 
 bool
-HasRetention(const CatalogEntry *e)
+HasRetention(const Counter *e)
 {
 	return e->options->retention_column != nullptr;
 }
@@ -461,7 +461,7 @@ HasRetention(const CatalogEntry *e)
  * each a step of its own. Returns the rows folded.
  */
 int64
-MaintainInRound(const CatalogEntry *e)
+MaintainInRound(const Counter *e)
 {
 	int64 folded = 0, n;
 	CHECK_FOR_INTERRUPTS();
@@ -487,13 +487,13 @@ Compact(const char *name)
 		int64 folded = 0;
 		ListCell *lc;
 		foreach (lc, ReadCatalog(nullptr)) {
-			CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+			Counter *e = (Counter *)lfirst(lc);
 			if (MayMaintain(e))
 				folded += MaintainInRound(e);
 		}
 		return folded;
 	}
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	(void)Allowed(e, true, false);
 	int64 folded = 0;
 	if (IsPending(e)) {
@@ -520,21 +520,21 @@ int64
 CompactInRound(const char *name)
 {
 	List *entries = ReadCatalog(name);
-	return entries == NIL ? 0 : MaintainInRound((CatalogEntry *)linitial(entries));
+	return entries == NIL ? 0 : MaintainInRound((Counter *)linitial(entries));
 }
 
 int64
 ApplyRetention(const char *name)
 {
 	if (name != nullptr) {
-		CatalogEntry *e = LookupCounter(name);
+		Counter *e = LookupCounter(name);
 		(void)Allowed(e, true, false);
 		return HasRetention(e) ? RetainOne(e, nullptr) : 0;
 	}
 	int64 deleted = 0, n;
 	ListCell *lc;
 	foreach (lc, ReadCatalog(nullptr)) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (!HasRetention(e) || !MayMaintain(e))
 			continue;
 		CHECK_FOR_INTERRUPTS();
@@ -547,7 +547,7 @@ ApplyRetention(const char *name)
 namespace {
 
 struct VerifyArgs {
-	const CatalogEntry *e;
+	const Counter *e;
 	ReturnSetInfo *rsinfo;
 };
 
@@ -556,7 +556,7 @@ void
 VerifyOne(void *arg)
 {
 	VerifyArgs *a = (VerifyArgs *)arg;
-	const CatalogEntry *e = a->e;
+	const Counter *e = a->e;
 	ReturnSetInfo *rsinfo = a->rsinfo;
 	RequireAllRowsVisible(e);
 	CounterShape *s = BuildShape(e);
@@ -590,7 +590,7 @@ Verify(const char *name, FunctionCallInfo fcinfo)
 	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
 	ListCell *lc;
 	foreach (lc, entries) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (!Allowed(e, name != nullptr, true))
 			continue;
 		CHECK_FOR_INTERRUPTS();
@@ -621,7 +621,7 @@ Verify(const char *name, FunctionCallInfo fcinfo)
 namespace {
 
 struct Condition {
-	const CatalogEntry *e;
+	const Counter *e;
 	const CounterShape *s;
 	const char *condition;
 };
@@ -639,7 +639,7 @@ ProbeCondition(void *arg)
 
 /* A rebuild condition is one boolean expression over the key columns; its errors are reported as such. */
 void
-CheckCondition(const CatalogEntry *e, const CounterShape *s, const char *condition)
+CheckCondition(const Counter *e, const CounterShape *s, const char *condition)
 {
 	Condition c = {e, s, condition};
 	ErrorData *error = TryInSubtransaction(ProbeCondition, &c);
@@ -701,7 +701,7 @@ TryInSubtransaction(void (*body)(void *), void *arg)
 namespace {
 
 int64
-RebuildOne(const CatalogEntry *e, const char *condition, bool named)
+RebuildOne(const Counter *e, const char *condition, bool named)
 {
 	/* Writers of the source (and parent) wait until the rebuild commits; readers go on. */
 	Change change;
@@ -758,7 +758,7 @@ Rebuild(const char *name, const char *condition)
 	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
 	ListCell *lc;
 	foreach (lc, entries) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (!Allowed(e, name != nullptr, false))
 			continue;
 		CHECK_FOR_INTERRUPTS();

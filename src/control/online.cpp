@@ -42,7 +42,7 @@ namespace counters {
 void
 AlterCounter(const char *name, const char *mode_text, int max_slots)
 {
-	CatalogEntry *c = LookupCounter(name);
+	Counter *c = LookupCounter(name);
 	RequireMaintainer(c);
 	Mode mode = mode_text != nullptr ? ParseMode(name, mode_text) : c->mode; /* (NULL: max_slots alone) */
 	if (mode != c->mode)
@@ -157,7 +157,7 @@ RenameWithIndexes(Oid rel, const char *name, const char *from, const char *to)
 void
 RenameCounter(const char *from, const char *to)
 {
-	CatalogEntry *e = LookupCounter(from);
+	Counter *e = LookupCounter(from);
 	RequireMaintainer(e);
 	OwnerScope as;
 	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
@@ -191,7 +191,7 @@ struct Kept {
 };
 
 void
-Keep(const CatalogEntry *c, Kept *k)
+Keep(const Counter *c, Kept *k)
 {
 	k->options = CurrentOptions(c->name);
 	k->grantees = c->owns_target ? SelectGrantees(c->target) : NIL;
@@ -203,7 +203,7 @@ Keep(const CatalogEntry *c, Kept *k)
 void
 GiveBack(const char *name, const Kept *k)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	CounterDef *def = BuildShape(e)->def;
 	RestoreOptions(name, k->options, def);
 	if (OidIsValid(k->crossings))
@@ -228,7 +228,7 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter \"%s\": the definition is null", name)));
 	/* (writers wait until the transaction ends: the counter is dropped and declared again in it) */
 	Change change;
-	CatalogEntry *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
+	Counter *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
 	if (IsSink(c->source))
 		RefuseSinkRecount(c, "redefined");
 	Kept kept;
@@ -254,7 +254,7 @@ struct Saved {
 };
 
 void *
-SaveAndDrop(const CatalogEntry *e)
+SaveAndDrop(const Counter *e)
 {
 	RequireMaintainer(e);
 	Saved *s = (Saved *)palloc0(sizeof(Saved));
@@ -315,7 +315,7 @@ void
 AlterCounterConcurrently(const char *name, const char *definition)
 {
 	RequireReadCommitted("counters.alter_counter_concurrently()");
-	CatalogEntry *c = LookupCounter(name);
+	Counter *c = LookupCounter(name);
 	RequireMaintainer(c);
 	citus::RefuseFeature(name, c->source,
 	                     "alter_counter_concurrently() (it goes through log mode; alter_counter() works)");
@@ -382,7 +382,7 @@ CommitStep()
 void
 RefreshConcurrently(const char *name, const char *step)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	if (e->mode != Mode::Log)
 		elog(ERROR, "counters: counter \"%s\" is not in log mode", name);
@@ -436,7 +436,7 @@ namespace {
  * latest snapshot.
  */
 void
-ReadDestination(const CatalogEntry *e, Mode *mode, int *max_slots)
+ReadDestination(const Counter *e, Mode *mode, int *max_slots)
 {
 	const CounterOptions *options = CurrentOptions(e->name);
 	*mode = options->building && options->building_has_mode ? options->building_mode : e->mode;
@@ -458,7 +458,7 @@ MarkBuilding(const char *name, Mode mode, int max_slots)
 void
 RebuildConcurrently(const char *name)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	RequireReadCommitted("counters.rebuild_concurrently()");
 	citus::RefuseFeature(name, e->source, "rebuild_concurrently() (it goes through log mode; rebuild() works)");
@@ -492,7 +492,7 @@ RebuildConcurrently(const char *name)
 }
 
 Oid
-WindowCrossings(const CatalogEntry *e, bool window)
+WindowCrossings(const Counter *e, bool window)
 {
 	if (window == OidIsValid(e->crossings))
 		return e->crossings;
@@ -527,7 +527,7 @@ WindowCrossings(const CatalogEntry *e, bool window)
 }
 
 void
-KeepCrossings(const CatalogEntry *e, Oid crossings, const CounterDef *def)
+KeepCrossings(const Counter *e, Oid crossings, const CounterDef *def)
 {
 	WindowConfig *w = ReadWindow(LookupCounter(e->name));
 	OwnerScope as;

@@ -39,7 +39,7 @@ struct ValueColumn {
 };
 
 ValueColumn
-FindValueColumn(const CatalogEntry *e, const char *column)
+FindValueColumn(const Counter *e, const char *column)
 {
 	CounterShape *s = BuildShape(e);
 	int found = -1;
@@ -61,7 +61,7 @@ FindValueColumn(const CatalogEntry *e, const char *column)
 }
 
 void
-RequireExactMode(const CatalogEntry *e, const char *what)
+RequireExactMode(const Counter *e, const char *what)
 {
 	if (e->mode != Mode::Exact)
 		ereport(ERROR,
@@ -106,7 +106,7 @@ JsonbOf(const char *text)
 void
 SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum max, bool max_null)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	ValueColumn col = FindValueColumn(e, column);
 	RequireExactMode(e, "bounds");
@@ -148,7 +148,7 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 void
 SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback, Datum every, bool every_null)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	citus::RefuseFeature(name, e->source, "thresholds");
 	RequireMaintainer(e);
 	ValueColumn col = FindValueColumn(e, column);
@@ -227,7 +227,7 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 void
 SetTouch(const char *name, const char *column)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	if (column == nullptr) {
 		SetOption(name, "touch", (Datum)0, true);
@@ -266,7 +266,7 @@ SetTouch(const char *name, const char *column)
 void
 SetKeepZero(const char *name, bool keep)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	if (!keep) {
 		SetOption(name, "keep_zero", (Datum)0, true);
@@ -291,7 +291,7 @@ SetKeepZero(const char *name, bool keep)
 void
 SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	if (keep_null) {
 		SetOption(name, "retention", (Datum)0, true);
@@ -343,7 +343,7 @@ namespace {
 /* top()'s (key jsonb, value numeric) rows from its statement's (keys..., value) rows, the keys rendered as the owner.
  */
 void
-RenderTopKeys(const CatalogEntry *e, const CounterShape *s, TupleDesc desc, FunctionCallInfo fcinfo)
+RenderTopKeys(const Counter *e, const CounterShape *s, TupleDesc desc, FunctionCallInfo fcinfo)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 	TupleDesc got = SPI_tuptable->tupdesc;
@@ -376,7 +376,7 @@ RenderTopKeys(const CatalogEntry *e, const CounterShape *s, TupleDesc desc, Func
  * key is rendered as jsonb as the counter's owner (its type's cast to json is the owner's code to run).
  */
 void
-RunTop(const CatalogEntry *e, const CounterShape *s, int col, Datum k, bool k_null, const char *filter, bool rows,
+RunTop(const Counter *e, const CounterShape *s, int col, Datum k, bool k_null, const char *filter, bool rows,
        FunctionCallInfo fcinfo)
 {
 	char *limit = k_null ? pstrdup("NULL") : psprintf("%d", DatumGetInt32(k));
@@ -448,7 +448,7 @@ FindTopColumn(const CounterShape *s, const char **names, const char *column)
 void
 Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	CounterShape *s = BuildShape(e);
 	int col = FindTopColumn(s, s->table_names, column);
 	if (col < 0)
@@ -467,13 +467,13 @@ TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filte
 	 * The counter read from that relation which has the value column (several counters can keep columns of one
 	 * existing table).
 	 */
-	const CatalogEntry *found = nullptr;
+	const Counter *found = nullptr;
 	const char *read_from = nullptr; /* (the last counter read from it) */
 	CounterShape *s = nullptr;
 	int col = -1, nread_from = 0;
 	ListCell *lc;
 	foreach (lc, entries) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (e->target != rel)
 			continue;
 		nread_from++;
@@ -499,7 +499,7 @@ TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filte
 		                                                          QualifiedName(rel), quote_identifier(column))));
 	if (found == nullptr && entries != NIL) {
 		/* one of a counter's other relations: its totals, log, slots or definition view */
-		CatalogEntry *e = (CatalogEntry *)linitial(entries);
+		Counter *e = (Counter *)linitial(entries);
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
 		                errmsg("type %s is not the row type of a counter: counter \"%s\" is read from %s", type_name,
 		                       e->name, QualifiedName(e->target)),
@@ -534,7 +534,7 @@ ProbeFilter(void *arg)
 } // namespace
 
 void
-RequireKeyFilter(const CatalogEntry *e, const CounterShape *s, const char *filter)
+RequireKeyFilter(const Counter *e, const CounterShape *s, const char *filter)
 {
 	Filter f = {s, filter};
 	ErrorData *error = TryInSubtransaction(ProbeFilter, &f);
@@ -587,7 +587,7 @@ WriteWindowOption(const char *name, const char *bucket, const char *width, const
 	Datum window = WindowJsonb(&o, &isnull);
 	SetOption(name, "window", window, isnull);
 	/* The state: a table of the owner's while there is a window, without the thresholds no longer set. */
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	Oid crossings = WindowCrossings(e, !isnull);
 	if (!OidIsValid(crossings))
 		return;
@@ -614,7 +614,7 @@ WindowState(const char *name, FunctionCallInfo fcinfo)
 	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
 	ListCell *lc;
 	foreach (lc, entries) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (!OidIsValid(e->crossings))
 			continue;
 		if (!MayRead(e)) {
@@ -653,7 +653,7 @@ void
 SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds, const char *bucket, const char *width,
                     Oid callback)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	citus::RefuseFeature(name, e->source, "window thresholds");
 	RequireMaintainer(e);
 	if (ApplyModeOf(e) != ApplyMode::Exact)

@@ -111,7 +111,7 @@ ReadCatalogWhere(const char *from, const char *condition, Oid argtype, Datum arg
 	for (uint64 r = 0; r < SPI_processed; r++) {
 		HeapTuple tup = SPI_tuptable->vals[r];
 		TupleDesc desc = SPI_tuptable->tupdesc;
-		CatalogEntry *e = (CatalogEntry *)palloc0(sizeof(CatalogEntry));
+		Counter *e = (Counter *)palloc0(sizeof(Counter));
 		e->name = TextColumn(tup, desc, 1);
 		e->source = OidColumn(tup, desc, 2);
 		e->target = OidColumn(tup, desc, 3);
@@ -157,12 +157,12 @@ ReadCatalogOfRelation(Oid rel)
 	                        OIDOID, ObjectIdGetDatum(rel), false);
 }
 
-CatalogEntry *
+Counter *
 OwnerCounterOf(Oid rel, const char **what)
 {
 	ListCell *lc;
 	foreach (lc, ReadCatalogOfRelation(rel)) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (rel == e->query)
 			*what = "the definition";
 		else if (rel == e->log)
@@ -186,7 +186,7 @@ void
 GuardCounterRelation(Oid rel, const char *command)
 {
 	const char *what;
-	CatalogEntry *e = OwnerCounterOf(rel, &what);
+	Counter *e = OwnerCounterOf(rel, &what);
 	if (e == nullptr)
 		return;
 	const char *conversion = citus::Conversion();
@@ -212,14 +212,14 @@ GuardCounterRelation(Oid rel, const char *command)
 	                        e->name, e->name)));
 }
 
-CatalogEntry *
+Counter *
 LookupCounter(const char *name)
 {
 	List *entries = ReadCatalog(name);
 	if (entries == NIL)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist", name),
 		                errhint("The counters of this database are listed in counters.counters.")));
-	return (CatalogEntry *)linitial(entries);
+	return (Counter *)linitial(entries);
 }
 
 void
@@ -457,7 +457,7 @@ Register(const char *name, Oid query, Oid target, bool owns)
 }
 
 void
-Unregister(const CatalogEntry *e)
+Unregister(const Counter *e)
 {
 	RequireMaintainer(e);
 	Oid argtypes[1] = {TEXTOID};
@@ -467,13 +467,13 @@ Unregister(const CatalogEntry *e)
 	CounterChanged(e->name, e->source);
 }
 
-CatalogEntry *
+Counter *
 Forget(const char *name)
 {
 	List *entries = ReadCatalog(name);
 	if (entries == NIL)
 		return nullptr;
-	CatalogEntry *e = (CatalogEntry *)linitial(entries);
+	Counter *e = (Counter *)linitial(entries);
 	Oid rels[COUNTER_RELATIONS];
 	int n = RequiredRelations(e, rels);
 	bool broken = false;
@@ -529,7 +529,7 @@ RequireModeAllowed(const char *name, Oid source, Mode mode, Oid table, Oid excep
 void
 SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	/* The relations it will name: the caller must have their owners' privileges too. */
 	Oid named[3] = {target, totals, log};
@@ -556,7 +556,7 @@ SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 void
 SetOption(const char *name, const char *key, Datum value, bool isnull)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	/* (last_rebuild: written by the rebuild() of an installation not yet updated by ALTER EXTENSION UPDATE) */
 	if (strcmp(key, "bounds") != 0 && strcmp(key, "thresholds") != 0 && strcmp(key, "max_slots") != 0 &&
@@ -616,7 +616,7 @@ CatalogRowInserted(TriggerData *td)
 void
 SetCrossings(const char *name, Oid crossings)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	if (OidIsValid(crossings))
 		RequireOwnerPrivileges(name, crossings);
@@ -661,7 +661,7 @@ LockSource(Oid source, LOCKMODE mode)
 }
 
 Oid
-CounterParent(const CatalogEntry *e)
+CounterParent(const Counter *e)
 {
 	if (!OidIsValid(e->query) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
 		return InvalidOid;
@@ -669,7 +669,7 @@ CounterParent(const CatalogEntry *e)
 }
 
 void
-LockCounterSources(const CatalogEntry *e, LOCKMODE mode)
+LockCounterSources(const Counter *e, LOCKMODE mode)
 {
 	LockSource(e->source, mode);
 	Oid parent = CounterParent(e);
@@ -702,7 +702,7 @@ IsKeyColumn(const CounterDef *def, const char *column)
 void
 RestoreOptions(const char *name, const CounterOptions *kept, const CounterDef *def)
 {
-	CatalogEntry *e = LookupCounter(name);
+	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	/*
 	 * Bounds and thresholds of value columns the new definition still has, a retention of a key column it still has,

@@ -14,7 +14,7 @@
  *    "last_rebuild": ...}
  *
  * Column names are the definition's. Each catalog row read (catalog.cpp) is parsed here once, into the
- * CatalogEntry; the compiled form (compile.cpp) and the control plane read the typed fields.
+ * Counter; the compiled form (compile.cpp) and the control plane read the typed fields.
  */
 #include "model/model.hpp"
 
@@ -233,7 +233,7 @@ CurrentOptions(const char *name)
 	List *entries = ReadCatalog(name);
 	if (entries == NIL)
 		return ParseOptions((Datum)0, true);
-	return ((CatalogEntry *)linitial(entries))->options;
+	return ((Counter *)linitial(entries))->options;
 }
 
 /* The modes by name: the one table (counters.counter.mode, alter_counter's argument, "building"). */
@@ -265,7 +265,7 @@ LookupModeName(const char *name, Mode *mode)
 }
 
 ApplyMode
-ApplyModeOf(const CatalogEntry *e)
+ApplyModeOf(const Counter *e)
 {
 	if (!e->owns_target)
 		return ApplyMode::Target;
@@ -554,7 +554,7 @@ CaptureFunction()
 }
 
 int
-CounterRelations(const CatalogEntry *e, Oid *rels)
+CounterRelations(const Counter *e, Oid *rels)
 {
 	int n = 0;
 	Oid ordered[5] = {e->query, e->target, e->log, e->totals, e->crossings};
@@ -565,7 +565,7 @@ CounterRelations(const CatalogEntry *e, Oid *rels)
 }
 
 int
-RequiredRelations(const CatalogEntry *e, Oid *rels)
+RequiredRelations(const Counter *e, Oid *rels)
 {
 	int n = 0;
 	Oid named[5] = {e->source, e->target, e->query, e->totals, e->log};
@@ -576,7 +576,7 @@ RequiredRelations(const CatalogEntry *e, Oid *rels)
 }
 
 int
-CreatedRelations(const CatalogEntry *e, CreatedRelation *out)
+CreatedRelations(const Counter *e, CreatedRelation *out)
 {
 	bool exact = e->mode == Mode::Exact;
 	CreatedRelation all[6] = {{e->query, "VIEW"},

@@ -156,7 +156,7 @@ ColumnThresholds *WithColumnThresholds(const ColumnThresholds *thresholds, int *
                                        const ColumnThresholds *entry);
 
 /* One row of counters.counter (catalog.cpp). Relations absent in the row are InvalidOid. */
-struct CatalogEntry {
+struct Counter {
 	const char *name;
 	Oid source;
 	Oid target; /* what users read: the counter table, an existing table, or (log, sharded) the view */
@@ -172,7 +172,7 @@ struct CatalogEntry {
  * How a counter's deltas are written, from its row: the one place that derives it (a counter-cache counter is
  * exact mode with a target it does not own).
  */
-ApplyMode ApplyModeOf(const CatalogEntry *e);
+ApplyMode ApplyModeOf(const Counter *e);
 
 /*
  * Lock a source and every partition under it (as LOCK TABLE does): a writer that names a partition takes no lock on
@@ -183,9 +183,9 @@ void LockSource(Oid source, LOCKMODE mode);
  * The tables whose writes a counter follows, locked in one order: its source (and partitions), then the parent it
  * joins (a counter through a parent row). Every change of a counter that must keep writers out locks them so.
  */
-void LockCounterSources(const CatalogEntry *e, LOCKMODE mode);
+void LockCounterSources(const Counter *e, LOCKMODE mode);
 /* The parent of a counter through a parent row (InvalidOid: none, or its definition view is gone). */
-Oid CounterParent(const CatalogEntry *e);
+Oid CounterParent(const Counter *e);
 /* Whether view `view` reads column `attnum` of `rel` (pg_depend). */
 bool ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum);
 /* Counters named `name` (NULL: all), in name order, as the latest snapshot sees them. */
@@ -197,11 +197,11 @@ List *ReadCatalogOfRelation(Oid rel);
  * slots, the view of log and sharded mode; not an existing table that keeps counter-cache columns), or NULL; and what
  * `rel` is to it, for a message.
  */
-CatalogEntry *OwnerCounterOf(Oid rel, const char **what);
+Counter *OwnerCounterOf(Oid rel, const char **what);
 /* 2BP01 if `rel` is one of a counter's own relations: `command` (DROP, TRUNCATE) would leave the counter wrong. */
 void GuardCounterRelation(Oid rel, const char *command);
 /* The counter named `name`, or an error (42704). */
-CatalogEntry *LookupCounter(const char *name);
+Counter *LookupCounter(const char *name);
 /*
  * A counter's catalog row changed (`name`, NULL: no row Citus copies changed): Citus's replica follows, and every
  * backend compiles the counters of `source` (InvalidOid: none left to) again. Every write of the catalog ends so.
@@ -223,8 +223,8 @@ uint64 ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *v
  * relations is gone, change its mode and relations, set (or remove, isnull) one entry of its options.
  */
 Oid Register(const char *name, Oid query, Oid target, bool owns); /* returns the source */
-void Unregister(const CatalogEntry *e);
-CatalogEntry *Forget(const char *name);
+void Unregister(const Counter *e);
+Counter *Forget(const char *name);
 void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
 /*
  * 0A000 (or 2BP01) unless counter `name` of `source` may leave exact mode for `mode`: what only exact mode keeps
@@ -294,16 +294,16 @@ bool HasOwnerPrivileges(Oid relid, Oid role = InvalidOid);
 void RequireOwnerPrivileges(const char *counter, Oid relid, Oid caller = InvalidOid);
 void RequireOwnerRights(const char *counter, Oid relid, Oid owner);
 /* The caller has the privileges of the owner of every relation of the counter. */
-bool MayMaintain(const CatalogEntry *e);
-void RequireMaintainer(const CatalogEntry *e);
+bool MayMaintain(const Counter *e);
+void RequireMaintainer(const Counter *e);
 /* The caller may read the counter (SELECT on its target) or maintain it. */
-bool MayRead(const CatalogEntry *e);
+bool MayRead(const Counter *e);
 /*
  * Whose code a counter runs, the one rule: the owner of the table holding its values (its counter table, the totals
  * of log and sharded mode, or the existing table of counter-cache columns). A counter being declared gets the owner
  * of its target, or the declaring role when it creates its own table.
  */
-Oid CounterOwner(const CatalogEntry *e);
+Oid CounterOwner(const Counter *e);
 Oid OwnerOfTable(Oid target, Oid totals);
 
 /* The type a counter keeps in column `i` (definition order): the key's type, or int8 or numeric as the value sums. */
@@ -360,12 +360,12 @@ Oid CaptureFunction();
  * the definition view, the relation users read, the log or slots, the totals, the window state. (Compaction takes the
  * log, then writes the totals; writers reach them only through the source, locked first.) Returns how many.
  */
-int CounterRelations(const CatalogEntry *e, Oid *rels);
+int CounterRelations(const Counter *e, Oid *rels);
 /*
  * The relations a counter cannot go on without, its source and those its row names but the window state: a counter
  * one of them is gone is forgotten, and maintaining it takes the privileges of each one's owner. Returns how many.
  */
-int RequiredRelations(const CatalogEntry *e, Oid *rels);
+int RequiredRelations(const Counter *e, Oid *rels);
 /*
  * The relations a counter created, in the order they are dropped, views first: its definition view, the view of log and
  * sharded mode, the log or slots, the totals, the counter table it created, the window state; not an existing table
@@ -376,7 +376,7 @@ struct CreatedRelation {
 	const char *kind; /* "VIEW" or "TABLE", as DROP names it */
 };
 constexpr int COUNTER_RELATIONS = 6;
-int CreatedRelations(const CatalogEntry *e, CreatedRelation *out);
+int CreatedRelations(const Counter *e, CreatedRelation *out);
 
 /* A sink (counters.set_sink): a table whose inserted rows are counted and not stored (it has the sink trigger). */
 bool IsSink(Oid rel);

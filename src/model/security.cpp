@@ -246,7 +246,7 @@ RequireOwnerRights(const char *counter, Oid relid, Oid owner)
 }
 
 bool
-MayMaintain(const CatalogEntry *e)
+MayMaintain(const Counter *e)
 {
 	Oid rels[COUNTER_RELATIONS];
 	int n = RequiredRelations(e, rels);
@@ -257,7 +257,7 @@ MayMaintain(const CatalogEntry *e)
 }
 
 void
-RequireMaintainer(const CatalogEntry *e)
+RequireMaintainer(const Counter *e)
 {
 	Oid rels[COUNTER_RELATIONS];
 	int n = RequiredRelations(e, rels);
@@ -266,7 +266,7 @@ RequireMaintainer(const CatalogEntry *e)
 }
 
 bool
-MayRead(const CatalogEntry *e)
+MayRead(const Counter *e)
 {
 	return pg_class_aclcheck(e->target, GetUserId(), ACL_SELECT) == ACLCHECK_OK || MayMaintain(e);
 }
@@ -278,7 +278,7 @@ OwnerOfTable(Oid target, Oid totals)
 }
 
 Oid
-CounterOwner(const CatalogEntry *e)
+CounterOwner(const Counter *e)
 {
 	return OwnerOfTable(e->target, e->totals);
 }

@@ -50,7 +50,7 @@ EntryDependsOn(SourceCounters *entry, Oid relid)
 	if (entry->relid == relid || entry->source == relid)
 		return true;
 	for (int i = 0; i < entry->ncounters; i++)
-		if (entry->counters[i].target == relid || entry->counters[i].query == relid ||
+		if (entry->counters[i].counter->target == relid || entry->counters[i].counter->query == relid ||
 		    entry->counters[i].write_rel == relid || entry->counters[i].totals == relid ||
 		    entry->counters[i].def->source == relid || entry->counters[i].def->parent == relid)
 			return true;
@@ -386,7 +386,7 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 	{
 		for (int i = 0; i < n; i++) {
 			MemoryContextSwitchTo(cxt);
-			const CatalogEntry *e = (const CatalogEntry *)list_nth(entries, i);
+			const Counter *e = (const Counter *)list_nth(entries, i);
 			const CounterOptions *o = e->options;
 			const char *name = e->name;
 			/* (a Citus worker resolves the names of counters.counter_replica: they must all be here) */
@@ -401,12 +401,11 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 			bool log_mode = OidIsValid(e->log);
 
 			CompiledCounter *c = &compiled[i];
+			c->counter = e;
 			c->mode = ApplyModeOf(e);
-			c->target = e->target;
-			c->query = e->query;
 			c->write_rel = WriteRelation(name, c->mode, e->target, e->log, entry->relid, source);
 			c->totals = log_mode ? e->totals : InvalidOid;
-			c->owner = OwnerOfTable(c->target, c->totals);
+			c->owner = OwnerOfTable(e->target, c->totals);
 			c->def = AnalyzeView(name, e->query, c->owner);
 			c->max_slots = o->max_slots;
 			/* (options are validated when set; the catalog row is trusted no further than that) */
@@ -537,7 +536,7 @@ GetParentCounters(Oid relid)
 }
 
 CompiledCounter *
-CompiledOf(const CatalogEntry *e)
+CompiledOf(const Counter *e)
 {
 	SourceCounters *sc = GetSourceCounters(e->source);
 	for (int i = 0; i < sc->ncounters; i++)

@@ -633,7 +633,7 @@ TargetKeyRow(TriggerData *td)
 	bool *replace = (bool *)palloc0(sizeof(bool) * desc->natts);
 	ListCell *lc;
 	foreach (lc, ReadCatalogOfRelation(relid)) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (e->owns_target || e->target != relid)
 			continue;
 		Oid owner = CounterOwner(e);

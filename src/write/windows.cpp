@@ -43,7 +43,7 @@ namespace {
 } // namespace
 
 WindowConfig *
-ReadWindow(const CatalogEntry *e)
+ReadWindow(const Counter *e)
 {
 	const WindowOptions *o = e->options->window;
 	if (o == nullptr || o->ncolumns == 0)
@@ -223,7 +223,7 @@ CheckWindows(const char *name)
 	int64 announced = 0;
 	ListCell *lc;
 	foreach (lc, entries) {
-		CatalogEntry *e = (CatalogEntry *)lfirst(lc);
+		Counter *e = (Counter *)lfirst(lc);
 		if (!MayMaintain(e)) {
 			if (name != nullptr)
 				RequireMaintainer(e);

@@ -57,10 +57,13 @@ struct WindowConfig {
 
 /* The compiled, per-backend form of one counter. */
 struct CompiledCounter {
+	/*
+	 * The counter, as the model holds it (its catalog row: name, relations, mode, typed options); what follows is
+	 * what this backend derives from it to execute: the analysed definition, where deltas go, plans.
+	 */
+	const Counter *counter;
 	CounterDef *def;
 	ApplyMode mode;
-	Oid target; /* the relation users read: counter table, existing target, or (log mode) the totals+log view */
-	Oid query;  /* the definition view */
 	/*
 	 * Where this backend writes deltas -- the one place that decides it: the counter table, the existing target,
 	 * the log or the slots (WriteRelation in compile.cpp). `totals` is the log and sharded modes' folded table.
@@ -156,7 +159,7 @@ SourceCounters *GetSourceCounters(Oid relid);
 /* ... and the counters through a parent row whose parent is `relid` (their source is another table). */
 SourceCounters *GetParentCounters(Oid relid);
 /* The compiled form of counter `e` in this backend (compiled now if needed). */
-CompiledCounter *CompiledOf(const CatalogEntry *e);
+CompiledCounter *CompiledOf(const Counter *e);
 
 /* Register the relcache invalidation callback (from _PG_init). */
 void InitCache();
@@ -225,7 +228,7 @@ struct DeltaEntry;
 Datum *WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n);
 void CheckWrittenWindows(CompiledCounter *c, Datum *prefixes);
 /* A counter's window from its catalog row (in CurrentMemoryContext; NULL: none). */
-WindowConfig *ReadWindow(const CatalogEntry *e);
+WindowConfig *ReadWindow(const Counter *e);
 /* The window sums of counter `c`'s value columns `columns` per prefix (written: of the prefixes in arrays $1...). */
 char *WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w, bool written);
 /* Record in `crossings` which thresholds each prefix's window sum reached; the crossings, to announce. */
