@@ -356,3 +356,36 @@ COUNTERS_FUNCTION(counters_on_sql_drop)
 	counters::OnSqlDrop();
 	PG_RETURN_VOID();
 }
+
+/* counters._bounds(options): the rows of view counters.bounds, from a catalog row's options (read in C, typed) */
+COUNTERS_FUNCTION(counters_bounds_rows)
+{
+	const counters::CounterOptions *o = counters::ParseOptions(PG_GETARG_DATUM(0), false);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+	for (int i = 0; i < o->nbounds; i++) {
+		const counters::ColumnBounds *b = &o->bounds[i];
+		Datum values[3] = {CStringGetTextDatum(b->column), b->min, b->max};
+		bool nulls[3] = {false, !b->has_min, !b->has_max};
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum)0;
+}
+
+/* counters._thresholds(options): the rows of view counters.thresholds, from a catalog row's options */
+COUNTERS_FUNCTION(counters_thresholds_rows)
+{
+	const counters::CounterOptions *o = counters::ParseOptions(PG_GETARG_DATUM(0), false);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+	for (int i = 0; i < o->nthresholds; i++) {
+		const counters::ColumnThresholds *t = &o->thresholds[i];
+		Oid callback = counters::ResolveCallback(t->callback);
+		Datum values[4] = {CStringGetTextDatum(t->column),
+		                   PointerGetDatum(construct_array(t->values, t->nvalues, NUMERICOID, -1, false, TYPALIGN_INT)),
+		                   ObjectIdGetDatum(callback), t->every};
+		bool nulls[4] = {false, false, !OidIsValid(callback), t->every == (Datum)0};
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum)0;
+}

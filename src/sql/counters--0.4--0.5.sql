@@ -20,13 +20,25 @@ CREATE FUNCTION counters.set_thresholds(name text, column_name text, thresholds 
 COMMENT ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure, numeric) IS
 	'thresholds on a value column (listed, or every multiple of a step; exact and counter-cache counters cross them as they are written, log and sharded ones when compaction folds them): each crossing calls the callback as the counter''s owner and sends NOTIFY "counters.<name>" naming the counter and the column';
 
+-- The views of bounds and thresholds read the options in C (counters.sql), as every other reader does.
+CREATE FUNCTION counters._bounds(options jsonb)
+	RETURNS TABLE (column_name text, min numeric, max numeric)
+	AS 'MODULE_PATHNAME', 'counters_bounds_rows'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION counters._bounds(jsonb) IS 'the bounds in a counter''s options, one row per column (for counters.bounds)';
+CREATE FUNCTION counters._thresholds(options jsonb)
+	RETURNS TABLE (column_name text, thresholds numeric[], callback regprocedure, every numeric)
+	AS 'MODULE_PATHNAME', 'counters_thresholds_rows'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION counters._thresholds(jsonb) IS
+	'the thresholds in a counter''s options, one row per column (for counters.thresholds)';
+CREATE OR REPLACE VIEW counters.bounds AS
+SELECT c.name AS counter, b.column_name, b.min, b.max
+  FROM counters.counter c, counters._bounds(c.options) b;
 CREATE OR REPLACE VIEW counters.thresholds AS
-SELECT c.name AS counter, t.key AS column_name,
-       ARRAY(SELECT x::pg_catalog.numeric FROM pg_catalog.jsonb_array_elements_text(t.value OPERATOR(pg_catalog.->) 'values') x) AS thresholds,
-       pg_catalog.to_regprocedure(t.value OPERATOR(pg_catalog.->>) 'callback') AS callback,
-       'counters.' OPERATOR(pg_catalog.||) c.name AS channel,
-       (t.value OPERATOR(pg_catalog.->>) 'every')::pg_catalog.numeric AS every
-  FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') t;
+SELECT c.name AS counter, t.column_name, t.thresholds, t.callback,
+       'counters.' OPERATOR(pg_catalog.||) c.name AS channel, t.every
+  FROM counters.counter c, counters._thresholds(c.options) t;
 COMMENT ON VIEW counters.thresholds IS
 	'thresholds set with counters.set_thresholds() (listed, and the step of repeating ones) and the NOTIFY channel of each';
 

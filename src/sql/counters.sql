@@ -101,23 +101,33 @@ SELECT c.name,
 GRANT SELECT ON counters.counters TO PUBLIC;
 COMMENT ON VIEW counters.counters IS 'the counters of this database, with their definitions as SQL';
 
+-- The options of a catalog row as rows, read in C (the one reader of options, src/model/counter.cpp): its bounds, and
+-- its thresholds (the callback NULL when it no longer exists).
+CREATE FUNCTION counters._bounds(options jsonb)
+	RETURNS TABLE (column_name text, min numeric, max numeric)
+	AS 'MODULE_PATHNAME', 'counters_bounds_rows'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION counters._bounds(jsonb) IS 'the bounds in a counter''s options, one row per column (for counters.bounds)';
+CREATE FUNCTION counters._thresholds(options jsonb)
+	RETURNS TABLE (column_name text, thresholds numeric[], callback regprocedure, every numeric)
+	AS 'MODULE_PATHNAME', 'counters_thresholds_rows'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION counters._thresholds(jsonb) IS
+	'the thresholds in a counter''s options, one row per column (for counters.thresholds)';
+
 -- Every counter's bounds, one row per bounded column.
 CREATE VIEW counters.bounds AS
-SELECT c.name AS counter, b.key AS column_name, (b.value OPERATOR(pg_catalog.->>) 'min')::pg_catalog.numeric AS min,
-       (b.value OPERATOR(pg_catalog.->>) 'max')::pg_catalog.numeric AS max
-  FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'bounds') b;
+SELECT c.name AS counter, b.column_name, b.min, b.max
+  FROM counters.counter c, counters._bounds(c.options) b;
 GRANT SELECT ON counters.bounds TO PUBLIC;
 COMMENT ON VIEW counters.bounds IS 'bounds set with counters.set_bounds(), one row per bounded column';
 
 -- Every counter's thresholds, one row per column: the thresholds listed and the step of the repeating ones ("every",
 -- last: 0.5 added it to 0.4's view).
 CREATE VIEW counters.thresholds AS
-SELECT c.name AS counter, t.key AS column_name,
-       ARRAY(SELECT x::pg_catalog.numeric FROM pg_catalog.jsonb_array_elements_text(t.value OPERATOR(pg_catalog.->) 'values') x) AS thresholds,
-       pg_catalog.to_regprocedure(t.value OPERATOR(pg_catalog.->>) 'callback') AS callback,
-       'counters.' OPERATOR(pg_catalog.||) c.name AS channel,
-       (t.value OPERATOR(pg_catalog.->>) 'every')::pg_catalog.numeric AS every
-  FROM counters.counter c, pg_catalog.jsonb_each(c.options OPERATOR(pg_catalog.->) 'thresholds') t;
+SELECT c.name AS counter, t.column_name, t.thresholds, t.callback,
+       'counters.' OPERATOR(pg_catalog.||) c.name AS channel, t.every
+  FROM counters.counter c, counters._thresholds(c.options) t;
 GRANT SELECT ON counters.thresholds TO PUBLIC;
 COMMENT ON VIEW counters.thresholds IS
 	'thresholds set with counters.set_thresholds() (listed, and the step of repeating ones) and the NOTIFY channel of each';
