@@ -84,12 +84,12 @@ CounterNames(MemoryContext cxt)
 	int ret =
 	    SPI_execute("SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'counters'", true, 1);
 	if (ret == SPI_OK_SELECT && SPI_processed == 1) {
-		ret = SPI_execute("SELECT name FROM counters.counter ORDER BY name COLLATE \"C\"", true, 0);
-		if (ret != SPI_OK_SELECT)
-			elog(ERROR, "counters: reading the counters failed: %s", SPI_result_code_string(ret));
+		/* (read by the model's one reader of the catalog, in name order) */
+		List *counters = ReadCatalog(nullptr);
 		MemoryContext old = MemoryContextSwitchTo(cxt);
-		for (uint64 r = 0; r < SPI_processed; r++)
-			names = lappend(names, pstrdup(SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1)));
+		ListCell *lc;
+		foreach (lc, counters)
+			names = lappend(names, pstrdup(((const Counter *)lfirst(lc))->name));
 		MemoryContextSwitchTo(old);
 	}
 	SPI_finish();

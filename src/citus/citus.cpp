@@ -525,16 +525,10 @@ SyncReplica(const char *name)
 {
 	if (!Present() || OnWorker())
 		return;
-	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {CStringGetTextDatum(name)}; /* (in the caller's context: used across SPI connections) */
-	SpiConnect();
-	int level = PinSettings(PIN_SEARCH_PATH);
-	(void)QueryLatest("SELECT 1 FROM counters.counter c JOIN pg_catalog.pg_dist_partition p "
-	                  "ON p.logicalrelid OPERATOR(pg_catalog.=) c.source WHERE c.name OPERATOR(pg_catalog.=) $1",
-	                  1, argtypes, args, nullptr);
-	bool citus_source = SPI_processed > 0;
-	UnpinSettings(level);
-	SPI_finish();
+	/* (the counter as the model reads it: none when it was dropped) */
+	List *entries = ReadCatalog(name);
+	const Counter *e = entries != NIL ? (const Counter *)linitial(entries) : nullptr;
+	bool citus_source = e != nullptr && IsCitusRelation(e->source);
 	if (!ReplicaExists()) {
 		if (!citus_source)
 			return;
@@ -544,43 +538,27 @@ SyncReplica(const char *name)
 	 * Written as the caller (who has the privileges of the counter's owners, or nothing would have been changed):
 	 * Citus lets one role modify reference tables in a transaction, and the caller's statements modify them too.
 	 */
+	Oid argtypes[7] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, BOOLOID, TEXTOID, JSONBOID};
+	Datum args[7] = {CStringGetTextDatum(name)};
 	SpiConnect();
-	level = PinSettings(PIN_SEARCH_PATH);
+	int level = PinSettings(PIN_SEARCH_PATH);
 	if (SPI_execute_with_args("DELETE FROM counters.counter_replica WHERE name OPERATOR(pg_catalog.=) $1", 1, argtypes,
 	                          args, nullptr, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "counters: updating counters.counter_replica failed");
 	/*
-	 * The names as every node resolves them: qualified, quoted. (The row is read, then inserted with VALUES: Citus
-	 * copies an INSERT ... SELECT with COPY, which row-level security does not allow.)
+	 * The names as every node resolves them: qualified, quoted; the options as the model writes them (a counter's own
+	 * state, building and last_rebuild, stays on the coordinator). Inserted with VALUES: Citus copies an INSERT ...
+	 * SELECT with COPY, which row-level security does not allow.
 	 */
 	if (citus_source) {
-		(void)QueryLatest("SELECT c.name, pg_catalog.format('%I.%I', sn.nspname, s.relname), "
-		                  "pg_catalog.format('%I.%I', tn.nspname, t.relname), "
-		                  "pg_catalog.format('%I.%I', qn.nspname, q.relname), c.owns_target, c.mode, c.options "
-		                  "FROM counters.counter c "
-		                  "JOIN pg_catalog.pg_class s ON s.oid OPERATOR(pg_catalog.=) c.source "
-		                  "JOIN pg_catalog.pg_namespace sn ON sn.oid OPERATOR(pg_catalog.=) s.relnamespace "
-		                  "JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) c.target "
-		                  "JOIN pg_catalog.pg_namespace tn ON tn.oid OPERATOR(pg_catalog.=) t.relnamespace "
-		                  "JOIN pg_catalog.pg_class q ON q.oid OPERATOR(pg_catalog.=) c.query "
-		                  "JOIN pg_catalog.pg_namespace qn ON qn.oid OPERATOR(pg_catalog.=) q.relnamespace "
-		                  "WHERE c.name OPERATOR(pg_catalog.=) $1",
-		                  1, argtypes, args, nullptr, false);
-		if (SPI_processed != 1)
-			elog(ERROR, "counters: reading counter \"%s\" failed", name);
-		HeapTuple row = SPI_copytuple(SPI_tuptable->vals[0]);
-		TupleDesc desc = SPI_tuptable->tupdesc;
-		Oid types[7];
-		Datum values[7];
-		char nulls[7];
-		for (int c = 0; c < 7; c++) {
-			bool isnull;
-			types[c] = SPI_gettypeid(desc, c + 1);
-			values[c] = SPI_getbinval(row, desc, c + 1, &isnull);
-			nulls[c] = isnull ? 'n' : ' ';
-		}
-		if (SPI_execute_with_args("INSERT INTO counters.counter_replica VALUES ($1, $2, $3, $4, $5, $6, $7)", 7, types,
-		                          values, nulls, false, 0) != SPI_OK_INSERT)
+		args[1] = CStringGetTextDatum(QualifiedName(e->source));
+		args[2] = CStringGetTextDatum(QualifiedName(e->target));
+		args[3] = CStringGetTextDatum(QualifiedName(e->query));
+		args[4] = BoolGetDatum(e->owns_target);
+		args[5] = CStringGetTextDatum(ModeName(e->mode));
+		args[6] = OptionsJsonb(e->options);
+		if (SPI_execute_with_args("INSERT INTO counters.counter_replica VALUES ($1, $2, $3, $4, $5, $6, $7)", 7,
+		                          argtypes, args, nullptr, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "counters: updating counters.counter_replica failed");
 	}
 	UnpinSettings(level);

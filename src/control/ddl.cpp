@@ -470,47 +470,72 @@ OnDdlEnd(EventTriggerData *trigger)
 	}
 	MemoryContext caller = CurrentMemoryContext;
 	int level = PinSettings(PIN_SEARCH_PATH);
+	/* (the counters as the model reads them; the queries below ask the catalogs only which relations changed) */
+	List *counters = ReadCatalog(nullptr);
 	SpiConnect();
-	List *sources = OidsOf(caller, "SELECT DISTINCT k.source::pg_catalog.oid "
-	                               "  FROM pg_catalog.pg_event_trigger_ddl_commands() d "
-	                               "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid "
-	                               "   AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
-	                               " CROSS JOIN LATERAL pg_catalog.pg_partition_ancestors(c.oid) a "
-	                               "  JOIN counters.counter k ON k.source OPERATOR(pg_catalog.=) a.relid");
-	/* renamed columns of existing targets: (view, its column's old name, the new name) */
-	(void)QueryLatest(
-	    "SELECT DISTINCT k.query::pg_catalog.oid, va.attname::pg_catalog.text, ta.attname::pg_catalog.text "
-	    "  FROM pg_catalog.pg_event_trigger_ddl_commands() d "
-	    "  JOIN counters.counter k ON k.target OPERATOR(pg_catalog.=) d.objid AND NOT k.owns_target "
-	    "  JOIN pg_catalog.pg_attribute ta ON ta.attrelid OPERATOR(pg_catalog.=) d.objid "
-	    "   AND ta.attnum OPERATOR(pg_catalog.=) d.objsubid "
-	    "  JOIN pg_catalog.pg_attribute va ON va.attrelid OPERATOR(pg_catalog.=) k.query AND va.attnum > 0 "
-	    " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid > 0 "
-	    "   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute x WHERE x.attrelid OPERATOR(pg_catalog.=) k.target "
-	    "                      AND x.attname OPERATOR(pg_catalog.=) va.attname AND NOT x.attisdropped)",
-	    0, nullptr, nullptr, nullptr, false);
+	List *changed =
+	    OidsOf(caller, "SELECT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() d "
+	                   " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass");
+	/* counted tables that the command changed, or one of whose partitions it changed */
+	List *sources = NIL;
+	List *ancestors = NIL;
+	if (counters != NIL && changed != NIL)
+		ancestors = OidsOf(caller, "SELECT DISTINCT a.relid FROM pg_catalog.pg_event_trigger_ddl_commands() d "
+		                           "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid "
+		                           "   AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+		                           " CROSS JOIN LATERAL pg_catalog.pg_partition_ancestors(c.oid) a");
+	bool source_changed = false;
 	List *renames = NIL;
-	MemoryContext old = MemoryContextSwitchTo(caller);
-	for (uint64 r = 0; r < SPI_processed; r++) {
-		bool isnull;
-		Oid view = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
-		renames = lappend(renames,
-		                  RenameViewColumnStatement(view, SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2),
-		                                            SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3)));
+	ListCell *lc;
+	foreach (lc, counters) {
+		const Counter *e = (const Counter *)lfirst(lc);
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+		if (list_member_oid(ancestors, e->source))
+			sources = list_append_unique_oid(sources, e->source);
+		MemoryContextSwitchTo(spi);
+		source_changed = source_changed || list_member_oid(changed, e->source);
+		if (e->owns_target || !list_member_oid(changed, e->target))
+			continue;
+		/* renamed columns of an existing target: the view's column of the old name, and the new name */
+		Oid argtypes[2] = {OIDOID, OIDOID};
+		Datum args[2] = {ObjectIdGetDatum(e->target), ObjectIdGetDatum(e->query)};
+		(void)QueryLatest(
+		    "SELECT DISTINCT va.attname::pg_catalog.text, ta.attname::pg_catalog.text "
+		    "  FROM pg_catalog.pg_event_trigger_ddl_commands() d "
+		    "  JOIN pg_catalog.pg_attribute ta ON ta.attrelid OPERATOR(pg_catalog.=) d.objid "
+		    "   AND ta.attnum OPERATOR(pg_catalog.=) d.objsubid "
+		    "  JOIN pg_catalog.pg_attribute va ON va.attrelid OPERATOR(pg_catalog.=) $2 AND va.attnum > 0 "
+		    " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid > 0 "
+		    "   AND d.objid OPERATOR(pg_catalog.=) $1 "
+		    "   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute x WHERE x.attrelid OPERATOR(pg_catalog.=) $1 "
+		    "                      AND x.attname OPERATOR(pg_catalog.=) va.attname AND NOT x.attisdropped)",
+		    2, argtypes, args, nullptr, false);
+		spi = MemoryContextSwitchTo(caller);
+		for (uint64 r = 0; r < SPI_processed; r++)
+			renames = lappend(renames, RenameViewColumnStatement(
+			                               e->query, SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1),
+			                               SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2)));
+		MemoryContextSwitchTo(spi);
 	}
-	MemoryContextSwitchTo(old);
 	List *leftovers = NIL;
-	if (OidsOf(caller, "SELECT 1::pg_catalog.oid FROM pg_catalog.pg_event_trigger_ddl_commands() d "
-	                   "  JOIN counters.counter k ON k.source OPERATOR(pg_catalog.=) d.objid "
-	                   " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass") != NIL)
+	if (source_changed) {
 		/* tables carrying capture triggers that feed no counter and are no partition, which the caller owns */
-		leftovers =
+		List *carrying =
 		    OidsOf(caller, "SELECT DISTINCT t.tgrelid FROM pg_catalog.pg_trigger t "
 		                   "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid "
 		                   " WHERE t.tgfoid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure "
-		                   "   AND NOT c.relispartition AND pg_catalog.pg_has_role(c.relowner, 'USAGE') "
-		                   "   AND NOT EXISTS (SELECT FROM counters.counter k "
-		                   "                    WHERE k.source OPERATOR(pg_catalog.=) t.tgrelid)");
+		                   "   AND NOT c.relispartition AND pg_catalog.pg_has_role(c.relowner, 'USAGE')");
+		ListCell *rc;
+		foreach (rc, carrying) {
+			bool feeds = false;
+			foreach (lc, counters)
+				feeds = feeds || ((const Counter *)lfirst(lc))->source == lfirst_oid(rc);
+			MemoryContext old = MemoryContextSwitchTo(caller);
+			if (!feeds)
+				leftovers = lappend_oid(leftovers, lfirst_oid(rc));
+			MemoryContextSwitchTo(old);
+		}
+	}
 	/* a view created or changed: none with a check option may read a sink (the sinks, then the views) */
 	List *sinks = NIL;
 	List *views = OidsOf(caller, "SELECT c.oid FROM pg_catalog.pg_event_trigger_ddl_commands() d "
@@ -521,7 +546,6 @@ OnDdlEnd(EventTriggerData *trigger)
 		sinks = OidsOf(caller, "SELECT DISTINCT t.tgrelid FROM pg_catalog.pg_trigger t "
 		                       " WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_counters_sink' "
 		                       "   AND t.tgfoid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure");
-	ListCell *lc;
 	foreach (lc, renames)
 		Execute((const char *)lfirst(lc), SPI_OK_UTILITY);
 	SPI_finish();
@@ -534,11 +558,7 @@ OnDdlEnd(EventTriggerData *trigger)
 			Detach(lfirst_oid(lc));
 	/* Citus: the replica names the tables; a renamed one is named anew */
 	if (citus::Present()) {
-		SpiConnect();
-		List *changed = OidsOf(caller, "SELECT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() d WHERE "
-		                               "d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass");
-		SPI_finish();
-		foreach (lc, ReadCatalog(nullptr)) {
+		foreach (lc, counters) {
 			Counter *e = (Counter *)lfirst(lc);
 			if (list_member_oid(changed, e->source) || list_member_oid(changed, e->target) ||
 			    list_member_oid(changed, e->query))
