@@ -105,8 +105,8 @@ SELECT counters.drop_counter('blog_stats');
 SELECT * FROM leftovers();
 INSERT INTO keep_me (id, channel_id, hidden) VALUES (1000, 1, false);
 
--- 5. Triggers disabled, or session_replication_role = replica: writes are not counted; verify says which keys
---    drifted, rebuild repairs them.
+-- 5. Triggers disabled: writes are not counted; verify says which keys drifted, rebuild repairs them. Under
+--    session_replication_role = replica, the replica triggers count each row.
 SELECT counters.create_counter('blog_stats', 'SELECT channel_id, count(*) AS posts FROM keep_me GROUP BY channel_id');
 ALTER TABLE keep_me DISABLE TRIGGER counters_insert;
 INSERT INTO keep_me (id, channel_id, hidden) VALUES (1001, 2, false), (1002, 2, false);

@@ -9,6 +9,7 @@
 extern "C" {
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "tcop/tcopprot.h"
 #include "utils/formatting.h"
@@ -92,7 +93,8 @@ Distribute(Oid source, const char *column)
 	/* (in the caller's context: the list outlives the SPI connection) */
 	List *disabled = NIL;
 	for (int t = 0; t < CAPTURE_TRIGGERS; t++)
-		if (t != TRUNCATE_TRIGGER && TriggerFunction(source, CaptureTriggerName(t)) == CaptureFunction())
+		if (t != TRUNCATE_TRIGGER && t != REPLICA_TRIGGER && t != REPLICA_TRUNCATE_TRIGGER &&
+		    TriggerFunction(source, CaptureTriggerName(t)) == CaptureFunction())
 			disabled = lappend_int(disabled, t);
 	SpiConnect();
 	int level = PinSettings(PIN_SEARCH_PATH);
@@ -101,6 +103,14 @@ Distribute(Oid source, const char *column)
 		    psprintf("ALTER TABLE %s DISABLE TRIGGER %s", table, quote_identifier(CaptureTriggerName(lfirst_int(lc)))),
 		    SPI_OK_UTILITY);
 	}
+	/* (a Citus table has no replica triggers: attach() creates none) */
+	ListCell *rc;
+	foreach (rc, find_all_inheritors(source, NoLock, nullptr))
+		for (int t = REPLICA_TRIGGER; t <= REPLICA_TRUNCATE_TRIGGER; t++)
+			if (TriggerFunction(lfirst_oid(rc), CaptureTriggerName(t)) == CaptureFunction())
+				Execute(psprintf("DROP TRIGGER %s ON %s", quote_identifier(CaptureTriggerName(t)),
+				                 QualifiedName(lfirst_oid(rc))),
+				        SPI_OK_UTILITY);
 	Oid argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
 	Datum args[3] = {CStringGetTextDatum(table), CStringGetTextDatum(column), CStringGetTextDatum(table)};
 	if (SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2)", 2, argtypes,

@@ -94,6 +94,7 @@ char *RenameViewColumnStatement(Oid view, const char *from, const char *to);
 char *CreateParentTriggerStatement(int trigger, Oid rel);
 char *CreateTriggerStatement(int trigger, Oid rel, bool is_source);
 char *DropTriggerStatement(int trigger, Oid rel);
+char *EnableReplicaTriggerStatement(int trigger, Oid rel);
 char *CreateGuardTriggerStatement(Oid rel);
 void GuardOwnTables(const Counter *e);
 char *CreateTargetKeyTriggerStatement(Oid target, List *columns);
@@ -140,6 +141,11 @@ void DeclareSaved(void *saved, const char *why);
 void AlterCounterConcurrently(const char *name, const char *definition);
 void DropCounter(const char *name);
 void Attach(Oid source);
+/*
+ * The replica triggers of `source` (and its partitions) enabled for the replica role again after ENABLE TRIGGER ALL
+ * enabled them for the origin role, where they do nothing (after every ALTER TABLE of a source).
+ */
+void KeepReplicaTriggers(Oid source);
 void Detach(Oid source);
 
 /* Sinks and counters through a parent row: making a table a sink or a plain source again; the parents of a source's

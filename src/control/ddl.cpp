@@ -485,6 +485,7 @@ OnDdlEnd(EventTriggerData *trigger)
 		                           "   AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
 		                           " CROSS JOIN LATERAL pg_catalog.pg_partition_ancestors(c.oid) a");
 	bool source_changed = false;
+	List *changed_sources = NIL;
 	List *renames = NIL;
 	ListCell *lc;
 	foreach (lc, counters) {
@@ -492,6 +493,8 @@ OnDdlEnd(EventTriggerData *trigger)
 		MemoryContext spi = MemoryContextSwitchTo(caller);
 		if (list_member_oid(ancestors, e->source))
 			sources = list_append_unique_oid(sources, e->source);
+		if (list_member_oid(changed, e->source))
+			changed_sources = list_append_unique_oid(changed_sources, e->source);
 		MemoryContextSwitchTo(spi);
 		source_changed = source_changed || list_member_oid(changed, e->source);
 		if (e->owns_target || !list_member_oid(changed, e->target))
@@ -553,6 +556,8 @@ OnDdlEnd(EventTriggerData *trigger)
 		RefuseCheckOptionViews(lfirst_oid(lc), false);
 	foreach (lc, sources)
 		Attach(lfirst_oid(lc));
+	foreach (lc, changed_sources)
+		KeepReplicaTriggers(lfirst_oid(lc));
 	foreach (lc, leftovers)
 		if (!citus::IsCitusRelation(lfirst_oid(lc))) /* (Citus's shards and shells are Citus's to change) */
 			Detach(lfirst_oid(lc));

@@ -538,7 +538,8 @@ Attach(Oid source)
 			GuardOwnTables(e);
 	}
 	bool sink = IsSink(source);
-	if (citus::IsCitusRelation(source))
+	bool citus_source = citus::IsCitusRelation(source);
+	if (citus_source)
 		citus::BeginDistributedChange();
 	List *rels = find_all_inheritors(source, NoLock, nullptr);
 	SpiConnect();
@@ -548,17 +549,42 @@ Attach(Oid source)
 		for (int t = 0; t < CAPTURE_TRIGGERS; t++) {
 			bool sink_trigger = t == SINK_TRIGGER || t == SINK_GUARD_TRIGGER || t == SINK_END_TRIGGER;
 			bool row_trigger = t == INSERT_TRIGGER || t == UPDATE_TRIGGER || t == DELETE_TRIGGER;
-			if (t == TRUNCATE_TRIGGER && get_rel_relkind(rel) != RELKIND_RELATION)
+			bool replica_trigger = t == REPLICA_TRIGGER || t == REPLICA_TRUNCATE_TRIGGER;
+			if ((t == TRUNCATE_TRIGGER || replica_trigger) && get_rel_relkind(rel) != RELKIND_RELATION)
 				continue; /* a partitioned table has no rows of its own: its leaves' triggers fire */
-			/* (a sink's row trigger loads the library before the statement's AFTER triggers: no counters_begin) */
-			bool wanted = sink ? !row_trigger && t != BEGIN_TRIGGER : !sink_trigger;
-			bool present = TriggerFunction(rel, CaptureTriggerName(t)) == CaptureFunction();
-			if (wanted && !OidIsValid(TriggerFunction(rel, CaptureTriggerName(t))))
+			/*
+			 * (a sink's row trigger loads the library before the statement's AFTER triggers: no counters_begin; a sink
+			 * stores no row to replicate, and Citus replicates its own way: no replica triggers)
+			 */
+			bool wanted = sink ? !row_trigger && !replica_trigger && t != BEGIN_TRIGGER
+			                   : !sink_trigger && !(replica_trigger && citus_source);
+			char enabled;
+			Oid function = TriggerFunction(rel, CaptureTriggerName(t), &enabled);
+			bool present = function == CaptureFunction();
+			if (wanted && !OidIsValid(function))
 				Execute(CreateTriggerStatement(t, rel, rel == source), SPI_OK_UTILITY);
 			else if (!wanted && present)
 				Execute(DropTriggerStatement(t, rel), SPI_OK_UTILITY);
+			else if (present && replica_trigger && enabled == TRIGGER_FIRES_ON_ORIGIN)
+				Execute(EnableReplicaTriggerStatement(t, rel), SPI_OK_UTILITY);
 		}
 	}
+	SPI_finish();
+}
+
+void
+KeepReplicaTriggers(Oid source)
+{
+	List *rels = find_all_inheritors(source, NoLock, nullptr);
+	SpiConnect();
+	ListCell *lc;
+	foreach (lc, rels)
+		for (int t = REPLICA_TRIGGER; t <= REPLICA_TRUNCATE_TRIGGER; t++) {
+			char enabled;
+			if (TriggerFunction(lfirst_oid(lc), CaptureTriggerName(t), &enabled) == CaptureFunction() &&
+			    enabled == TRIGGER_FIRES_ON_ORIGIN)
+				Execute(EnableReplicaTriggerStatement(t, lfirst_oid(lc)), SPI_OK_UTILITY);
+		}
 	SPI_finish();
 }
 

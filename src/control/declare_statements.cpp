@@ -330,6 +330,14 @@ CreateTriggerStatement(int trigger, Oid rel, bool is_source)
 		return psprintf("CREATE TRIGGER %s BEFORE UPDATE OR DELETE ON %s %s", name, on, call);
 	case SINK_END_TRIGGER:
 		return psprintf("CREATE TRIGGER %s AFTER INSERT ON %s %s", name, on, call);
+	/* CREATE TRIGGER counters_replica AFTER ... FOR EACH ROW ...; ALTER TABLE ... ENABLE REPLICA TRIGGER ... */
+	case REPLICA_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION "
+		                "counters.capture(); ALTER TABLE %s ENABLE REPLICA TRIGGER %s",
+		                name, on, on, name);
+	case REPLICA_TRUNCATE_TRIGGER:
+		return psprintf("CREATE TRIGGER %s %s TRUNCATE ON %s %s; ALTER TABLE %s ENABLE REPLICA TRIGGER %s", name,
+		                is_source ? "AFTER" : "BEFORE", on, call, on, name);
 	default:
 		/* TRUNCATE: the whole source is emptied in one go; a leaf partition's rows are subtracted before. */
 		return psprintf("CREATE TRIGGER %s %s TRUNCATE ON %s %s", name, is_source ? "AFTER" : "BEFORE", on, call);
@@ -358,6 +366,14 @@ CreateParentTriggerStatement(int trigger, Oid rel)
 		return psprintf("CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()",
 		                name, on);
 	}
+}
+
+/* ALTER TABLE public.posts ENABLE REPLICA TRIGGER counters_replica */
+char *
+EnableReplicaTriggerStatement(int trigger, Oid rel)
+{
+	return psprintf("ALTER TABLE %s ENABLE REPLICA TRIGGER %s", QualifiedName(rel),
+	                quote_identifier(CaptureTriggerName(trigger)));
 }
 
 char *

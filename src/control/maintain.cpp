@@ -488,13 +488,14 @@ Compact(const char *name)
 		ListCell *lc;
 		foreach (lc, ReadCatalog(nullptr)) {
 			Counter *e = (Counter *)lfirst(lc);
-			if (MayMaintain(e))
+			if (MayMaintain(e) && MayWriteHere(e, false, "compact"))
 				folded += MaintainInRound(e);
 		}
 		return folded;
 	}
 	Counter *e = LookupCounter(name);
 	(void)Allowed(e, true, false);
+	(void)MayWriteHere(e, true, "compact");
 	int64 folded = 0;
 	if (IsPending(e)) {
 		folded = CompactOne(e, nullptr);
@@ -520,7 +521,9 @@ int64
 CompactInRound(const char *name)
 {
 	List *entries = ReadCatalog(name);
-	return entries == NIL ? 0 : MaintainInRound((Counter *)linitial(entries));
+	if (entries == NIL || !MayWriteHere((Counter *)linitial(entries), false, "compact"))
+		return 0;
+	return MaintainInRound((Counter *)linitial(entries));
 }
 
 int64
@@ -529,13 +532,13 @@ ApplyRetention(const char *name)
 	if (name != nullptr) {
 		Counter *e = LookupCounter(name);
 		(void)Allowed(e, true, false);
-		return HasRetention(e) ? RetainOne(e, nullptr) : 0;
+		return HasRetention(e) && MayWriteHere(e, true, "apply the retention of") ? RetainOne(e, nullptr) : 0;
 	}
 	int64 deleted = 0, n;
 	ListCell *lc;
 	foreach (lc, ReadCatalog(nullptr)) {
 		Counter *e = (Counter *)lfirst(lc);
-		if (!HasRetention(e) || !MayMaintain(e))
+		if (!HasRetention(e) || !MayMaintain(e) || !MayWriteHere(e, false, "apply the retention of"))
 			continue;
 		CHECK_FOR_INTERRUPTS();
 		(void)TryRoundStep(RetainOne, e, "applying the retention", &n, nullptr);
@@ -759,7 +762,7 @@ Rebuild(const char *name, const char *condition)
 	ListCell *lc;
 	foreach (lc, entries) {
 		Counter *e = (Counter *)lfirst(lc);
-		if (!Allowed(e, name != nullptr, false))
+		if (!Allowed(e, name != nullptr, false) || !MayWriteHere(e, name != nullptr, "rebuild"))
 			continue;
 		CHECK_FOR_INTERRUPTS();
 		total += RebuildOne(e, condition, name != nullptr);

@@ -22,8 +22,13 @@ extern "C" {
 #include "access/genam.h"
 #include "catalog/pg_type.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "access/stratnum.h"
+#include "access/xlog.h"
 #include "utils/rel.h"
 #include "access/table.h"
+#include "catalog/pg_subscription.h"
+#include "catalog/pg_subscription_rel.h"
 #include "catalog/pg_trigger.h"
 #include "mb/pg_wchar.h"
 #include "parser/parse_func.h"
@@ -532,7 +537,7 @@ IsSink(Oid rel)
 }
 
 Oid
-TriggerFunction(Oid rel, const char *name)
+TriggerFunction(Oid rel, const char *name, char *enabled)
 {
 	Relation triggers = table_open(TriggerRelationId, AccessShareLock);
 	ScanKeyData keys[2];
@@ -541,6 +546,8 @@ TriggerFunction(Oid rel, const char *name)
 	SysScanDesc scan = systable_beginscan(triggers, TriggerRelidNameIndexId, true, nullptr, 2, keys);
 	HeapTuple tup = systable_getnext(scan);
 	Oid function = HeapTupleIsValid(tup) ? ((Form_pg_trigger)GETSTRUCT(tup))->tgfoid : InvalidOid;
+	if (enabled != nullptr)
+		*enabled = HeapTupleIsValid(tup) ? ((Form_pg_trigger)GETSTRUCT(tup))->tgenabled : '\0';
 	systable_endscan(scan);
 	table_close(triggers, AccessShareLock);
 	return function;
@@ -592,6 +599,58 @@ CreatedRelations(const Counter *e, CreatedRelation *out)
 	return n;
 }
 
+const char *
+FollowedSubscription(const Counter *e, Oid *table)
+{
+	CreatedRelation rels[COUNTER_RELATIONS];
+	int n = CreatedRelations(e, rels);
+	Relation catalog = table_open(SubscriptionRelRelationId, AccessShareLock);
+	const char *subscription = nullptr;
+	for (int i = 0; i < n && subscription == nullptr; i++) {
+		if (strcmp(rels[i].kind, "TABLE") != 0 || rels[i].rel == e->crossings)
+			continue;
+		ScanKeyData key;
+		ScanKeyInit(&key, Anum_pg_subscription_rel_srrelid, BTEqualStrategyNumber, F_OIDEQ,
+		            ObjectIdGetDatum(rels[i].rel));
+		SysScanDesc scan = systable_beginscan(catalog, SubscriptionRelSrrelidSrsubidIndexId, true, nullptr, 1, &key);
+		HeapTuple tuple = systable_getnext(scan);
+		if (HeapTupleIsValid(tuple)) {
+			Oid subid = ((Form_pg_subscription_rel)GETSTRUCT(tuple))->srsubid;
+			HeapTuple sub = SearchSysCache1(SUBSCRIPTIONOID, ObjectIdGetDatum(subid));
+			subscription = HeapTupleIsValid(sub) ? pstrdup(NameStr(((Form_pg_subscription)GETSTRUCT(sub))->subname))
+			                                     : psprintf("%u", subid);
+			if (HeapTupleIsValid(sub))
+				ReleaseSysCache(sub);
+			*table = rels[i].rel;
+		}
+		systable_endscan(scan);
+	}
+	table_close(catalog, AccessShareLock);
+	return subscription;
+}
+
+bool
+MayWriteHere(const Counter *e, bool named, const char *what)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+		                named ? errmsg("cannot %s counter \"%s\" during recovery", what, e->name)
+		                      : errmsg("cannot %s counters during recovery", what),
+		                errhint("Run it on the primary: a standby's counters are the primary's, as replicated.")));
+	Oid table;
+	const char *subscription = FollowedSubscription(e, &table);
+	if (subscription == nullptr)
+		return true;
+	if (named)
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("cannot %s counter \"%s\": it is replicated from a publisher (table %s, subscription "
+		                "\"%s\")",
+		                what, e->name, QualifiedName(table), subscription),
+		         errhint("Run it on the publisher, whose changes replication brings: see docs/replication.md.")));
+	return false;
+}
+
 char *
 DefinitionViewName(const char *counter)
 {
@@ -620,9 +679,10 @@ CaptureTriggerName(int trigger)
 	 * (The sink trigger returns NULL: the BEFORE INSERT row triggers named after it do not fire. "zz_" puts it after
 	 * any other trigger whose name starts with a letter before z, a digit, an upper case letter or "_".)
 	 */
-	static const char *const names[] = {"counters_begin",      "counters_insert",   "counters_update",
-	                                    "counters_delete",     "counters_truncate", "zz_counters_sink",
-	                                    "counters_sink_guard", "counters_sink_end"};
+	static const char *const names[] = {"counters_begin",           "counters_insert",   "counters_update",
+	                                    "counters_delete",          "counters_truncate", "zz_counters_sink",
+	                                    "counters_sink_guard",      "counters_sink_end", "counters_replica",
+	                                    "counters_replica_truncate"};
 	static_assert(lengthof(names) == CAPTURE_TRIGGERS, "a name for every capture trigger");
 	return names[trigger];
 }

@@ -323,7 +323,10 @@ const char *ColumnName(const CounterDef *def, int i);
 
 /*
  * The capture triggers, in the order attach() creates them; a sink (counters.set_sink) has SINK_TRIGGER,
- * SINK_GUARD_TRIGGER and SINK_END_TRIGGER instead of INSERT_TRIGGER, UPDATE_TRIGGER and DELETE_TRIGGER.
+ * SINK_GUARD_TRIGGER and SINK_END_TRIGGER instead of INSERT_TRIGGER, UPDATE_TRIGGER and DELETE_TRIGGER. A table
+ * (not a sink, not Citus's) also has REPLICA_TRIGGER (AFTER INSERT OR UPDATE OR DELETE, for each row) and
+ * REPLICA_TRUNCATE_TRIGGER, enabled for the replica role only: logical replication's apply worker fires row triggers
+ * only, and runs as the replica role, where the others do not fire (docs/replication.md).
  */
 enum {
 	BEGIN_TRIGGER,
@@ -334,6 +337,8 @@ enum {
 	SINK_TRIGGER,
 	SINK_GUARD_TRIGGER,
 	SINK_END_TRIGGER,
+	REPLICA_TRIGGER,
+	REPLICA_TRUNCATE_TRIGGER,
 	CAPTURE_TRIGGERS
 };
 const char *CaptureTriggerName(int trigger);
@@ -351,8 +356,9 @@ const char *ParentTriggerName(int trigger);
 extern const char *const target_key_trigger;
 extern const char *const guard_trigger;
 
-/* The function of trigger `name` on `rel`, or InvalidOid; the OID of counters.capture(). */
-Oid TriggerFunction(Oid rel, const char *name);
+/* The function of trigger `name` on `rel`, or InvalidOid (and its pg_trigger.tgenabled); the OID of counters.capture().
+ */
+Oid TriggerFunction(Oid rel, const char *name, char *enabled = nullptr);
 Oid CaptureFunction();
 
 /*
@@ -377,6 +383,18 @@ struct CreatedRelation {
 };
 constexpr int COUNTER_RELATIONS = 6;
 int CreatedRelations(const Counter *e, CreatedRelation *out);
+/*
+ * Logical replication: the subscription that replicates one of the tables counter `e` created into this node (its
+ * counter table, totals, log or slots), or NULL. Such a counter follows its publisher: the publisher's counts arrive
+ * with its tables, and this node neither counts nor compacts it (docs/replication.md). *table: that table.
+ */
+const char *FollowedSubscription(const Counter *e, Oid *table);
+/*
+ * Whether maintenance (`what`: "compact", "rebuild", ...) may write counter `e`'s tables on this node: not during
+ * recovery (a standby's counters are its primary's), not for a counter that follows its publisher. A counter named
+ * (`named`) is refused with an error that says so; else it is skipped (false).
+ */
+bool MayWriteHere(const Counter *e, bool named, const char *what);
 
 /* A sink (counters.set_sink): a table whose inserted rows are counted and not stored (it has the sink trigger). */
 bool IsSink(Oid rel);

@@ -238,7 +238,8 @@ CREATE EVENT TRIGGER counters_ddl_start ON ddl_command_start
 -- ---- the triggers of counter caches and of counters' own tables ----
 -- An existing table that keeps counter-cache columns gets the trigger counters_target_key (BEFORE UPDATE OF the key
 -- columns): a row whose key changes takes the new key's values, recounted; a counter's own tables get
--- counters_guard (BEFORE TRUNCATE). attach() of each counted table creates them for that table's counters (and
--- changes nothing else: its triggers exist).
+-- counters_guard (BEFORE TRUNCATE). A counted table gets counters_replica and counters_replica_truncate, enabled for
+-- the replica role only, which count the changes logical replication applies (docs/replication.md). attach() of each
+-- counted table creates them (and changes nothing else: its other triggers exist).
 SELECT counters.attach(s.source) FROM (SELECT DISTINCT c.source FROM counters.counter c) s;
 -- ---- end of the triggers ----

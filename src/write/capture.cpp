@@ -156,6 +156,8 @@ CountRow(Run *run, int sign)
 {
 	for (int ci = 0; ci < run->ncounters; ci++) {
 		CounterRun *r = &run->runs[ci];
+		if (unlikely(r->c->followed != nullptr))
+			continue; /* (its publisher's counts arrive by logical replication: see CountsHere) */
 		run->counting = ci;
 		OwnerScope owner;
 		EnterOwner(&owner, r->c->owner, 0);

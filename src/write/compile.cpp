@@ -380,6 +380,7 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 	SpiConnect();
 	MemoryContextSwitchTo(cxt);
 	CompiledCounter *compiled = (CompiledCounter *)palloc0(sizeof(CompiledCounter) * (n > 0 ? n : 1));
+	entry->nfollowed = 0;
 	/* Plans are kept under CacheMemoryContext by SPI_keepplan: release them if anything below fails. */
 	volatile int nbuilt = 0;
 	PG_TRY();
@@ -403,6 +404,9 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 			CompiledCounter *c = &compiled[i];
 			c->counter = e;
 			c->mode = ApplyModeOf(e);
+			c->followed = FollowedSubscription(e, &c->followed_table);
+			if (c->followed != nullptr)
+				entry->nfollowed++;
 			c->write_rel = WriteRelation(name, c->mode, e->target, e->log, entry->relid, source);
 			c->totals = log_mode ? e->totals : InvalidOid;
 			c->owner = OwnerOfTable(e->target, c->totals);
@@ -472,9 +476,12 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 
 } // namespace
 
-/* A renamed schema changes the qualified names the prepared statements were built from: rebuild everything. */
+/*
+ * A renamed schema changes the qualified names the prepared statements were built from, a table subscribed or no longer
+ * whether counters follow their publisher: rebuild everything.
+ */
 void
-NamespaceCallback(Datum arg, int cacheid, uint32 hashvalue)
+RebuildAllCallback(Datum arg, int cacheid, uint32 hashvalue)
 {
 	InvalidateCallback(arg, InvalidOid);
 }
@@ -483,7 +490,9 @@ void
 InitCache()
 {
 	CacheRegisterRelcacheCallback(InvalidateCallback, (Datum)0);
-	CacheRegisterSyscacheCallback(NAMESPACEOID, NamespaceCallback, (Datum)0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, RebuildAllCallback, (Datum)0);
+	/* (a table subscribed or no longer: whether counters follow their publisher) */
+	CacheRegisterSyscacheCallback(SUBSCRIPTIONRELMAP, RebuildAllCallback, (Datum)0);
 	RegisterXactCallback(FreeRetired, nullptr);
 }
 

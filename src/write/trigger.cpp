@@ -147,6 +147,8 @@ RequireCounters(Relation rel, SourceCounters *sc)
 	                 QualifiedName(RelationGetRelid(rel)))));
 }
 
+} // namespace
+
 void
 CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
 {
@@ -164,6 +166,8 @@ CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_row
 	EndStatementRun(run);
 }
 
+namespace {
+
 /*
  * TRUNCATE of a source: every counter of it is emptied. A log or sharded counter first waits for a compaction in
  * progress (which holds the log's SHARE UPDATE EXCLUSIVE lock until it commits), so that the rows it folded into the
@@ -176,6 +180,8 @@ ZeroCounters(SourceCounters *sc)
 	SpiConnect();
 	for (int i = 0; i < sc->ncounters; i++) {
 		CompiledCounter *c = &sc->counters[i];
+		if (c->followed != nullptr)
+			continue; /* (its publisher's counts arrive by logical replication: see CountsHere) */
 		OwnerScope owner;
 		EnterOwner(&owner, c->owner, 0);
 		if (c->mode == ApplyMode::Log || c->mode == ApplyMode::Sharded)
@@ -479,7 +485,8 @@ enum class Role {
 	ParentBegin,
 	ParentRow,
 	ParentInsert,
-	ParentTruncate
+	ParentTruncate,
+	Replica
 };
 
 /* Which role a trigger has, from its name: the names of the model's one table of trigger names. */
@@ -497,6 +504,9 @@ RoleOf(const char *tgname)
 		return Role::SinkGuard;
 	if (strcmp(tgname, CaptureTriggerName(SINK_END_TRIGGER)) == 0)
 		return Role::SinkEnd;
+	if (strcmp(tgname, CaptureTriggerName(REPLICA_TRIGGER)) == 0 ||
+	    strcmp(tgname, CaptureTriggerName(REPLICA_TRUNCATE_TRIGGER)) == 0)
+		return Role::Replica;
 	if (strcmp(tgname, guard_trigger) == 0)
 		return Role::Guard;
 	if (strcmp(tgname, target_key_trigger) == 0)
@@ -515,6 +525,8 @@ Capture(TriggerData *td, Role role)
 		SourceCounters *pc = GetParentCounters(RelationGetRelid(rel));
 		/* (counters_parent_begin, BEFORE the statement, loads this library before its AFTER triggers: nothing else) */
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
+		if (pc->nfollowed > 0 && role != Role::ParentBegin)
+			(void)CountsHere(rel, pc, false);
 		if (pc->ncounters > 0 && role == Role::ParentInsert) {
 			if (td->tg_newtable == nullptr)
 				ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
@@ -566,7 +578,18 @@ Capture(TriggerData *td, Role role)
 	if (sc->ncounters == 0)
 		citus::RefuseCapture(rel);
 	RequireCounters(rel, sc);
-	if (TRIGGER_FIRED_BY_TRUNCATE(ev)) {
+	if (role != Role::Replica && SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA &&
+	    ReplicaTriggerFires(rel, ev)) {
+		UnpinSettings(level);
+		return;
+	}
+	if (!CountsHere(rel, sc, role == Role::Replica)) {
+		UnpinSettings(level);
+		return;
+	}
+	if (role == Role::Replica && !TRIGGER_FIRED_BY_TRUNCATE(ev))
+		CountReplicaRow(td, sc);
+	else if (TRIGGER_FIRED_BY_TRUNCATE(ev)) {
 		if (TRIGGER_FIRED_BEFORE(ev))
 			CountRelationRows(rel, sc->source, -1); /* a partition: take its rows away before they vanish */
 		else
@@ -691,6 +714,16 @@ Fire(TriggerData *td)
 {
 	TriggerEvent ev = td->tg_event;
 	Role role = RoleOf(td->tg_trigger->tgname);
+	if (role == Role::Replica) {
+		/*
+		 * Under the replica role only, where the statement triggers do not fire (ENABLE TRIGGER ALL may have enabled
+		 * it for every role: then it leaves the counting to them).
+		 */
+		if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA &&
+		    (TRIGGER_FIRED_FOR_ROW(ev) ? TRIGGER_FIRED_AFTER(ev) : TRIGGER_FIRED_BY_TRUNCATE(ev)))
+			Capture(td, role);
+		return nullptr;
+	}
 	if (TRIGGER_FIRED_FOR_ROW(ev)) {
 		if (role == Role::Sink && TRIGGER_FIRED_BEFORE(ev) && TRIGGER_FIRED_BY_INSERT(ev)) {
 			SinkRow(td);

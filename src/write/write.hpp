@@ -64,6 +64,9 @@ struct CompiledCounter {
 	const Counter *counter;
 	CounterDef *def;
 	ApplyMode mode;
+	/* logical replication: the subscription that brings its tables (FollowedSubscription), and which; NULL: none */
+	const char *followed;
+	Oid followed_table;
 	/*
 	 * Where this backend writes deltas -- the one place that decides it: the counter table, the existing target,
 	 * the log or the slots (WriteRelation in compile.cpp). `totals` is the log and sharded modes' folded table.
@@ -152,6 +155,7 @@ struct SourceCounters {
 	MemoryContext cxt;
 	int ncounters;
 	CompiledCounter *counters;
+	int nfollowed; /* counters that follow their publisher (CompiledCounter.followed) */
 };
 
 /* Look up (building when needed) the counters fed by relation `relid`. Never returns NULL. */
@@ -397,5 +401,17 @@ Datum Int64Array(const int64 *keys, int n);
 /* Row `i` of a ParentRowsStatement or ChildRowsStatement result: its key, and its row (of `relid`) in *tuple. */
 int64 KeyedRow(uint64 i, Oid relid, HeapTupleData *tuple);
 void InitFrames();
+/* A statement's transition tables (either may be NULL) of `rel`, one of `sc`'s relations, counted (trigger.cpp). */
+void CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
+
+/*
+ * Logical replication on a subscriber (replica.cpp). CountsHere: whether `sc`'s counters count a write to `rel` on this
+ * node (replica: fired by a replica trigger), or an error when a counter follows its publisher and the write would
+ * conflict. ReplicaTriggerFires: whether rel's replica trigger for `ev` fires under the replica role (then a statement
+ * trigger enabled ALWAYS leaves the counting to it). CountReplicaRow: the row a replica trigger fired for.
+ */
+bool CountsHere(Relation rel, SourceCounters *sc, bool replica);
+bool ReplicaTriggerFires(Relation rel, TriggerEvent ev);
+void CountReplicaRow(TriggerData *td, SourceCounters *sc);
 
 } // namespace counters
