@@ -53,13 +53,30 @@ LookupTable(RangeVar *rv)
 Counter *
 CounterOfSource(List *catalog, Oid relid)
 {
+	/* (the parent of a counter carries the parent triggers: only then is a definition analysed, as its owner) */
+	bool parent = OidIsValid(TriggerFunction(relid, ParentTriggerName(PARENT_BEGIN_TRIGGER)));
 	ListCell *lc;
 	foreach (lc, catalog) {
 		Counter *e = (Counter *)lfirst(lc);
-		if (e->source == relid || CounterParent(e) == relid)
+		if (e->source == relid || (parent && CounterParent(e) == relid))
 			return e;
 	}
 	return nullptr;
+}
+
+/* The counters whose source is `relid` (or the root it feeds, `source`), or that join it as their parent. */
+List *
+CountersReading(List *catalog, Oid relid, Oid source)
+{
+	bool parent = OidIsValid(TriggerFunction(relid, ParentTriggerName(PARENT_BEGIN_TRIGGER)));
+	List *counters = NIL;
+	ListCell *lc;
+	foreach (lc, catalog) {
+		Counter *e = (Counter *)lfirst(lc);
+		if (e->source == relid || e->source == source || (parent && CounterParent(e) == relid))
+			counters = lappend(counters, e);
+	}
+	return counters;
 }
 
 /*
@@ -235,6 +252,81 @@ RetypeCounters(List *catalog, Oid relid, const char *column)
 	}
 }
 
+/* The counter whose values `relid` keeps (its own tables, or an existing table with counter-cache columns), or NULL. */
+const Counter *
+CounterKeptIn(List *catalog, Oid relid)
+{
+	ListCell *lc;
+	foreach (lc, catalog) {
+		Counter *e = (Counter *)lfirst(lc);
+		if (relid == e->target || relid == e->totals || relid == e->log || relid == e->crossings)
+			return e;
+	}
+	return nullptr;
+}
+
+/*
+ * An unlogged table is emptied by crash recovery, and no other: a counter whose source or values table is unlogged
+ * would silently stop matching its source at the next crash (docs/operations.md#durability).
+ */
+[[noreturn]] void
+RefuseUnlogged(const Counter *e, Oid relid, bool source)
+{
+	ereport(ERROR,
+	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+	         errmsg("counter \"%s\" %s %s: it cannot be unlogged", e->name,
+	                source ? "counts the rows of" : "keeps its values in", QualifiedName(relid)),
+	         errdetail("After a crash PostgreSQL empties every unlogged table and keeps the others: the counter would "
+	                   "no longer match its source."),
+	         errhint("Drop the counter first with counters.drop_counter('%s').", e->name)));
+}
+
+/*
+ * Writes a counter misses from now on, said when it happens: a capture trigger disabled (or made to fire for the
+ * replica role only), or a counted table renamed or moved, which the counter follows while a table taking its old
+ * name is not counted (a swap: verify() compares with the renamed table and cannot tell).
+ */
+void
+WarnMissedWrites(List *catalog, Oid relid, const char *trigger, bool replica_only)
+{
+	if (trigger != nullptr && strncmp(trigger, "counters_", 9) != 0 && strncmp(trigger, "zz_counters_", 12) != 0)
+		return;
+	/* (the replica triggers fire for the replica role only, as attach() creates them) */
+	if (replica_only && (strcmp(trigger, CaptureTriggerName(REPLICA_TRIGGER)) == 0 ||
+	                     strcmp(trigger, CaptureTriggerName(REPLICA_TRUNCATE_TRIGGER)) == 0))
+		return;
+	ListCell *lc;
+	foreach (lc, CountersReading(catalog, relid, SourceOf(relid))) {
+		Counter *e = (Counter *)lfirst(lc);
+		ereport(WARNING,
+		        (errmsg("counter \"%s\" will miss the writes to %s while %s%s%s %s", e->name, QualifiedName(relid),
+		                trigger ? "trigger \"" : "its triggers", trigger ? trigger : "", trigger ? "\"" : "",
+		                replica_only ? (trigger ? "fires for the replica role only" : "fire for the replica role only")
+		                             : (trigger ? "is disabled" : "are disabled")),
+		         IsSink(e->source) ? errdetail("A sink keeps no rows: what is inserted meanwhile is never counted.")
+		                           : errdetail("counters.verify('%s') lists the keys such writes changed, and "
+		                                       "counters.rebuild('%s') recounts them.",
+		                                       e->name, e->name)));
+	}
+}
+
+void
+WarnRenamed(List *catalog, Oid relid, const char *name, const char *schema)
+{
+	ListCell *lc;
+	foreach (lc, CountersReading(catalog, relid, relid)) {
+		Counter *e = (Counter *)lfirst(lc);
+		ereport(WARNING,
+		        (errmsg("counter \"%s\" follows table %s to its new %s \"%s\"", e->name, QualifiedName(relid),
+		                name != nullptr ? "name" : "schema", name != nullptr ? name : schema),
+		         errdetail("A table that takes its old name is not counted, and counters.verify() compares the "
+		                   "counter with this table."),
+		         errhint("After a swap, counters.alter_counter('%s', definition => ...), given the definition naming "
+		                 "the new table, declares the counter on it and recounts it.",
+		                 e->name)));
+	}
+}
+
 /* A counter column (a key, value or slot column) of a counter's own table, or of columns kept in an existing table. */
 const Counter *
 CounterOfColumn(List *catalog, Oid relid, const char *column)
@@ -287,6 +379,27 @@ CheckAlterTable(AlterTableStmt *stmt, List **leaving, List **joining, Oid *paren
 				RetypeCounters(catalog, relid, cmd->name);
 			break;
 		}
+		case AT_SetUnLogged: {
+			if (catalog == nullptr)
+				catalog = ReadCatalog(nullptr);
+			const Counter *e = CounterOfSource(catalog, SourceOf(relid));
+			if (e != nullptr || (e = CounterOfSource(catalog, relid)) != nullptr)
+				RefuseUnlogged(e, relid, true);
+			if ((e = CounterKeptIn(catalog, relid)) != nullptr)
+				RefuseUnlogged(e, relid, false);
+			break;
+		}
+		case AT_DisableTrig:
+		case AT_DisableTrigAll:
+		case AT_DisableTrigUser:
+		case AT_EnableReplicaTrig:
+			if (catalog == nullptr)
+				catalog = ReadCatalog(nullptr);
+			WarnMissedWrites(catalog, relid,
+			                 cmd->subtype == AT_DisableTrig || cmd->subtype == AT_EnableReplicaTrig ? cmd->name
+			                                                                                        : nullptr,
+			                 cmd->subtype == AT_EnableReplicaTrig);
+			break;
 		case AT_EnableRowSecurity:
 		case AT_ForceRowSecurity:
 			if (IsSink(relid))
@@ -320,6 +433,9 @@ CheckAlterTable(AlterTableStmt *stmt, List **leaving, List **joining, Oid *paren
 			const Counter *e;
 			if (cmd->subtype == AT_AttachPartition && (e = CounterOfSource(catalog, partition)) != nullptr)
 				RefuseStructureChange(e, partition, "become a partition");
+			if (cmd->subtype == AT_AttachPartition && get_rel_persistence(partition) == RELPERSISTENCE_UNLOGGED &&
+			    (e = CounterOfSource(catalog, SourceOf(relid))) != nullptr)
+				RefuseUnlogged(e, partition, true);
 			if (cmd->subtype == AT_DetachPartition && get_rel_relispartition(partition)) {
 				if (pc->concurrent && (e = CounterOfSource(catalog, SourceOf(partition))) != nullptr)
 					ereport(ERROR,
@@ -343,9 +459,17 @@ CheckAlterTable(AlterTableStmt *stmt, List **leaving, List **joining, Oid *paren
 void
 CheckCreateTable(CreateStmt *stmt)
 {
-	if (stmt->partbound != nullptr || stmt->inhRelations == NIL)
-		return; /* a partition of a counted table gets the triggers when it has been created */
+	if (stmt->inhRelations == NIL)
+		return;
 	List *catalog = ReadCatalog(nullptr);
+	if (stmt->partbound != nullptr) {
+		/* (a partition of a counted table gets the triggers when it has been created) */
+		Oid parent = LookupTable((RangeVar *)linitial(stmt->inhRelations));
+		const Counter *e = OidIsValid(parent) ? CounterOfSource(catalog, SourceOf(parent)) : nullptr;
+		if (e != nullptr && stmt->relation->relpersistence == RELPERSISTENCE_UNLOGGED)
+			RefuseUnlogged(e, parent, true);
+		return;
+	}
 	ListCell *lc;
 	foreach (lc, stmt->inhRelations) {
 		Oid parent = LookupTable((RangeVar *)lfirst(lc));
@@ -402,7 +526,15 @@ OnDdlStart(EventTriggerData *trigger)
 		}
 	} else if (IsA(tree, AlterTableStmt))
 		CheckAlterTable((AlterTableStmt *)tree, &leaving, &joining, &parent);
-	else if (IsA(tree, CreateStmt))
+	else if (IsA(tree, RenameStmt) && ((RenameStmt *)tree)->renameType == OBJECT_TABLE) {
+		Oid relid = LookupTable(((RenameStmt *)tree)->relation);
+		if (OidIsValid(relid))
+			WarnRenamed(ReadCatalog(nullptr), relid, ((RenameStmt *)tree)->newname, nullptr);
+	} else if (IsA(tree, AlterObjectSchemaStmt) && ((AlterObjectSchemaStmt *)tree)->objectType == OBJECT_TABLE) {
+		Oid relid = LookupTable(((AlterObjectSchemaStmt *)tree)->relation);
+		if (OidIsValid(relid))
+			WarnRenamed(ReadCatalog(nullptr), relid, nullptr, ((AlterObjectSchemaStmt *)tree)->newschema);
+	} else if (IsA(tree, CreateStmt))
 		CheckCreateTable((CreateStmt *)tree);
 	leaving = TopmostPartitions(leaving);
 	if (leaving == NIL && joining == NIL)

@@ -239,6 +239,11 @@ RefuseTemporaryTarget(const char *name, Oid target, const char *schema, const ch
 		                errmsg("counter \"%s\": target \"%s\" is a temporary table", name,
 		                       OidIsValid(target) ? get_rel_name(target) : table),
 		                errdetail("A counter is declared for every session; a temporary table belongs to one.")));
+	if (OidIsValid(target) && get_rel_persistence(target) == RELPERSISTENCE_UNLOGGED)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": target \"%s\" is an unlogged table", name, get_rel_name(target)),
+		                errdetail("After a crash PostgreSQL empties an unlogged table, and its counts would no longer "
+		                          "match their source.")));
 }
 
 /*

@@ -166,6 +166,17 @@ CheckSource(const char *counter, RangeTblEntry *rte, bool declaring)
 		                errmsg("counter \"%s\": \"%s\" is a temporary table", counter, relname),
 		                errdetail("A counter is declared for every session; a temporary table belongs to one and is "
 		                          "dropped at its end without any event the counter could follow.")));
+	/* (crash recovery empties an unlogged table, and keeps the counter's) */
+	List *tables = relkind == RELKIND_PARTITIONED_TABLE ? find_all_inheritors(rte->relid, NoLock, nullptr)
+	                                                    : list_make1_oid(rte->relid);
+	ListCell *lc;
+	foreach (lc, tables)
+		if (get_rel_persistence(lfirst_oid(lc)) == RELPERSISTENCE_UNLOGGED)
+			ereport(ERROR,
+			        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			         errmsg("counter \"%s\": \"%s\" is an unlogged table", counter, get_rel_name(lfirst_oid(lc))),
+			         errdetail("After a crash PostgreSQL empties an unlogged table, and the counter would keep "
+			                   "its values.")));
 	Oid nsp = get_rel_namespace(rte->relid);
 	if (IsCatalogRelationOid(rte->relid) || IsCatalogNamespace(nsp) || IsToastNamespace(nsp) ||
 	    nsp == get_namespace_oid("counters", true))
