@@ -203,7 +203,26 @@ SELECT counters.create_counter('blog_cache', 'SELECT blog_id AS id, count(*) AS 
                                target => 'blogs');
 -- (as a 0.4 library left it: without the trigger 0.5 gives an existing table that keeps counter-cache columns)
 DROP TRIGGER counters_target_key ON blogs;
+-- a DBA took set_thresholds from PUBLIC, and gave it and alter_counter to one role: the update keeps both
+SELECT current_user AS installer \gset
+SET ROLE NONE;
+CREATE ROLE counters_upgrade_dba;
+REVOKE EXECUTE ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure) TO counters_upgrade_dba;
+GRANT EXECUTE ON FUNCTION counters.alter_counter(text, text, integer) TO counters_upgrade_dba WITH GRANT OPTION;
+SET ROLE :"installer";
 ALTER EXTENSION counters UPDATE;
+SELECT p.oid::regprocedure AS function, has_function_privilege('public', p.oid, 'EXECUTE') AS public,
+       has_function_privilege('counters_upgrade_dba', p.oid, 'EXECUTE') AS dba,
+       has_function_privilege('counters_upgrade_dba', p.oid, 'EXECUTE WITH GRANT OPTION') AS dba_grants
+  FROM pg_proc p WHERE p.proname IN ('set_thresholds', 'alter_counter') AND p.pronamespace = 'counters'::regnamespace
+ ORDER BY 1;
+SET ROLE NONE;
+GRANT EXECUTE ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure, numeric) TO PUBLIC;
+REVOKE ALL ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure, numeric) FROM counters_upgrade_dba;
+REVOKE ALL ON FUNCTION counters.alter_counter(text, text, integer, text) FROM counters_upgrade_dba CASCADE;
+DROP ROLE counters_upgrade_dba;
+SET ROLE :"installer";
 SELECT extversion FROM pg_extension WHERE extname = 'counters';
 SELECT * FROM member_diff;
 SELECT counter, column_name, thresholds, callback, every FROM counters.thresholds;

@@ -1,6 +1,27 @@
 -- counters 0.4 to 0.5 (complain if this file is sourced in psql rather than through ALTER EXTENSION)
 \echo Use "ALTER EXTENSION counters UPDATE TO '0.5'" to load this file. \quit
 
+-- Two functions are replaced by ones with a new last argument (set_thresholds, alter_counter). Each keeps the
+-- privileges a DBA granted or revoked on the old one: its ACL is read before the DROP (into a setting of this
+-- transaction) and given to the new function after the CREATE. (They become the function's initial privileges, which
+-- pg_dump does not dump: see the CHANGELOG.)
+CREATE FUNCTION counters._keep_privileges(old text, fn regprocedure) RETURNS void
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	g record;
+BEGIN
+	IF coalesce(old, '') = '' THEN
+		RETURN; /* the default privileges, as the new function has */
+	END IF;
+	EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn);
+	FOR g IN SELECT a.grantee, a.is_grantable FROM aclexplode(old::aclitem[]) a WHERE a.privilege_type = 'EXECUTE' LOOP
+		EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s', fn,
+		               CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END,
+		               CASE WHEN g.is_grantable AND g.grantee <> 0 THEN ' WITH GRANT OPTION' ELSE '' END);
+	END LOOP;
+END $$;
+
 -- ---- typed top(): counters.top(counter anyelement, ...) returns rows of the counter's own row type ----
 CREATE FUNCTION counters.top(counter anyelement, column_name text, k integer, filter text DEFAULT NULL)
 	RETURNS SETOF anyelement
@@ -9,14 +30,18 @@ CREATE FUNCTION counters.top(counter anyelement, column_name text, k integer, fi
 COMMENT ON FUNCTION counters.top(anyelement, text, integer, text) IS
 	'the k largest keys of a counter by one value column, exactly, as rows of the counter''s own row type';
 -- ---- end of typed top() ----
--- Repeating thresholds: set_thresholds takes `every` (a new last argument, so the function is replaced; its privileges
--- are the default ones, as in a fresh installation), and counters.thresholds shows it (as its last column).
+-- Repeating thresholds: set_thresholds takes `every` (a new last argument, so the function is replaced, keeping its
+-- privileges), and counters.thresholds shows it (as its last column).
+SELECT pg_catalog.set_config('counters_update.acl', p.proacl::text, true)
+  FROM pg_catalog.pg_proc p WHERE p.oid = 'counters.set_thresholds(text, text, numeric[], regprocedure)'::regprocedure;
 DROP FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure);
 -- every => N (N > 0) adds repeating thresholds: every multiple of N but 0 (see counters.sql).
 CREATE FUNCTION counters.set_thresholds(name text, column_name text, thresholds numeric[] DEFAULT NULL,
 	callback regprocedure DEFAULT NULL, every numeric DEFAULT NULL) RETURNS void
 	AS 'MODULE_PATHNAME', 'counters_set_thresholds'
 	LANGUAGE C VOLATILE;
+SELECT counters._keep_privileges(pg_catalog.current_setting('counters_update.acl', true),
+                                 'counters.set_thresholds(text, text, numeric[], regprocedure, numeric)');
 COMMENT ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure, numeric) IS
 	'thresholds on a value column (listed, or every multiple of a step; exact and counter-cache counters cross them as they are written, log and sharded ones when compaction folds them): each crossing calls the callback as the counter''s owner and sends NOTIFY "counters.<name>" naming the counter and the column';
 
@@ -89,8 +114,9 @@ COMMENT ON PROCEDURE counters.rebuild_concurrently(text) IS
 -- ---- end of concurrent declaring and rebuilding ----
 
 -- ---- alter_counter(definition => ...) ----
--- A new last argument (and mode may be NULL): the function is replaced; its privileges are the default ones, as in a
--- fresh installation.
+-- A new last argument (and mode may be NULL): the function is replaced, keeping its privileges.
+SELECT pg_catalog.set_config('counters_update.acl', p.proacl::text, true)
+  FROM pg_catalog.pg_proc p WHERE p.oid = 'counters.alter_counter(text, text, integer)'::regprocedure;
 DROP FUNCTION counters.alter_counter(text, text, integer);
 -- definition => a new definition: the counter is dropped and declared again in one transaction (writers of the source
 -- wait, as for create_counter), in `mode` (NULL: its mode), keeping its options that still apply (bounds and
@@ -100,6 +126,8 @@ CREATE FUNCTION counters.alter_counter(name text, mode text DEFAULT NULL, max_sl
                                        definition text DEFAULT NULL) RETURNS void
 	AS 'MODULE_PATHNAME', 'counters_alter_counter'
 	LANGUAGE C VOLATILE;
+SELECT counters._keep_privileges(pg_catalog.current_setting('counters_update.acl', true),
+                                 'counters.alter_counter(text, text, integer, text)');
 COMMENT ON FUNCTION counters.alter_counter(text, text, integer, text) IS
 	'switch a counter between exact, sharded and log mode (values exact throughout), change max_slots, or change its definition';
 
@@ -209,12 +237,16 @@ CREATE FUNCTION counters._owns_relation(rel text) RETURNS boolean
 	LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'USAGE')
         FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(rel) $$;
+COMMENT ON FUNCTION counters._owns_relation(text) IS
+	'internal (Citus): whether the current role has the privileges of the owner of a relation, for the row-level security of counters.counter_replica';
 
 -- Citus: on every copy of counters.counter_replica, a changed row makes the node's backends compile the counters of
 -- its source again (counters.enable_citus() creates the trigger).
 CREATE FUNCTION counters._replica_changed() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'counters_replica_changed'
 	LANGUAGE C;
+COMMENT ON FUNCTION counters._replica_changed() IS
+	'internal (Citus): the trigger on counters.counter_replica that makes backends compile the counters of a changed row again';
 
 -- ---- views with a check option over sinks are refused ----
 -- counters_ddl_end fires after CREATE VIEW and ALTER VIEW too: a view whose check option would never be checked on
@@ -223,6 +255,8 @@ DROP EVENT TRIGGER counters_ddl_end;
 CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
 	WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE VIEW')
 	EXECUTE FUNCTION counters._on_ddl_end();
+COMMENT ON EVENT TRIGGER counters_ddl_end IS
+	'counters: gives new partitions of counted tables their triggers, follows renamed counter-cache columns, declares counters again after the type of a counted column changed';
 -- ---- end of views over sinks ----
 
 -- ---- a counter's own relations are guarded ----
@@ -233,6 +267,8 @@ DROP EVENT TRIGGER counters_ddl_start;
 CREATE EVENT TRIGGER counters_ddl_start ON ddl_command_start
 	WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'DROP OWNED', 'DROP SCHEMA', 'DROP TABLE', 'DROP VIEW')
 	EXECUTE FUNCTION counters._on_ddl_start();
+COMMENT ON EVENT TRIGGER counters_ddl_start IS
+	'counters: refuses DDL that would break a counter (dropping its relations or counted columns, inheritance, unlogged tables), warns of DDL after which writes are not counted, counts partitions that leave';
 -- ---- end of guarded relations ----
 
 -- ---- the triggers of counter caches and of counters' own tables ----
@@ -243,3 +279,8 @@ CREATE EVENT TRIGGER counters_ddl_start ON ddl_command_start
 -- counted table creates them (and changes nothing else: its other triggers exist).
 SELECT counters.attach(s.source) FROM (SELECT DISTINCT c.source FROM counters.counter c) s;
 -- ---- end of the triggers ----
+
+COMMENT ON EVENT TRIGGER counters_sql_drop IS
+	'counters: a counter whose source, table or view was dropped goes with it';
+
+DROP FUNCTION counters._keep_privileges(text, regprocedure);

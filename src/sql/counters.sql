@@ -263,12 +263,16 @@ CREATE FUNCTION counters._owns_relation(rel text) RETURNS boolean
 	LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'USAGE')
         FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(rel) $$;
+COMMENT ON FUNCTION counters._owns_relation(text) IS
+	'internal (Citus): whether the current role has the privileges of the owner of a relation, for the row-level security of counters.counter_replica';
 
 -- Citus: on every copy of counters.counter_replica, a changed row makes the node's backends compile the counters of
 -- its source again (counters.enable_citus() creates the trigger).
 CREATE FUNCTION counters._replica_changed() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'counters_replica_changed'
 	LANGUAGE C;
+COMMENT ON FUNCTION counters._replica_changed() IS
+	'internal (Citus): the trigger on counters.counter_replica that makes backends compile the counters of a changed row again';
 
 -- Citus: keep the counters of Citus tables on every node (counters.counter_replica, a reference table). The
 -- extension's owner runs it once, in a transaction of its own, before other roles declare counters over Citus
@@ -302,6 +306,8 @@ CREATE FUNCTION counters._on_ddl_start() RETURNS event_trigger
 CREATE EVENT TRIGGER counters_ddl_start ON ddl_command_start
 	WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'DROP OWNED', 'DROP SCHEMA', 'DROP TABLE', 'DROP VIEW')
 	EXECUTE FUNCTION counters._on_ddl_start();
+COMMENT ON EVENT TRIGGER counters_ddl_start IS
+	'counters: refuses DDL that would break a counter (dropping its relations or counted columns, inheritance, unlogged tables), warns of DDL after which writes are not counted, counts partitions that leave';
 COMMENT ON FUNCTION counters._on_ddl_start() IS
 	'event trigger (counters_ddl_start): counts partitions that join or leave a counted table, refuses DDL that would make a counter wrong';
 
@@ -315,6 +321,8 @@ CREATE FUNCTION counters._on_ddl_end() RETURNS event_trigger
 CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
 	WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE VIEW')
 	EXECUTE FUNCTION counters._on_ddl_end();
+COMMENT ON EVENT TRIGGER counters_ddl_end IS
+	'counters: gives new partitions of counted tables their triggers, follows renamed counter-cache columns, declares counters again after the type of a counted column changed';
 COMMENT ON FUNCTION counters._on_ddl_end() IS
 	'event trigger (counters_ddl_end): new partitions get the capture triggers, renamed target columns are followed';
 
@@ -326,6 +334,8 @@ CREATE FUNCTION counters._on_sql_drop() RETURNS event_trigger
 	LANGUAGE C;
 CREATE EVENT TRIGGER counters_sql_drop ON sql_drop
 	EXECUTE FUNCTION counters._on_sql_drop();
+COMMENT ON EVENT TRIGGER counters_sql_drop IS
+	'counters: a counter whose source, table or view was dropped goes with it';
 COMMENT ON FUNCTION counters._on_sql_drop() IS
 	'event trigger (counters_sql_drop): a counter whose source, table or view was dropped goes with it';
 

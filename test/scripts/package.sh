@@ -124,6 +124,15 @@ awk '$1 !~ /^d/ {print $6}' "$tmp/deb.contents" | sed 's|^\./|/|' | grep -v "^/u
 } | sort > "$tmp/want.list"
 diff -u "$tmp/want.list" "$tmp/deb.list" >&2 || fail "$deb file list differs from the expected one (above)"
 grep -q "/usr/share/doc/$pkg/copyright$" "$tmp/deb.contents" || fail "$deb has no copyright file"
+# the documentation a DBA reads (the upgrade notes are in the CHANGELOG), and a description of this major only
+for doc in README.md CHANGELOG.md $(git ls-tree --name-only HEAD docs/ | grep '\.md$'); do
+	grep -qE "/usr/share/doc/$pkg/$doc(\.gz)?$" "$tmp/deb.contents" || fail "$deb does not ship $doc"
+done
+description=$(dpkg-deb -f "$deb" Description)
+grep -q "PostgreSQL $PGVER\b" <<<"$description" || fail "$deb: its description does not name PostgreSQL $PGVER"
+if grep -oE "PostgreSQL [0-9]+" <<<"$description" | grep -qv "PostgreSQL $PGVER$"; then
+	fail "$deb: its description names another major than $PGVER"
+fi
 mkdir "$tmp/x" && dpkg-deb -x "$deb" "$tmp/x"
 # (nm's output to a file first: grep -q quitting early would make nm fail with SIGPIPE under pipefail)
 nm -D --defined-only "$tmp/x$libdir/counters.so" > "$tmp/symbols"
