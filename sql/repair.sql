@@ -98,6 +98,24 @@ SELECT counter, mode, source, target, rows > 0 AS has_rows, log_rows IS NOT NULL
        last_rebuild IS NOT NULL AS rebuilt
   FROM counters.stats ORDER BY counter;
 
+-- (a partitioned source: its writes are its partitions'; a counter being built concurrently says so)
+CREATE TABLE events (at date NOT NULL, kind int NOT NULL) PARTITION BY RANGE (at);
+CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+CREATE TABLE events_2027 PARTITION OF events FOR VALUES FROM ('2027-01-01') TO ('2028-01-01');
+SELECT counters.create_counter('event_kinds', 'SELECT kind, count(*) AS n FROM events GROUP BY kind');
+INSERT INTO events SELECT date '2026-06-01' + g, g % 3 FROM generate_series(1, 300) g;
+UPDATE events SET kind = 4 WHERE kind = 0;
+SELECT pg_stat_force_next_flush();
+SELECT counter, source_writes, building
+  FROM counters.stats WHERE counter = 'event_kinds';
+SET ROLE NONE;
+UPDATE counters.counter SET options = '{"building": {"mode": "exact"}}' WHERE name = 'event_kinds';
+SELECT counter, building FROM counters.stats WHERE counter = 'event_kinds';
+UPDATE counters.counter SET options = '{}' WHERE name = 'event_kinds';
+RESET ROLE;
+SELECT counters.drop_counter('event_kinds');
+DROP TABLE events;
+
 SELECT counters.drop_counter('user_blog');
 SELECT counters.drop_counter('blog_log');
 SELECT counters.drop_counter('blog_cache');

@@ -372,6 +372,12 @@ COUNTERS_FUNCTION(counters_bounds_rows)
 	return (Datum)0;
 }
 
+/* counters._building(options): whether a counter is being built concurrently (view counters.stats) */
+COUNTERS_FUNCTION(counters_building)
+{
+	PG_RETURN_BOOL(counters::ParseOptions(PG_GETARG_DATUM(0), false)->building);
+}
+
 /* counters._thresholds(options): the rows of view counters.thresholds, from a catalog row's options */
 COUNTERS_FUNCTION(counters_thresholds_rows)
 {

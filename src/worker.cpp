@@ -129,6 +129,11 @@ CompactOnce(MemoryContext cxt)
 		PG_END_TRY();
 	}
 	pgstat_report_activity(STATE_IDLE, nullptr);
+	/*
+	 * The round's table statistics (the log's deletes, the totals' updates) reach pg_stat_all_tables now, as a
+	 * backend's do when it goes idle: counters.stats.log_rows would otherwise grow until autovacuum recounted it.
+	 */
+	(void)pgstat_report_stat(true);
 }
 
 } // namespace

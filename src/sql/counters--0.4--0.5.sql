@@ -22,6 +22,46 @@ BEGIN
 	END LOOP;
 END $$;
 
+-- counters.stats: source_writes of a partitioned source add its partitions' writes; building and stats_reset.
+-- Whether a counter's options say it is being built concurrently (create_counter_concurrently or
+-- rebuild_concurrently stopped, or under way): its values are not complete until the call completes.
+CREATE FUNCTION counters._building(options jsonb) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'counters_building'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION counters._building(jsonb) IS
+	'whether a counter''s options say it is being built concurrently (for counters.stats)';
+CREATE OR REPLACE VIEW counters.stats AS
+SELECT c.name AS counter,
+       c.mode,
+       c.source,
+       c.target,
+       t.n_live_tup AS rows,
+       l.n_live_tup AS log_rows,
+       t.n_tup_ins AS rows_inserted,
+       t.n_tup_upd AS rows_updated,
+       t.n_tup_del AS rows_deleted,
+       l.n_tup_ins AS log_appends,
+       (SELECT pg_catalog.sum(s.n_tup_ins OPERATOR(pg_catalog.+) s.n_tup_upd OPERATOR(pg_catalog.+) s.n_tup_del)::pg_catalog.int8
+          FROM (SELECT c.source::pg_catalog.oid AS relid
+                 UNION SELECT t.relid::pg_catalog.oid FROM pg_catalog.pg_partition_tree(c.source) t) p
+          JOIN pg_catalog.pg_stat_all_tables s ON s.relid OPERATOR(pg_catalog.=) p.relid) AS source_writes,
+       (SELECT f.calls FROM pg_catalog.pg_stat_user_functions f
+         WHERE f.funcid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure::pg_catalog.oid) AS trigger_calls,
+       m.rebuilt_at AS last_rebuild,
+       m.verified_at AS last_verify,
+       m.verify_wrong AS last_verify_wrong,
+       m.compacted_at AS last_compact,
+       m.compact_error AS last_compact_error,
+       counters._building(c.options) AS building,
+       (SELECT d.stats_reset FROM pg_catalog.pg_stat_database d
+         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) AS stats_reset
+  FROM counters.counter c
+  LEFT JOIN pg_catalog.pg_stat_all_tables t ON t.relid OPERATOR(pg_catalog.=) COALESCE(c.totals, c.target)::pg_catalog.oid
+  LEFT JOIN pg_catalog.pg_stat_all_tables l ON l.relid OPERATOR(pg_catalog.=) c.log::pg_catalog.oid
+  LEFT JOIN counters.maintenance m ON m.counter OPERATOR(pg_catalog.=) c.name;
+COMMENT ON VIEW counters.stats IS
+	'one row per counter: table sizes and writes from the cumulative statistics (since stats_reset), the last maintenance runs, and whether it is being built concurrently';
+
 -- ---- typed top(): counters.top(counter anyelement, ...) returns rows of the counter's own row type ----
 CREATE FUNCTION counters.top(counter anyelement, column_name text, k integer, filter text DEFAULT NULL)
 	RETURNS SETOF anyelement

@@ -142,6 +142,13 @@ COMMENT ON VIEW counters.thresholds IS
 --   last_rebuild            when counters.rebuild() last ran for this counter
 --   last_verify, last_verify_wrong      when counters.verify() last ran for it and how many wrong values it found
 --   last_compact, last_compact_error    when a compaction last succeeded, and the error of the last round if it failed
+-- Whether a counter's options say it is being built concurrently (create_counter_concurrently or
+-- rebuild_concurrently stopped, or under way): its values are not complete until the call completes.
+CREATE FUNCTION counters._building(options jsonb) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'counters_building'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION counters._building(jsonb) IS
+	'whether a counter''s options say it is being built concurrently (for counters.stats)';
 CREATE VIEW counters.stats AS
 SELECT c.name AS counter,
        c.mode,
@@ -153,22 +160,27 @@ SELECT c.name AS counter,
        t.n_tup_upd AS rows_updated,
        t.n_tup_del AS rows_deleted,
        l.n_tup_ins AS log_appends,
-       s.n_tup_ins OPERATOR(pg_catalog.+) s.n_tup_upd OPERATOR(pg_catalog.+) s.n_tup_del AS source_writes,
+       (SELECT pg_catalog.sum(s.n_tup_ins OPERATOR(pg_catalog.+) s.n_tup_upd OPERATOR(pg_catalog.+) s.n_tup_del)::pg_catalog.int8
+          FROM (SELECT c.source::pg_catalog.oid AS relid
+                 UNION SELECT t.relid::pg_catalog.oid FROM pg_catalog.pg_partition_tree(c.source) t) p
+          JOIN pg_catalog.pg_stat_all_tables s ON s.relid OPERATOR(pg_catalog.=) p.relid) AS source_writes,
        (SELECT f.calls FROM pg_catalog.pg_stat_user_functions f
          WHERE f.funcid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure::pg_catalog.oid) AS trigger_calls,
        m.rebuilt_at AS last_rebuild,
        m.verified_at AS last_verify,
        m.verify_wrong AS last_verify_wrong,
        m.compacted_at AS last_compact,
-       m.compact_error AS last_compact_error
+       m.compact_error AS last_compact_error,
+       counters._building(c.options) AS building,
+       (SELECT d.stats_reset FROM pg_catalog.pg_stat_database d
+         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) AS stats_reset
   FROM counters.counter c
   LEFT JOIN pg_catalog.pg_stat_all_tables t ON t.relid OPERATOR(pg_catalog.=) COALESCE(c.totals, c.target)::pg_catalog.oid
   LEFT JOIN pg_catalog.pg_stat_all_tables l ON l.relid OPERATOR(pg_catalog.=) c.log::pg_catalog.oid
-  LEFT JOIN pg_catalog.pg_stat_all_tables s ON s.relid OPERATOR(pg_catalog.=) c.source::pg_catalog.oid
   LEFT JOIN counters.maintenance m ON m.counter OPERATOR(pg_catalog.=) c.name;
 GRANT SELECT ON counters.stats TO PUBLIC;
 COMMENT ON VIEW counters.stats IS
-	'one row per counter: table sizes and writes from the cumulative statistics, and the last maintenance runs';
+	'one row per counter: table sizes and writes from the cumulative statistics (since stats_reset), the last maintenance runs, and whether it is being built concurrently';
 
 -- ---------------------------------------------------------------------------------------------------------------
 -- declaring, switching and dropping counters

@@ -108,6 +108,15 @@ setup_db('counters_idle');
 ok($node->poll_query_until('counters_worker', 'SELECT count(*) = 0 FROM post_likes_log'),
 	'the background worker compacts counters_worker');
 check_exact('counters_worker');
+# (the worker's deletes reach the statistics at the end of its round: counters.stats.log_rows follows the log)
+ok( $node->poll_query_until(
+		'counters_worker',
+		"SELECT n_tup_del > 0 FROM pg_stat_all_tables WHERE relid = 'post_likes_log'::regclass"),
+	"the worker's compaction is in the table statistics");
+ok( $node->poll_query_until(
+		'counters_worker',
+		"SELECT log_rows = (SELECT count(*) FROM post_likes_log) FROM counters.stats WHERE counter = 'post_likes'"),
+	'counters.stats.log_rows counts the rows left in the log');
 is( $node->safe_psql(
 		'counters_worker',
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'counters compaction worker'"),
