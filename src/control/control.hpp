@@ -139,7 +139,9 @@ void *SaveAndDrop(const Counter *e);
 void DeclareSaved(void *saved, const char *why);
 /* CALL counters.alter_counter_concurrently (SPI connected non-atomic). */
 void AlterCounterConcurrently(const char *name, const char *definition);
-void DropCounter(const char *name);
+/* counters.drop_counter(); keep_triggers: the source keeps its triggers (a counter declared again in this transaction).
+ */
+void DropCounter(const char *name, bool keep_triggers = false);
 void Attach(Oid source);
 /*
  * The replica triggers of `source` (and its partitions) enabled for the replica role again after ENABLE TRIGGER ALL

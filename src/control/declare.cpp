@@ -46,16 +46,24 @@ SameCounter(const Counter *a, const Counter *b)
 	       a->log == b->log && a->mode == b->mode;
 }
 
-Counter *
-BeginChange(Change *change, const char *name, LOCKMODE mode, LOCKMODE own)
+/* The locks of a change (BeginChange), and the counter as it is once they are held. */
+struct ChangeLocks {
+	const char *name;
+	LOCKMODE mode;
+	LOCKMODE own;
+	Counter *e;
+};
+
+static void
+LockChange(void *arg)
 {
-	Counter *e = LookupCounter(name);
-	RequireMaintainer(e);
-	for (Counter *locked = nullptr; mode != NoLock && (locked == nullptr || !SameCounter(locked, e));) {
+	ChangeLocks *l = (ChangeLocks *)arg;
+	Counter *e = l->e;
+	for (Counter *locked = nullptr; l->mode != NoLock && (locked == nullptr || !SameCounter(locked, e));) {
 		/* (taken again if the counter changed while this waited: its source or parent may be others now) */
-		LockCounterSources(e, mode);
+		LockCounterSources(e, l->mode);
 		locked = e;
-		e = LookupCounter(name);
+		e = LookupCounter(l->name);
 		RequireMaintainer(e);
 	}
 	/*
@@ -63,9 +71,23 @@ BeginChange(Change *change, const char *name, LOCKMODE mode, LOCKMODE own)
 	 * more than its trigger's change needs).
 	 */
 	Oid rels[5];
-	int n = own != NoLock ? CounterRelations(e, rels) : 0;
+	int n = l->own != NoLock ? CounterRelations(e, rels) : 0;
 	for (int i = 0; i < n; i++)
-		LockRelationOid(rels[i], rels[i] == e->target && !e->owns_target ? Min(own, ShareRowExclusiveLock) : own);
+		LockRelationOid(rels[i], rels[i] == e->target && !e->owns_target ? Min(l->own, ShareRowExclusiveLock) : l->own);
+	l->e = e;
+}
+
+Counter *
+BeginChange(Change *change, const char *name, LOCKMODE mode, LOCKMODE own)
+{
+	ChangeLocks locks = {name, mode, own, LookupCounter(name)};
+	RequireMaintainer(locks.e);
+	/* (all of them in one attempt: none is held while another is waited for, so writers never queue behind it) */
+	if (citus::IsCitusRelation(locks.e->source))
+		LockChange(&locks);
+	else
+		LockPolitely(name, locks.e->source, LockChange, &locks);
+	Counter *e = locks.e;
 	change->e = e;
 	/* (no setting pinned here: each statement pins its own, and a definition the caller typed resolves as theirs) */
 	EnterOwner(&change->scope, CounterOwner(e), 0);
@@ -228,6 +250,16 @@ RequireParentShape(const char *name, const CounterDef *def, Oid caller)
 		                        quote_identifier(get_attname(def->source, def->child_key, false)))));
 }
 
+/* The sources of a definition being declared, locked against writers until commit. */
+static void
+LockDeclared(void *arg)
+{
+	const CounterDef *def = (const CounterDef *)arg;
+	LockSource(def->source, ShareRowExclusiveLock);
+	if (OidIsValid(def->parent))
+		LockSource(def->parent, ShareRowExclusiveLock);
+}
+
 /* A target in pg_temp (named so, or the caller's temporary table) would vanish with the session. */
 static void
 RefuseTemporaryTarget(const char *name, Oid target, const char *schema, const char *table)
@@ -296,9 +328,10 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	if (OidIsValid(def->parent))
 		RequireParentShape(name, def, caller);
 	/* No write may slip between the initial fill and the trigger: block writers of the source until commit. */
-	LockSource(def->source, ShareRowExclusiveLock);
-	if (OidIsValid(def->parent))
-		LockSource(def->parent, ShareRowExclusiveLock);
+	if (placement != citus::Placement::Local)
+		LockDeclared(def);
+	else
+		LockPolitely(name, def->source, LockDeclared, def);
 
 	bool owns = !OidIsValid(tgt);
 	if (OidIsValid(tgt))
@@ -461,7 +494,7 @@ CounterConcurrently(const char *name, const char *definition, const char *mode, 
 }
 
 void
-DropCounter(const char *name)
+DropCounter(const char *name, bool keep_triggers)
 {
 	/* (writers in flight apply their deltas first, to the relations dropped here) */
 	Change change;
@@ -472,14 +505,15 @@ DropCounter(const char *name)
 	                 ? AnalyzeView(c->name, c->query, CounterOwner(c))->parent
 	                 : InvalidOid;
 	Unregister(c);
-	if (ReadCatalogOfSource(c->source) == NIL)
+	/* (DROP TRIGGER locks the table ACCESS EXCLUSIVE: a counter declared again in this transaction keeps them) */
+	if (!keep_triggers && ReadCatalogOfSource(c->source) == NIL)
 		Detach(c->source);
 	if (!c->owns_target)
 		AttachTarget(c->target);
 	if (OidIsValid(parent)) {
 		/* (the parent's triggers stay while another counter joins it, whose cache must forget this one) */
 		CacheInvalidateRelcacheByRelid(parent);
-		if (!JoinsParent(parent))
+		if (!keep_triggers && !JoinsParent(parent))
 			SetParentTriggers(parent, false);
 	}
 	SpiConnect();

@@ -60,6 +60,8 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		ereport(ERROR,
 		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		         errmsg("counter \"%s\": a counter kept in columns of an existing table can only be exact", name)));
+	/* (a standby's counters, or a subscriber's that follow their publisher, are written there only) */
+	(void)MayWriteHere(c, true, "switch the mode of");
 	/* (folding the log or slots after locking writers out must see every delta committed before the lock) */
 	RequireReadCommitted("counters.alter_counter()");
 	if (c->mode != Mode::Exact && mode != Mode::Exact)
@@ -231,16 +233,27 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	Counter *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
 	if (IsSink(c->source))
 		RefuseSinkRecount(c, "redefined");
+	(void)MayWriteHere(c, true, "redefine");
 	Kept kept;
 	Keep(c, &kept);
 	/* (the owner stays: the new definition's code runs as the counter's owner, not as whoever changes it) */
 	Oid owner = CounterOwner(c);
 	/* (the new definition is parsed with the caller's search_path, resolved as the caller: out of the scope again) */
+	Oid source = c->source;
+	Oid parent = CounterParent(c);
 	EndChange(&change);
-	DropCounter(name);
+	/*
+	 * The triggers stay while the counter is declared again (dropping them would lock the source ACCESS EXCLUSIVE,
+	 * and readers out); they leave a table the new definition no longer reads.
+	 */
+	DropCounter(name, true);
 	DeclareCounter(name, definition, c->owns_target ? nullptr : QualifiedName(c->target),
 	               mode != nullptr ? mode : ModeName(c->mode), owner, Names::Caller);
 	GiveBack(name, &kept);
+	if (ReadCatalogOfSource(source) == NIL)
+		Detach(source);
+	if (OidIsValid(parent) && !JoinsParent(parent))
+		SetParentTriggers(parent, false);
 }
 
 /* A counter dropped to be declared again (RetypeCounter): what declaring it again takes. */
@@ -319,6 +332,7 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	RequireMaintainer(c);
 	citus::RefuseFeature(name, c->source,
 	                     "alter_counter_concurrently() (it goes through log mode; alter_counter() works)");
+	(void)MayWriteHere(c, true, "redefine");
 	if (IsSink(c->source))
 		RefuseSinkRecount(c, "redefined");
 	if (!c->owns_target)
@@ -462,6 +476,7 @@ RebuildConcurrently(const char *name)
 	RequireMaintainer(e);
 	RequireReadCommitted("counters.rebuild_concurrently()");
 	citus::RefuseFeature(name, e->source, "rebuild_concurrently() (it goes through log mode; rebuild() works)");
+	(void)MayWriteHere(e, true, "rebuild");
 	if (IsSink(e->source))
 		RefuseSinkRecount(e, "rebuilt");
 	if (!e->owns_target)

@@ -184,6 +184,15 @@ void LockSource(Oid source, LOCKMODE mode);
  * joins (a counter through a parent row). Every change of a counter that must keep writers out locks them so.
  */
 void LockCounterSources(const Counter *e, LOCKMODE mode);
+/*
+ * Run `lock(arg)`, which takes the locks of a change (and may look the counter up again), without making new
+ * transactions queue behind it for long: each attempt waits at most 50 ms for a lock (lock_timeout, in a
+ * subtransaction that keeps the locks it took when it succeeds and releases them when not), then steps aside for a
+ * growing pause (up to 1 s) and tries again, until the caller's own lock_timeout, if set, has passed (55P03). A
+ * transaction left open on the source thus delays the change, not every writer behind it. (`counter` and `rel` name
+ * them in the error.) Not for Citus tables, whose locks are taken on every node.
+ */
+void LockPolitely(const char *counter, Oid rel, void (*lock)(void *), void *arg);
 /* The parent of a counter through a parent row (InvalidOid: none, or its definition view is gone). */
 Oid CounterParent(const Counter *e);
 /* Whether view `view` reads column `attnum` of `rel` (pg_depend). */

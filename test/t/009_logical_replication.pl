@@ -135,6 +135,8 @@ like($err, qr/cannot compact counter "post_views": it is replicated from a publi
 is($sub->safe_psql('sub_a', 'SET ROLE app; SELECT counters.compact()'), '0', '(a) a compaction round skips them');
 ($ret, $out, $err) = $sub->psql('sub_a', "SET ROLE app; SELECT counters.rebuild('post_likes')");
 like($err, qr/cannot rebuild counter "post_likes"/, '(a) rebuild() is refused');
+($ret, $out, $err) = $sub->psql('sub_a', "SET ROLE app; SELECT counters.alter_counter('post_likes', 'log')");
+like($err, qr/cannot switch the mode of counter "post_likes"/, '(a) a mode switch is refused');
 
 # the cut-over: writes stop on the publisher, the subscription goes, the subscriber takes the writes
 $sub->safe_psql('sub_a', 'DROP SUBSCRIPTION sa');
