@@ -50,24 +50,11 @@ LookupTable(RangeVar *rv)
  * The counter whose source is `relid`, or that joins it as the parent of its rows, or NULL: writes to such a table
  * must fire its own triggers, so it cannot gain inheritance children or become a partition or a child.
  */
-Counter *
-CounterOfSource(List *catalog, Oid relid)
-{
-	/* (the parent of a counter carries the parent triggers: only then is a definition analysed, as its owner) */
-	bool parent = OidIsValid(TriggerFunction(relid, ParentTriggerName(PARENT_BEGIN_TRIGGER)));
-	ListCell *lc;
-	foreach (lc, catalog) {
-		Counter *e = (Counter *)lfirst(lc);
-		if (e->source == relid || (parent && CounterParent(e) == relid))
-			return e;
-	}
-	return nullptr;
-}
-
 /* The counters whose source is `relid` (or the root it feeds, `source`), or that join it as their parent. */
 List *
 CountersReading(List *catalog, Oid relid, Oid source)
 {
+	/* (the parent of a counter carries the parent triggers: only then is a definition analysed, as its owner) */
 	bool parent = OidIsValid(TriggerFunction(relid, ParentTriggerName(PARENT_BEGIN_TRIGGER)));
 	List *counters = NIL;
 	ListCell *lc;
@@ -77,6 +64,13 @@ CountersReading(List *catalog, Oid relid, Oid source)
 			counters = lappend(counters, e);
 	}
 	return counters;
+}
+
+Counter *
+CounterOfSource(List *catalog, Oid relid)
+{
+	List *counters = CountersReading(catalog, relid, relid);
+	return counters != NIL ? (Counter *)linitial(counters) : nullptr;
 }
 
 /*
@@ -292,17 +286,18 @@ WarnMissedWrites(List *catalog, Oid relid, const char *trigger, bool replica_onl
 	if (trigger != nullptr && strncmp(trigger, "counters_", 9) != 0 && strncmp(trigger, "zz_counters_", 12) != 0)
 		return;
 	/* (the replica triggers fire for the replica role only, as attach() creates them) */
-	if (replica_only && (strcmp(trigger, CaptureTriggerName(REPLICA_TRIGGER)) == 0 ||
-	                     strcmp(trigger, CaptureTriggerName(REPLICA_TRUNCATE_TRIGGER)) == 0))
+	if (replica_only && trigger != nullptr &&
+	    (strcmp(trigger, CaptureTriggerName(REPLICA_TRIGGER)) == 0 ||
+	     strcmp(trigger, CaptureTriggerName(REPLICA_TRUNCATE_TRIGGER)) == 0))
 		return;
+	const char *state = trigger == nullptr ? "its triggers are disabled"
+	                                       : psprintf("trigger \"%s\" %s", trigger,
+	                                                  replica_only ? "fires for the replica role only" : "is disabled");
 	ListCell *lc;
 	foreach (lc, CountersReading(catalog, relid, SourceOf(relid))) {
 		Counter *e = (Counter *)lfirst(lc);
 		ereport(WARNING,
-		        (errmsg("counter \"%s\" will miss the writes to %s while %s%s%s %s", e->name, QualifiedName(relid),
-		                trigger ? "trigger \"" : "its triggers", trigger ? trigger : "", trigger ? "\"" : "",
-		                replica_only ? (trigger ? "fires for the replica role only" : "fire for the replica role only")
-		                             : (trigger ? "is disabled" : "are disabled")),
+		        (errmsg("counter \"%s\" will miss the writes to %s while %s", e->name, QualifiedName(relid), state),
 		         IsSink(e->source) ? errdetail("A sink keeps no rows: what is inserted meanwhile is never counted.")
 		                           : errdetail("counters.verify('%s') lists the keys such writes changed, and "
 		                                       "counters.rebuild('%s') recounts them.",
@@ -382,10 +377,11 @@ CheckAlterTable(AlterTableStmt *stmt, List **leaving, List **joining, Oid *paren
 		case AT_SetUnLogged: {
 			if (catalog == nullptr)
 				catalog = ReadCatalog(nullptr);
-			const Counter *e = CounterOfSource(catalog, SourceOf(relid));
-			if (e != nullptr || (e = CounterOfSource(catalog, relid)) != nullptr)
-				RefuseUnlogged(e, relid, true);
-			if ((e = CounterKeptIn(catalog, relid)) != nullptr)
+			List *reading = CountersReading(catalog, relid, SourceOf(relid));
+			if (reading != NIL)
+				RefuseUnlogged((Counter *)linitial(reading), relid, true);
+			const Counter *e = CounterKeptIn(catalog, relid);
+			if (e != nullptr)
 				RefuseUnlogged(e, relid, false);
 			break;
 		}
