@@ -69,6 +69,16 @@ char *KeyNames(const CounterDef *def);
 char *CreateViewStatement(const char *schema, const char *view, const char *definition);
 char *CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table);
 /*
+ * The storage parameters of each kind of table a counter keeps (one place: declare_statements.cpp says why), set
+ * when the table is created; a redeclared counter's tables take back what its tables had (StorageStatement: rel's
+ * storage parameters reset, then `options` set; NULL when there is nothing to do).
+ */
+enum class Storage { Counts, Log, Slots };
+const char *StorageParameters(Storage kind);
+char *SetStorageStatement(Oid rel, const char *parameters);
+char *StorageStatement(Oid rel, List *options);
+List *StorageOf(Oid rel); /* rel's storage parameters as DefElems (invalid rel: none) */
+/*
  * The counter table's key index, once it is filled: a primary key (or unique constraint) on the keys, or (digest,
  * when a key is of a type DigestedKeyType names) a unique index with such keys by their digest, each with a hash
  * index of its own for readers. KeyIndexElement: a key column as an index element and ON CONFLICT target.

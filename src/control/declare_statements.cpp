@@ -8,7 +8,10 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "access/reloptions.h"
+#include "commands/defrem.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_class.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -53,8 +56,99 @@ CreateCounterTableStatement(const CounterDef *def, const char *schema, const cha
 			appendStringInfo(&sql, "%s%s %s NOT NULL DEFAULT 0", i ? ", " : "", quote_identifier(ColumnName(def, i)),
 			                 def->values[cd->index].accum == AccumKind::Int64 ? "bigint" : "numeric");
 	}
-	appendStringInfoChar(&sql, ')');
+	appendStringInfo(&sql, ") WITH (%s)", StorageParameters(Storage::Counts));
 	return sql.data;
+}
+
+/*
+ * The storage parameters of each kind of table a counter keeps (docs/operations.md, "Vacuum and bloat"):
+ * - counter rows (an exact counter's table, a log or sharded counter's totals) and slots are only ever updated in
+ *   place: half of each page stays free, so that a statement updating every row of a page still finds room for the
+ *   new versions on the page. Every such update is HOT: no index entry is added, and the heap grows no further than
+ *   the first pass of updates would take a full table anyway (a table whose rows all change once is twice its filled
+ *   size either way);
+ * - a log is appended to and emptied by compaction: its pages are filled, and autovacuum takes the dead rows a
+ *   compaction leaves as soon as there are a thousand (not a fifth of a table that is empty after each
+ *   compaction), unthrottled: vacuuming dead pages is cheap, and a throttled vacuum fell behind a log taking 36,000
+ *   rows a second.
+ * A DBA's own settings (ALTER TABLE ... SET) are kept when a counter is declared again.
+ */
+const char *
+StorageParameters(Storage kind)
+{
+	switch (kind) {
+	case Storage::Counts:
+	case Storage::Slots:
+		return "fillfactor = 50";
+	case Storage::Log:
+		return "autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000, "
+		       "autovacuum_vacuum_cost_delay = 0";
+	}
+	pg_unreachable();
+}
+
+char *
+SetStorageStatement(Oid rel, const char *parameters)
+{
+	return psprintf("ALTER TABLE %s SET (%s)", QualifiedName(rel), parameters);
+}
+
+namespace {
+
+/* A storage parameter's name: "name" or "namespace.name" (toast.), each part quoted. */
+const char *
+StorageName(const DefElem *def)
+{
+	if (def->defnamespace == nullptr)
+		return quote_identifier(def->defname);
+	return psprintf("%s.%s", quote_identifier(def->defnamespace), quote_identifier(def->defname));
+}
+
+} // namespace
+
+List *
+StorageOf(Oid rel)
+{
+	if (!OidIsValid(rel))
+		return NIL;
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(rel));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", rel);
+	bool isnull;
+	Datum options = SysCacheGetAttr(RELOID, tup, Anum_pg_class_reloptions, &isnull);
+	List *list = isnull ? NIL : untransformRelOptions(options);
+	Oid toast = ((Form_pg_class)GETSTRUCT(tup))->reltoastrelid;
+	ReleaseSysCache(tup);
+	/* (the TOAST table's, which ALTER TABLE sets as toast.name) */
+	ListCell *lc;
+	foreach (lc, StorageOf(toast)) {
+		DefElem *def = (DefElem *)lfirst(lc);
+		def->defnamespace = pstrdup("toast");
+		list = lappend(list, def);
+	}
+	return list;
+}
+
+char *
+StorageStatement(Oid rel, List *options)
+{
+	StringInfoData sql, names;
+	initStringInfo(&sql);
+	initStringInfo(&names);
+	ListCell *lc;
+	foreach (lc, StorageOf(rel))
+		appendStringInfo(&names, "%s%s", names.len ? ", " : "", StorageName((DefElem *)lfirst(lc)));
+	if (names.len > 0)
+		appendStringInfo(&sql, "ALTER TABLE %s RESET (%s)", QualifiedName(rel), names.data);
+	resetStringInfo(&names);
+	foreach (lc, options) {
+		DefElem *def = (DefElem *)lfirst(lc);
+		appendStringInfo(&names, "%s%s = %s", names.len ? ", " : "", StorageName(def),
+		                 quote_literal_cstr(defGetString(def)));
+	}
+	if (names.len > 0)
+		appendStringInfo(&sql, "%sALTER TABLE %s SET (%s)", sql.len ? "; " : "", QualifiedName(rel), names.data);
+	return sql.len > 0 ? sql.data : nullptr;
 }
 
 /*

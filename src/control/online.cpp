@@ -9,6 +9,7 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "access/reloptions.h"
 #include "pgstat.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -92,6 +93,8 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		Oid log = RelationIn(nsp, log_name);
 		/* (published for logical replication, compaction's deletes need a replica identity) */
 		Execute(ReplicaIdentityFullStatement(log), SPI_OK_UTILITY);
+		Execute(SetStorageStatement(log, StorageParameters(mode == Mode::Log ? Storage::Log : Storage::Slots)),
+		        SPI_OK_UTILITY);
 		if (mode == Mode::Log)
 			Execute(LogIndexStatement(s, log), SPI_OK_UTILITY);
 		else {
@@ -190,12 +193,39 @@ struct Kept {
 	const CounterOptions *options;
 	List *grantees;
 	Oid crossings;
+	List *counts_storage; /* storage parameters of the table of counts (DefElems; NIL: none, or not its own) */
+	List *log_storage;    /* and of the log or slots */
 };
+
+/* the counter's table of counts: its own table in exact mode, the totals otherwise (invalid: columns of a table) */
+Oid
+TableOfCounts(const Counter *c)
+{
+	if (!c->owns_target)
+		return InvalidOid;
+	return c->mode == Mode::Exact ? c->target : c->totals;
+}
+
+/* rel's storage parameters made `options` (rel invalid: nothing) */
+void
+RestoreStorage(Oid rel, List *options)
+{
+	if (!OidIsValid(rel))
+		return;
+	char *sql = StorageStatement(rel, options);
+	if (sql == nullptr)
+		return;
+	SpiConnect();
+	Execute(sql, SPI_OK_UTILITY);
+	SPI_finish();
+}
 
 void
 Keep(const Counter *c, Kept *k)
 {
 	k->options = CurrentOptions(c->name);
+	k->counts_storage = StorageOf(TableOfCounts(c));
+	k->log_storage = StorageOf(c->mode == Mode::Exact ? InvalidOid : c->log);
 	k->grantees = c->owns_target ? SelectGrantees(c->target) : NIL;
 	k->crossings = c->crossings;
 	if (OidIsValid(c->crossings))
@@ -208,6 +238,10 @@ GiveBack(const char *name, const Kept *k)
 	Counter *e = LookupCounter(name);
 	CounterDef *def = BuildShape(e)->def;
 	RestoreOptions(name, k->options, def);
+	/* (a DBA's fillfactor or autovacuum settings stay; the counter is declared again in the same mode) */
+	RestoreStorage(TableOfCounts(e), k->counts_storage);
+	if (e->mode != Mode::Exact)
+		RestoreStorage(e->log, k->log_storage);
 	if (OidIsValid(k->crossings))
 		KeepCrossings(e, k->crossings, def);
 	if (k->grantees == NIL)

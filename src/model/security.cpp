@@ -133,7 +133,8 @@ RunsNoCode(const char *sql)
 			foreach (c, ((AlterTableStmt *)stmt)->cmds) {
 				AlterTableType type = ((AlterTableCmd *)lfirst(c))->subtype;
 				if (type != AT_ReplicaIdentity && type != AT_EnableTrig && type != AT_EnableAlwaysTrig &&
-				    type != AT_EnableReplicaTrig && type != AT_DisableTrig)
+				    type != AT_EnableReplicaTrig && type != AT_DisableTrig && type != AT_SetRelOptions &&
+				    type != AT_ResetRelOptions)
 					return false;
 			}
 			break;
