@@ -20,6 +20,8 @@
 #      /usr/lib/postgresql/NN/bin), which the Debian package is built for: they are skipped for source builds and
 #      reported so. Tests skip what the installation lacks (pg_cron: test/t/002_scheduled_compaction.pl).
 #   4. stop the cluster and remove it.
+# An installation whose directory in MATRIX_DIR already holds results and seconds (test/run.sh --all-versions puts
+# Debian's 15 there, having run it) is not run again: its row comes from those.
 # Needs what test/run.sh installs (test/setup.sh) and, for each installation, pgTAP, the isolation tester and the TAP
 # modules (a source build configured with --enable-tap-tests: the README says how to build one). Installing
 # into Debian's own PostgreSQL takes the lock test/run.sh takes. Logs, regression.diffs and the results stay in the
@@ -106,6 +108,11 @@ started=$SECONDS
 for i in "${installs[@]}"; do
 	IFS=$'\t' read -r minor bindir <<<"$i"
 	dir=$work/$minor
+	# (run already: test/run.sh --all-versions runs Debian's 15 itself and leaves its results here)
+	if [ -s "$dir/seconds" ] && [ -s "$dir/results" ]; then
+		echo "matrix: PostgreSQL $minor: results of an earlier run in $dir"
+		continue
+	fi
 	echo "matrix: PostgreSQL $minor ($bindir) ..."
 	t0=$SECONDS
 	case $("$bindir/pg_config" --pkglibdir) in

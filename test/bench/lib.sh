@@ -2,13 +2,13 @@
 # Outside a cluster (no PGHOST), it waits for the other suites, builds and installs the extension (test/lib.sh) and
 # runs the calling script again inside a throwaway cluster tuned for load (pg_virtualenv, removed on exit). Inside
 # one, it reads the settings every benchmark takes (SECONDS_PER_RUN, RUNS, CLIENTS), makes a scratch directory
-# ($work, removed on exit) and defines the helpers below.
+# ($work, removed on exit) and defines the helpers below. BENCH_OPTS: more pg_virtualenv options (-o name=value ...).
 source test/lib.sh
 if [ -z "${PGHOST:-}" ]; then
 	suite_lock
 	build_install
 	exec pg_virtualenv -t -v "$PGVER" -o shared_buffers=1GB -o max_wal_size=8GB -o checkpoint_timeout=1h \
-		-o max_connections=50 bash "$0"
+		-o max_connections=50 ${BENCH_OPTS:-} bash "$0"
 fi
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 RUNS=${RUNS:-3}
