@@ -262,18 +262,30 @@ SELECT * FROM differs('per_grp_exact', 'SELECT grp, count(*) FROM clicks GROUP B
 
 --
 -- 9. Triggers without a catalog row (a database made from pg_dump --schema-only, which does not carry the
--- extension's catalog rows): writes fail, saying so, instead of counting nothing.
+-- extension's catalog rows). The definition view's comment describes the counter: the first write (by a role with its
+-- owner's privileges) declares it again from there, in its mode and with its options, and is counted. Without the
+-- description, writes fail, saying so, instead of counting nothing.
 --
 CREATE TABLE orphan (id int PRIMARY KEY, k int);
-SELECT counters.create_counter('orphaned', 'SELECT k, count(*) AS n FROM orphan GROUP BY k');
--- (as a schema-only restore leaves it: the triggers, the tables and the view, no catalog row)
+SELECT counters.create_counter('orphaned', 'SELECT k, count(*) AS n FROM orphan GROUP BY k', mode => 'log');
+SELECT counters.set_thresholds('orphaned', 'n', '{2}');
+SELECT obj_description('orphaned_definition'::regclass, 'pg_class');
+-- (as a schema-only restore leaves it: the triggers, the tables and the view with its comment, no catalog row)
 SET ROLE NONE;
 DELETE FROM counters.counter WHERE name = 'orphaned';
 RESET ROLE;
-INSERT INTO orphan VALUES (1, 1);
+INSERT INTO orphan VALUES (1, 1), (2, 1);
+SELECT name, mode, options FROM counters.counter WHERE name = 'orphaned';
+SELECT * FROM differs('orphaned', 'SELECT k, count(*) FROM orphan GROUP BY k');
+-- without the description
+SET ROLE NONE;
+DELETE FROM counters.counter WHERE name = 'orphaned';
+COMMENT ON VIEW orphaned_definition IS NULL;
+RESET ROLE;
+INSERT INTO orphan VALUES (3, 1);
 \echo SQLSTATE :SQLSTATE
 SELECT counters.detach('orphan');
-INSERT INTO orphan VALUES (1, 1);
+INSERT INTO orphan VALUES (3, 1);
 
 --
 -- 10. Definitions whose meaning changes without a write: reading the whole row (a column added or dropped changes

@@ -226,6 +226,8 @@ SET ROLE :"installer";
 SELECT extversion FROM pg_extension WHERE extname = 'counters';
 SELECT * FROM member_diff;
 SELECT counter, column_name, thresholds, callback, every FROM counters.thresholds;
+-- (the update described every counter in its definition view's comment, which a schema-only dump carries)
+SELECT name, obj_description(query, 'pg_class') IS NOT NULL AS described FROM counters.counter ORDER BY 1;
 -- (the update gave the counter cache's table its trigger: a row taking another key takes that key's values)
 SELECT tgname FROM pg_trigger WHERE tgrelid = 'blogs'::regclass AND NOT tgisinternal ORDER BY 1;
 UPDATE blogs SET id = 50 WHERE id = 1;

@@ -16,9 +16,9 @@
 # docs/postgresql-versions.md says (ICU, libxml, TAP tests, no readline, no documentation), built with make -j2, and
 # installed with the isolation tester. pg_cron is built the same way from Debian's pg-cron source package, and
 # pgTAP's SQL files are copied from Debian's PostgreSQL 15 package (they do not depend on the server version).
-# A build goes to NN.new and replaces NN by rename (the old one renamed aside first, then removed), so a server
-# running from a previous build never sees its files overwritten. PostgreSQL is relocatable: pg_config reports the
-# directories of wherever the installation is.
+# A build is configured for PGBUILD_DIR/NN (its programs' run path), installed under NN.new (DESTDIR) and moved to NN
+# (the old one renamed aside first, then removed), so a server running from a previous build never sees its files
+# overwritten. (PostgreSQL is relocatable, so pg_config in the staging directory names the staging directories.)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=${PGBUILD_DIR:-/var/cache/counters-pg}
@@ -113,14 +113,17 @@ build() {
 	got=$(fetch "postgresql-$major" "$ver") || return 1
 	src=${got#* }
 	log "PostgreSQL $major: building ${got%% *} into $dir/$major (a few minutes)"
+	# (configured for its final directory, so that its programs find their libraries there; installed into a
+	# staging directory, then moved into place)
 	rm -rf "$new" "$old"
 	(cd "$src" &&
-		./configure -q --prefix="$new" --with-icu --with-libxml --enable-tap-tests --without-readline &&
+		./configure -q --prefix="$dir/$major" --with-icu --with-libxml --enable-tap-tests --without-readline &&
 		nice -n 5 make -s -j2 &&
-		make -s install &&
-		make -s -C src/test/isolation install) >"$dir/src/build-$major.log" 2>&1 ||
+		make -s install DESTDIR="$new" &&
+		make -s -C src/test/isolation install DESTDIR="$new") >"$dir/src/build-$major.log" 2>&1 ||
 		{ tail -30 "$dir/src/build-$major.log" >&2; log "PostgreSQL $major: build failed"; return 1; }
-	pgc=$new/bin/pg_config
+	local inst=$new$dir/$major
+	pgc=$inst/bin/pg_config
 	cp /usr/share/postgresql/15/extension/pgtap* "$("$pgc" --sharedir)/extension/"
 	# pg_cron: the newest version the archive serves that builds
 	local cron built=""
@@ -136,11 +139,11 @@ build() {
 	else
 		log "PostgreSQL $major: pg_cron not built (see $dir/src/build-$major.log); its tests will skip"
 	fi
-	printf '%s\n' "$ver" >"$new/.wanted"
-	printf '%s\n' "${got%% *}" >"$new/.version"
+	printf '%s\n' "$ver" >"$inst/.wanted"
+	printf '%s\n' "${got%% *}" >"$inst/.version"
 	[ ! -e "$dir/$major" ] || mv "$dir/$major" "$old"
-	mv "$new" "$dir/$major"
-	rm -rf "$old" "$src" "$(dirname "$src")"
+	mv "$inst" "$dir/$major"
+	rm -rf "$new" "$old" "$src" "$(dirname "$src")"
 	rm -rf "$dir/src"/pg-cron.*
 	log "PostgreSQL $major: ${got%% *} built in $((SECONDS - start)) s"
 	echo "$dir/$major/bin/pg_config"

@@ -15,6 +15,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 	SUDO=""
 	[ "$(id -u)" -eq 0 ] || SUDO=sudo
 	echo "installing: ${missing[*]}"
-	$SUDO apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	# (another apt-get or unattended-upgrades holding the package lock: wait for it, up to 10 minutes)
+	lock=(-o DPkg::Lock::Timeout=600)
+	# (the lists lock of apt-get update is not covered by that option on every apt: retried)
+	for try in $(seq 60); do
+		$SUDO apt-get "${lock[@]}" update -qq && break
+		[ "$try" -lt 60 ] || exit 1
+		echo "apt-get update failed (the lists may be locked by another apt): trying again in 10 s" >&2
+		sleep 10
+	done
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

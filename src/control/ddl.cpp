@@ -689,14 +689,15 @@ OnDdlEnd(EventTriggerData *trigger)
 	foreach (lc, leftovers)
 		if (!citus::IsCitusRelation(lfirst_oid(lc))) /* (Citus's shards and shells are Citus's to change) */
 			Detach(lfirst_oid(lc));
-	/* Citus: the replica names the tables; a renamed one is named anew */
-	if (citus::Present()) {
-		foreach (lc, counters) {
-			Counter *e = (Counter *)lfirst(lc);
-			if (list_member_oid(changed, e->source) || list_member_oid(changed, e->target) ||
-			    list_member_oid(changed, e->query))
-				citus::SyncReplica(e->name);
-		}
+	/* Citus's replica and the description in the definition view name the relations: a renamed one is named anew */
+	foreach (lc, counters) {
+		Counter *e = (Counter *)lfirst(lc);
+		if (citus::Present() && (list_member_oid(changed, e->source) || list_member_oid(changed, e->target) ||
+		                         list_member_oid(changed, e->query)))
+			citus::SyncReplica(e->name);
+		if (list_member_oid(changed, e->target) || list_member_oid(changed, e->totals) ||
+		    list_member_oid(changed, e->log) || list_member_oid(changed, e->crossings))
+			Describe(e->name);
 	}
 	UnpinSettings(level);
 }

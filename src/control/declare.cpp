@@ -575,6 +575,8 @@ Attach(Oid source)
 			AttachTarget(e->target);
 		else
 			GuardOwnTables(e);
+		/* (counters declared before their rows were described: ALTER EXTENSION UPDATE attaches every source) */
+		Describe(e->name);
 	}
 	bool sink = IsSink(source);
 	bool citus_source = citus::IsCitusRelation(source);

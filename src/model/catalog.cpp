@@ -231,10 +231,151 @@ LookupCounter(const char *name)
 void
 CounterChanged(const char *name, Oid source)
 {
-	if (name != nullptr)
+	if (name != nullptr) {
 		citus::SyncReplica(name);
+		Describe(name);
+	}
 	if (OidIsValid(source))
 		CacheInvalidateRelcacheByRelid(source);
+}
+
+/*
+ * The catalog row of counter `name`, as the comment of its definition view: "counters: " and a JSON object of its
+ * name, mode, relations (qualified names, as the catalog's search_path gives them) and options. A schema-only dump
+ * (Rails' structure.sql) has the view and its comment, not the catalog's rows: the first write to the source declares
+ * the counter again from it (Adopt). Written as the catalog's owner, after every write of the row.
+ */
+void
+Describe(const char *name)
+{
+	if (IsBinaryUpgrade || citus::OnWorker())
+		return;
+	Oid catalog = RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
+	OwnerScope owner;
+	EnterOwner(&owner, RelationOwner(catalog), PIN_SEARCH_PATH);
+	SpiConnect();
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(name)};
+	int ret = SPI_execute_with_args(
+	    /* (the row as JSON: the columns this installation's catalog has, relations by name) */
+	    "SELECT pg_catalog.format('COMMENT ON VIEW %s IS %L', c.query, 'counters: ' OPERATOR(pg_catalog.||) "
+	    "  pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_set(pg_catalog.to_jsonb(c) "
+	    "      OPERATOR(pg_catalog.-) '{source,query,created_at}'::pg_catalog.text[], '{options}', "
+	    "    c.options OPERATOR(pg_catalog.-) '{building,last_rebuild}'::pg_catalog.text[]))::pg_catalog.text) "
+	    "  FROM counters.counter c WHERE c.name OPERATOR(pg_catalog.=) $1",
+	    1, argtypes, args, nullptr, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: describing counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
+	if (SPI_processed == 1) {
+		char *comment = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		if (SPI_execute(comment, false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "counters: describing counter \"%s\" failed", name);
+	}
+	SPI_finish();
+	LeaveOwner(&owner);
+}
+
+bool
+Adopt(Oid rel)
+{
+	if (IsBinaryUpgrade || citus::OnWorker())
+		return false;
+	/*
+	 * Views described as counters (Describe) that read rel (or the root of its partition tree), of owners whose
+	 * privileges the caller has, under names no counter has: the description of anyone else is not read at all. (The
+	 * JSON is parsed after that filter: a description only its owner wrote.)
+	 */
+	MemoryContext caller = CurrentMemoryContext;
+	int level = PinSettings(PIN_SEARCH_PATH);
+	SpiConnect();
+	Oid argtypes[1] = {OIDOID};
+	Datum args[1] = {ObjectIdGetDatum(rel)};
+	(void)QueryLatest(
+	    "WITH described AS MATERIALIZED ("
+	    "  SELECT v.oid, pg_catalog.substr(d.description, 11) AS description"
+	    "    FROM pg_catalog.pg_class v"
+	    "    JOIN pg_catalog.pg_description d ON d.objoid OPERATOR(pg_catalog.=) v.oid"
+	    "     AND d.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+	    "     AND d.objsubid OPERATOR(pg_catalog.=) 0"
+	    "   WHERE v.relkind OPERATOR(pg_catalog.=) 'v' AND d.description OPERATOR(pg_catalog.~~) 'counters: {%'"
+	    "     AND pg_catalog.pg_has_role(v.relowner, 'USAGE')"
+	    "     AND EXISTS (SELECT FROM pg_catalog.pg_rewrite r"
+	    "                   JOIN pg_catalog.pg_depend dep ON dep.objid OPERATOR(pg_catalog.=) r.oid"
+	    "                    AND dep.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass"
+	    "                  WHERE r.ev_class OPERATOR(pg_catalog.=) v.oid"
+	    "                    AND dep.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+	    "                    AND dep.refobjid OPERATOR(pg_catalog.=)"
+	    "                        COALESCE(pg_catalog.pg_partition_root($1), $1)))"
+	    "SELECT d.oid, x.name, x.mode, x.owns_target, pg_catalog.to_regclass(x.target)::pg_catalog.oid,"
+	    "       pg_catalog.to_regclass(x.totals)::pg_catalog.oid, pg_catalog.to_regclass(x.log)::pg_catalog.oid,"
+	    "       pg_catalog.to_regclass(x.crossings)::pg_catalog.oid, x.options"
+	    "  FROM described d CROSS JOIN LATERAL pg_catalog.jsonb_to_record(d.description::pg_catalog.jsonb)"
+	    "       AS x(name pg_catalog.text, mode pg_catalog.text, owns_target boolean, target pg_catalog.text,"
+	    "            totals pg_catalog.text, log pg_catalog.text, crossings pg_catalog.text, options pg_catalog.jsonb)"
+	    " WHERE NOT EXISTS (SELECT FROM counters.counter k WHERE k.name OPERATOR(pg_catalog.=) x.name)"
+	    " ORDER BY x.name",
+	    1, argtypes, args, nullptr, true);
+	struct Described {
+		Oid view;
+		char *name;
+		char *mode;
+		bool owns;
+		Oid target, totals, log, crossings;
+		Datum options;
+		bool no_options;
+	};
+	int n = (int)SPI_processed;
+	Described *found = (Described *)MemoryContextAllocZero(caller, sizeof(Described) * Max(n, 1));
+	MemoryContext spi = MemoryContextSwitchTo(caller);
+	for (int i = 0; i < n; i++) {
+		HeapTuple tup = SPI_tuptable->vals[i];
+		TupleDesc desc = SPI_tuptable->tupdesc;
+		bool isnull;
+		Described *d = &found[i];
+		d->view = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
+		d->name = SPI_getvalue(tup, desc, 2);
+		d->mode = SPI_getvalue(tup, desc, 3);
+		Datum owns = SPI_getbinval(tup, desc, 4, &isnull);
+		d->owns = !isnull && DatumGetBool(owns);
+		Oid *rels[4] = {&d->target, &d->totals, &d->log, &d->crossings};
+		for (int r = 0; r < 4; r++) {
+			Datum oid = SPI_getbinval(tup, desc, 5 + r, &isnull);
+			*rels[r] = isnull ? InvalidOid : DatumGetObjectId(oid);
+		}
+		Datum options = SPI_getbinval(tup, desc, 9, &isnull);
+		d->no_options = isnull;
+		d->options = isnull ? (Datum)0 : PointerGetDatum(PG_DETOAST_DATUM_COPY(options));
+	}
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	UnpinSettings(level);
+	int adopted = 0;
+	for (int i = 0; i < n; i++) {
+		Described *d = &found[i];
+		if (d->name == nullptr || d->mode == nullptr || !OidIsValid(d->target))
+			continue;
+		Mode mode = strcmp(d->mode, "log") == 0       ? Mode::Log
+		            : strcmp(d->mode, "sharded") == 0 ? Mode::Sharded
+		                                              : Mode::Exact;
+		if (mode != Mode::Exact && (!OidIsValid(d->totals) || !OidIsValid(d->log)))
+			continue;
+		/* (each step checks, as declaring does, that the caller has the privileges of every owner it names) */
+		(void)Register(d->name, d->view, mode == Mode::Exact ? d->target : d->totals, d->owns);
+		if (mode != Mode::Exact)
+			SetMode(d->name, d->target, mode, d->totals, d->log);
+		Counter *e = LookupCounter(d->name);
+		RestoreOptions(d->name, ParseOptions(d->options, d->no_options),
+		               AnalyzeView(d->name, e->query, CounterOwner(e)));
+		if (OidIsValid(d->crossings))
+			SetCrossings(d->name, d->crossings);
+		ereport(NOTICE, (errmsg("counter \"%s\" was declared again from the description of its definition view %s",
+		                        d->name, QualifiedName(d->view)),
+		                 errdetail("Its catalog row was not restored (a schema-only dump).")));
+		adopted++;
+	}
+	/* (what the caller compiles next sees the counters declared) */
+	CommandCounterIncrement();
+	return adopted > 0;
 }
 
 uint64
@@ -632,6 +773,7 @@ SetCrossings(const char *name, Oid crossings)
 	ExecuteAsCatalogOwner("UPDATE counters.counter SET crossings = $2::pg_catalog.regclass "
 	                      "WHERE name OPERATOR(pg_catalog.=) $1",
 	                      2, argtypes, values, nulls, SPI_OK_UPDATE, true);
+	Describe(name);
 	CounterChanged(nullptr, e->source);
 }
 

@@ -216,6 +216,13 @@ Counter *LookupCounter(const char *name);
  * backend compiles the counters of `source` (InvalidOid: none left to) again. Every write of the catalog ends so.
  */
 void CounterChanged(const char *name, Oid source);
+/*
+ * Counter `name`'s catalog row written as the comment of its definition view (which a schema-only dump keeps), and the
+ * counters so described declared again for a table with capture triggers and no counter (returns whether any was):
+ * only descriptions of owners whose privileges the caller has, each declared with a declaration's checks.
+ */
+void Describe(const char *name);
+bool Adopt(Oid rel);
 /* SPI_connect, or an error. */
 void SpiConnect();
 /*

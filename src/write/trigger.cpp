@@ -139,11 +139,12 @@ RequireCounters(Relation rel, SourceCounters *sc)
 	        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 	         errmsg("table %s has the triggers of counters, but no counter is declared on it",
 	                QualifiedName(RelationGetRelid(rel))),
-	         errdetail("counters.counter has no row for it: a schema-only dump (pg_dump --schema-only) does "
-	                   "not contain the rows of the extension's catalog, so the counters it held are not "
-	                   "restored."),
-	         errhint("Restore counters.counter too (a full dump, or pg_dump --data-only --table=counters.counter), "
-	                 "or remove the triggers with SELECT counters.detach('%s').",
+	         errdetail("counters.counter has no row for it, and no definition view that reads it describes a "
+	                   "counter whose owner's privileges the writing role has: a schema-only dump (pg_dump "
+	                   "--schema-only) does not contain the rows of the extension's catalog, and the first write by "
+	                   "a role with those privileges declares them again from their views."),
+	         errhint("Write as the counters' owner, restore counters.counter (a full dump, or pg_dump --data-only "
+	                 "--table=counters.counter), or remove the triggers with SELECT counters.detach('%s').",
 	                 QualifiedName(RelationGetRelid(rel)))));
 }
 
@@ -575,8 +576,12 @@ Capture(TriggerData *td, Role role)
 		UnpinSettings(level);
 		return;
 	}
-	if (sc->ncounters == 0)
+	if (sc->ncounters == 0) {
 		citus::RefuseCapture(rel);
+		/* (a schema-only restore: the counters its definition views describe, declared again) */
+		if (Adopt(RelationGetRelid(rel)))
+			sc = GetSourceCounters(RelationGetRelid(rel));
+	}
 	RequireCounters(rel, sc);
 	if (role != Role::Replica && SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA &&
 	    ReplicaTriggerFires(rel, ev)) {

@@ -310,5 +310,42 @@ SELECT counters.compact();
 	return;
 };
 
+# A schema-only dump (Rails' structure.sql, a test database made from migrations' output) carries each counter's
+# catalog row in its definition view's comment: restored as the owner into an empty database, the first write
+# declares the counters again, in their mode and with their options, and counts. A view of another role describing a
+# counter over the owner's table is not read. (Before 0.5, every write failed until counters.counter was restored.)
+subtest 'schema-only dump: the first write declares the counters again from their descriptions' => sub {
+	$node->safe_psql('postgres', 'CREATE DATABASE counters_schema OWNER counters_owner TEMPLATE template0;
+CREATE ROLE counters_other LOGIN');
+	command_passes([ 'pg_dump', @as_owner, '--schema-only', '-f', "$dir/schema.sql", 'counters_owned' ],
+		'pg_dump --schema-only as the owner') or return;
+	command_passes(
+		[ 'psql', @as_owner, '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'counters_schema', '-f', "$dir/schema.sql" ],
+		'the schema loads as the owner') or return;
+	is($node->safe_psql('counters_schema', 'SELECT count(*) FROM counters.counter'), '0',
+		'no catalog row is restored') or return;
+	# another role's view over the owner's table, describing a counter that would write into the owner's table
+	my ($ret, $stdout, $stderr) = $node->psql('counters_schema', q{
+GRANT SELECT ON uses TO counters_other; GRANT CREATE ON SCHEMA public TO counters_other;
+SET ROLE counters_other;
+CREATE VIEW forged AS SELECT tag, count(*) AS uses FROM uses GROUP BY tag;
+COMMENT ON VIEW forged IS 'counters: {"name": "forged", "mode": "exact", "target": "public.tag_log_totals", "options": {}, "owns_target": true}';
+});
+	is($ret, 0, 'another role describes a counter over the owner\'s table') or return diag($stderr);
+	($ret, $stdout, $stderr) = $node->psql('counters_schema', q{SET ROLE counters_owner;
+INSERT INTO uses (tag) SELECT 't' || g % 4 FROM generate_series(1, 30) g;
+DELETE FROM uses WHERE id % 7 = 0;
+SELECT counters.compact();
+});
+	is($ret, 0, 'the owner\'s writes succeed') or return diag($stderr);
+	is( $node->safe_psql('counters_schema',
+			q{SELECT string_agg(name || ' ' || mode || ' ' || (options ? 'bounds')::text || ' ' || (options ? 'window')::text, ', ' ORDER BY name) FROM counters.counter}),
+		'tag_hourly exact true true, tag_log log false false, tag_sharded sharded false false',
+		'the counters are declared again in their modes, with their bounds and window thresholds; not the forged one');
+	is($node->safe_psql('counters_schema', $owned_recount), '0', 'the counters agree with a recount') or return;
+	is($node->safe_psql('counters_schema', 'SELECT count(*) FROM counters.verify()'), '0', 'verify() is empty');
+	return;
+};
+
 $node->stop;
 done_testing();
