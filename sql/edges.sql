@@ -218,6 +218,9 @@ SELECT counters.compact('per_grp');
 DROP TRIGGER refuse ON per_grp_totals;
 SELECT counters.compact() AS folded;
 SELECT counter, last_compact_error FROM counters.stats WHERE mode = 'log' ORDER BY 1;
+-- (the compactions' history counts those that succeeded: how many, the rows folded, their time)
+SELECT counter, compactions, compacted_rows, last_compact_rows, compact_time >= last_compact_time AS timed
+  FROM counters.stats WHERE mode = 'log' ORDER BY 1;
 SELECT * FROM counters.verify();
 -- A step that outlasts counters.step_timeout (here an owner's trigger that sleeps) is canceled, rolled back and
 -- reported the same way; the round goes on with the other counters.

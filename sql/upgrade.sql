@@ -221,6 +221,9 @@ SET ROLE NONE;
 GRANT EXECUTE ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure, numeric) TO PUBLIC;
 REVOKE ALL ON FUNCTION counters.set_thresholds(text, text, numeric[], regprocedure, numeric) FROM counters_upgrade_dba;
 REVOKE ALL ON FUNCTION counters.alter_counter(text, text, integer, text) FROM counters_upgrade_dba CASCADE;
+-- (the kept grants became the extension's initial privileges: from PostgreSQL 17 on, DROP ROLE refuses a role they
+-- name until DROP OWNED BY removes them)
+DROP OWNED BY counters_upgrade_dba;
 DROP ROLE counters_upgrade_dba;
 SET ROLE :"installer";
 SELECT extversion FROM pg_extension WHERE extname = 'counters';

@@ -70,13 +70,13 @@ char *CreateViewStatement(const char *schema, const char *view, const char *defi
 char *CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table);
 /*
  * The storage parameters of each kind of table a counter keeps (one place: declare_statements.cpp says why), set
- * when the table is created; a redeclared counter's tables take back what its tables had (StorageStatement: rel's
- * storage parameters reset, then `options` set; NULL when there is nothing to do).
+ * when the table is created; a redeclared counter's tables take back what its tables had (StorageStatements: rel's
+ * storage parameters reset, then `options` set: up to two statements, each run by itself, as Citus propagates it).
  */
 enum class Storage { Counts, Log, Slots };
 const char *StorageParameters(Storage kind);
 char *SetStorageStatement(Oid rel, const char *parameters);
-char *StorageStatement(Oid rel, List *options);
+List *StorageStatements(Oid rel, List *options);
 List *StorageOf(Oid rel); /* rel's storage parameters as DefElems (invalid rel: none) */
 /*
  * The counter table's key index, once it is filled: a primary key (or unique constraint) on the keys, or (digest,

@@ -129,17 +129,17 @@ StorageOf(Oid rel)
 	return list;
 }
 
-char *
-StorageStatement(Oid rel, List *options)
+List *
+StorageStatements(Oid rel, List *options)
 {
-	StringInfoData sql, names;
-	initStringInfo(&sql);
+	StringInfoData names;
 	initStringInfo(&names);
+	List *statements = NIL;
 	ListCell *lc;
 	foreach (lc, StorageOf(rel))
 		appendStringInfo(&names, "%s%s", names.len ? ", " : "", StorageName((DefElem *)lfirst(lc)));
 	if (names.len > 0)
-		appendStringInfo(&sql, "ALTER TABLE %s RESET (%s)", QualifiedName(rel), names.data);
+		statements = lappend(statements, psprintf("ALTER TABLE %s RESET (%s)", QualifiedName(rel), names.data));
 	resetStringInfo(&names);
 	foreach (lc, options) {
 		DefElem *def = (DefElem *)lfirst(lc);
@@ -147,8 +147,8 @@ StorageStatement(Oid rel, List *options)
 		                 quote_literal_cstr(defGetString(def)));
 	}
 	if (names.len > 0)
-		appendStringInfo(&sql, "%sALTER TABLE %s SET (%s)", sql.len ? "; " : "", QualifiedName(rel), names.data);
-	return sql.len > 0 ? sql.data : nullptr;
+		statements = lappend(statements, SetStorageStatement(rel, names.data));
+	return statements;
 }
 
 /*

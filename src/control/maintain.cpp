@@ -428,14 +428,23 @@ TryRoundStep(StepFunction step, const Counter *e, const char *what, int64 *resul
 }
 
 void
-NoteCompaction(const Counter *e, ErrorData *error)
+NoteCompaction(const Counter *e, ErrorData *error, int64 folded, TimestampTz started)
 {
 	if (error == nullptr) {
-		const char *columns[2] = {"compacted_at", "compact_error"};
-		Oid types[2] = {TIMESTAMPTZOID, TEXTOID};
-		Datum values[2] = {Now(), (Datum)0};
-		char nulls[2] = {' ', 'n'};
-		NoteMaintenance(e->name, 2, columns, types, values, nulls);
+		/* (the history: how many compactions, the rows they folded and their time, in milliseconds) */
+		double ms = (double)(GetCurrentTimestamp() - started) / 1000.0;
+		const char *columns[7] = {"compacted_at",  "compact_error",     "+compactions",     "+compacted_rows",
+		                          "+compact_time", "last_compact_rows", "last_compact_time"};
+		Oid types[7] = {TIMESTAMPTZOID, TEXTOID, INT8OID, INT8OID, FLOAT8OID, INT8OID, FLOAT8OID};
+		Datum values[7] = {Now(),
+		                   (Datum)0,
+		                   Int64GetDatum(1),
+		                   Int64GetDatum(folded),
+		                   Float8GetDatum(ms),
+		                   Int64GetDatum(folded),
+		                   Float8GetDatum(ms)};
+		char nulls[7] = {' ', 'n', ' ', ' ', ' ', ' ', ' '};
+		NoteMaintenance(e->name, 7, columns, types, values, nulls);
 	} else {
 		const char *columns[2] = {"compact_failed_at", "compact_error"};
 		Oid types[2] = {TIMESTAMPTZOID, TEXTOID};
@@ -467,9 +476,10 @@ MaintainInRound(const Counter *e)
 	CHECK_FOR_INTERRUPTS();
 	if (IsPending(e)) {
 		ErrorData *error = nullptr;
+		TimestampTz started = GetCurrentTimestamp();
 		/* a skipped compaction is neither a success nor a failure: nothing noted */
 		if (TryRoundStep(CompactOne, e, "compaction", &folded, &error) || error != nullptr)
-			NoteCompaction(e, error);
+			NoteCompaction(e, error, folded, started);
 	}
 	if (HasRetention(e))
 		(void)TryRoundStep(RetainOne, e, "applying the retention", &n, nullptr);
@@ -498,8 +508,9 @@ Compact(const char *name)
 	(void)MayWriteHere(e, true, "compact");
 	int64 folded = 0;
 	if (IsPending(e)) {
+		TimestampTz started = GetCurrentTimestamp();
 		folded = CompactOne(e, nullptr);
-		NoteCompaction(e, nullptr);
+		NoteCompaction(e, nullptr, folded, started);
 	}
 	/* the maintenance entry point: expired buckets go too (not counted in the result) */
 	if (HasRetention(e))

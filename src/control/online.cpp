@@ -212,11 +212,13 @@ RestoreStorage(Oid rel, List *options)
 {
 	if (!OidIsValid(rel))
 		return;
-	char *sql = StorageStatement(rel, options);
-	if (sql == nullptr)
+	List *statements = StorageStatements(rel, options);
+	if (statements == NIL)
 		return;
 	SpiConnect();
-	Execute(sql, SPI_OK_UTILITY);
+	ListCell *lc;
+	foreach (lc, statements)
+		Execute((const char *)lfirst(lc), SPI_OK_UTILITY);
 	SPI_finish();
 }
 

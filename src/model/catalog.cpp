@@ -398,7 +398,8 @@ ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, 
 }
 
 /*
- * What maintenance last did to a counter (counters.maintenance, shown in counters.stats): `columns` get `values`.
+ * What maintenance last did to a counter (counters.maintenance, shown in counters.stats): `columns` get `values` (a
+ * column named "+name": the value is added to it).
  * Written without waiting for a concurrent run of the same counter that holds the row, nor for a transaction that
  * drops the counter (this run is then not recorded), and not at all in a read-only transaction (a standby, SET
  * TRANSACTION READ ONLY).
@@ -423,8 +424,15 @@ NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types
 		argtypes[i + 1] = types[i];
 		args[i + 1] = values[i];
 		argnulls[i + 1] = nulls ? nulls[i] : ' ';
-		appendStringInfo(&sets, "%s%s = $%d", i ? ", " : "", quote_identifier(columns[i]), i + 2);
-		appendStringInfo(&names, ", %s", quote_identifier(columns[i]));
+		/* ("+name": added to what the column holds) */
+		bool add = columns[i][0] == '+';
+		const char *column = quote_identifier(columns[i] + (add ? 1 : 0));
+		if (add)
+			appendStringInfo(&sets, "%s%s = COALESCE(m.%s, 0) OPERATOR(pg_catalog.+) $%d", i ? ", " : "", column,
+			                 column, i + 2);
+		else
+			appendStringInfo(&sets, "%s%s = $%d", i ? ", " : "", column, i + 2);
+		appendStringInfo(&names, ", %s", column);
 		appendStringInfo(&params, ", $%d", i + 2);
 	}
 	uint64 updated =

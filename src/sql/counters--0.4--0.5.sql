@@ -22,7 +22,14 @@ BEGIN
 	END LOOP;
 END $$;
 
--- counters.stats: source_writes of a partitioned source add its partitions' writes; building and stats_reset.
+-- counters.maintenance: the compactions' history (how many, rows folded, time; the last one's rows and time).
+ALTER TABLE counters.maintenance ADD COLUMN compactions bigint, ADD COLUMN compacted_rows bigint,
+	ADD COLUMN compact_time double precision, ADD COLUMN last_compact_rows bigint,
+	ADD COLUMN last_compact_time double precision;
+COMMENT ON TABLE counters.maintenance IS
+	'when verify(), compact() and rebuild() last ran for each counter, the last compaction error, and the compactions'' history';
+-- counters.stats: source_writes of a partitioned source add its partitions' writes; building and stats_reset; the
+-- compactions' history.
 -- Whether a counter's options say it is being built concurrently (create_counter_concurrently or
 -- rebuild_concurrently stopped, or under way): its values are not complete until the call completes.
 CREATE FUNCTION counters._building(options jsonb) RETURNS boolean
@@ -52,6 +59,11 @@ SELECT c.name AS counter,
        m.verify_wrong AS last_verify_wrong,
        m.compacted_at AS last_compact,
        m.compact_error AS last_compact_error,
+       COALESCE(m.compactions, 0) AS compactions,
+       COALESCE(m.compacted_rows, 0) AS compacted_rows,
+       COALESCE(m.compact_time, 0) AS compact_time,
+       m.last_compact_rows,
+       m.last_compact_time,
        counters._building(c.options) AS building,
        (SELECT d.stats_reset FROM pg_catalog.pg_stat_database d
          WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) AS stats_reset

@@ -64,11 +64,18 @@ CREATE TABLE counters.maintenance (
 	compacted_at      timestamptz,
 	compact_failed_at timestamptz,
 	compact_error     text,
-	rebuilt_at        timestamptz
+	rebuilt_at        timestamptz,
+	-- the compactions that succeeded (since the counter was declared, or its row was first written): how many, the
+	-- rows they folded and their time in milliseconds, and the last one's
+	compactions       bigint,
+	compacted_rows    bigint,
+	compact_time      double precision,
+	last_compact_rows bigint,
+	last_compact_time double precision
 );
 GRANT SELECT ON counters.maintenance TO PUBLIC;
 COMMENT ON TABLE counters.maintenance IS
-	'when verify(), compact() and rebuild() last ran for each counter, and the last compaction error';
+	'when verify(), compact() and rebuild() last ran for each counter, the last compaction error, and the compactions'' history';
 
 -- ---------------------------------------------------------------------------------------------------------------
 -- the trigger
@@ -171,6 +178,11 @@ SELECT c.name AS counter,
        m.verify_wrong AS last_verify_wrong,
        m.compacted_at AS last_compact,
        m.compact_error AS last_compact_error,
+       COALESCE(m.compactions, 0) AS compactions,
+       COALESCE(m.compacted_rows, 0) AS compacted_rows,
+       COALESCE(m.compact_time, 0) AS compact_time,
+       m.last_compact_rows,
+       m.last_compact_time,
        counters._building(c.options) AS building,
        (SELECT d.stats_reset FROM pg_catalog.pg_stat_database d
          WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) AS stats_reset
