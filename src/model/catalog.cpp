@@ -221,11 +221,28 @@ GuardCounterRelation(Oid rel, const char *command)
 Counter *
 LookupCounter(const char *name)
 {
-	List *entries = ReadCatalog(name);
-	if (entries == NIL)
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist", name),
-		                errhint("The counters of this database are listed in counters.counters.")));
-	return (Counter *)linitial(entries);
+	/*
+	 * A change of the counter that commits just after its row was read (a mode switch dropping the log) leaves a row
+	 * naming relations that are gone: read it again, so that what the caller checks before taking its locks (the
+	 * owner's privileges on each relation) is about relations that exist. (A counter whose relation was dropped
+	 * behind the extension's back stays as it is, after a few reads.)
+	 */
+	for (int attempt = 0;; attempt++) {
+		List *entries = ReadCatalog(name);
+		if (entries == NIL)
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist", name),
+			                errhint("The counters of this database are listed in counters.counters.")));
+		Counter *e = (Counter *)linitial(entries);
+		Oid rels[COUNTER_RELATIONS];
+		int n = RequiredRelations(e, rels);
+		bool gone = false;
+		for (int i = 0; i < n; i++)
+			gone |= !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[i]));
+		if (!gone || attempt == 3)
+			return e;
+		/* (the committed change's invalidations, so that the syscache and the next read agree) */
+		AcceptInvalidationMessages();
+	}
 }
 
 void
