@@ -369,11 +369,9 @@ Adopt(Oid rel)
 	int adopted = 0;
 	for (int i = 0; i < n; i++) {
 		Described *d = &found[i];
-		if (d->name == nullptr || d->mode == nullptr || !OidIsValid(d->target))
+		Mode mode;
+		if (d->name == nullptr || d->mode == nullptr || !LookupModeName(d->mode, &mode) || !OidIsValid(d->target))
 			continue;
-		Mode mode = strcmp(d->mode, "log") == 0       ? Mode::Log
-		            : strcmp(d->mode, "sharded") == 0 ? Mode::Sharded
-		                                              : Mode::Exact;
 		if (mode != Mode::Exact && (!OidIsValid(d->totals) || !OidIsValid(d->log)))
 			continue;
 		/* (each step checks, as declaring does, that the caller has the privileges of every owner it names) */
