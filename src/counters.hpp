@@ -5,7 +5,8 @@
  *   model/    model.hpp    what a counter is: its catalog row, options, definition, owner, names and relations
  *   write/    write.hpp    the hot write path: trigger, capture, compile, delta, apply, direct, decide, windows
  *   control/  control.hpp  the cold control plane: declare, modes, options, maintenance, event triggers
- *   citus.hpp, worker.cpp  the integrations; functions.cpp the one C boundary
+ *   citus.hpp, worker.cpp  the integrations; stats.cpp the statistics kept in shared memory; functions.cpp the one
+ *                          C boundary
  *
  * model includes only this header; write and control include model; control also calls write (compile at
  * declaration, announce after compaction); the write path includes nothing from control.
@@ -21,6 +22,7 @@ extern "C" {
 
 #include "access/attmap.h"
 #include "access/tupdesc.h"
+#include "datatype/timestamp.h"
 #include "commands/event_trigger.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -44,5 +46,23 @@ struct CompiledCounter; /* a counter's executable form in this backend (write.hp
 
 /* The compaction background worker (worker.cpp): GUCs, and workers registered when preloaded. */
 void InitWorkers();
+
+/*
+ * stats.cpp: per-counter statistics of the write path, kept in shared memory when the library is preloaded
+ * (shared_preload_libraries); else StatsKept() is false and nothing is kept. Keyed by the counter's definition view.
+ */
+struct CounterStats {
+	int64 calls; /* statements whose rows the counter counted */
+	int64 rows;  /* source rows it evaluated */
+	int64 keys;  /* counter keys it wrote deltas to */
+	double time_ms;
+	TimestampTz since; /* server start, or the database's last counters.reset_stats() */
+};
+void InitStats();
+bool StatsKept();
+void ReportCounterStats(Oid query, int64 rows, int64 keys, double time_ms);
+void ForgetCounterStats(Oid query);
+bool ReadCounterStats(Oid query, CounterStats *out); /* false: not kept */
+bool ResetCounterStats();                            /* this database's; false: not kept */
 
 } // namespace counters

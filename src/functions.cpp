@@ -18,6 +18,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 
 PG_MODULE_MAGIC;
 PGDLLEXPORT void _PG_init(void);
@@ -53,6 +54,7 @@ _PG_init(void)
 	                        &counters::statement_memory_kb, 65536, 64, MAX_KILOBYTES, PGC_USERSET, GUC_UNIT_KB, nullptr,
 	                        nullptr, nullptr);
 	counters::InitWorkers();
+	counters::InitStats();
 	counters::InitMaintenance();
 	MarkGUCPrefixReserved("counters");
 	counters::InitCache();
@@ -376,6 +378,31 @@ COUNTERS_FUNCTION(counters_bounds_rows)
 COUNTERS_FUNCTION(counters_building)
 {
 	PG_RETURN_BOOL(counters::ParseOptions(PG_GETARG_DATUM(0), false)->building);
+}
+
+/*
+ * counters._counter_stats(definition_view): a counter's statistics of the write path (view counters.stats), or NULL
+ * when they are not kept (the library is not in shared_preload_libraries).
+ */
+COUNTERS_FUNCTION(counters_counter_stats)
+{
+	counters::CounterStats st;
+	if (!counters::ReadCounterStats(PG_GETARG_OID(0), &st))
+		PG_RETURN_NULL();
+	TupleDesc desc;
+	if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "counters._counter_stats must return a row");
+	desc = BlessTupleDesc(desc);
+	Datum values[5] = {Int64GetDatum(st.calls), Int64GetDatum(st.rows), Int64GetDatum(st.keys),
+	                   Float8GetDatum(st.time_ms), TimestampTzGetDatum(st.since)};
+	bool nulls[5] = {false, false, false, false, false};
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+/* counters.reset_stats(): empty this database's statistics of the write path; false when none are kept. */
+COUNTERS_FUNCTION(counters_reset_stats)
+{
+	PG_RETURN_BOOL(counters::ResetCounterStats());
 }
 
 /* counters._thresholds(options): the rows of view counters.thresholds, from a catalog row's options */

@@ -505,6 +505,7 @@ DropCounter(const char *name, bool keep_triggers)
 	                 ? AnalyzeView(c->name, c->query, CounterOwner(c))->parent
 	                 : InvalidOid;
 	Unregister(c);
+	ForgetCounterStats(c->query);
 	/* (DROP TRIGGER locks the table ACCESS EXCLUSIVE: a counter declared again in this transaction keeps them) */
 	if (!keep_triggers && ReadCatalogOfSource(c->source) == NIL)
 		Detach(c->source);

@@ -29,7 +29,7 @@ ALTER TABLE counters.maintenance ADD COLUMN compactions bigint, ADD COLUMN compa
 COMMENT ON TABLE counters.maintenance IS
 	'when verify(), compact() and rebuild() last ran for each counter, the last compaction error, and the compactions'' history';
 -- counters.stats: source_writes of a partitioned source add its partitions' writes; building and stats_reset; the
--- compactions' history.
+-- compactions' history; per-counter calls and time of the write path (with shared_preload_libraries).
 -- Whether a counter's options say it is being built concurrently (create_counter_concurrently or
 -- rebuild_concurrently stopped, or under way): its values are not complete until the call completes.
 CREATE FUNCTION counters._building(options jsonb) RETURNS boolean
@@ -37,6 +37,24 @@ CREATE FUNCTION counters._building(options jsonb) RETURNS boolean
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION counters._building(jsonb) IS
 	'whether a counter''s options say it is being built concurrently (for counters.stats)';
+-- The write path's statistics of a counter, by its definition view (NULL unless counters is in
+-- shared_preload_libraries): kept in shared memory since the server started or the last counters.reset_stats().
+CREATE FUNCTION counters._counter_stats(definition_view oid, OUT calls bigint, OUT counted_rows bigint,
+                                        OUT written_keys bigint, OUT total_time double precision,
+                                        OUT calls_since timestamptz)
+	AS 'MODULE_PATHNAME', 'counters_counter_stats'
+	LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION counters._counter_stats(oid) IS
+	'the write path''s statistics of a counter, by its definition view (for counters.stats)';
+-- Start this database's write-path statistics (calls ... calls_since of counters.stats) again from zero, as
+-- pg_stat_reset() does PostgreSQL's; false when they are not kept. Like pg_stat_reset(), for superusers and roles
+-- granted it.
+CREATE FUNCTION counters.reset_stats() RETURNS boolean
+	AS 'MODULE_PATHNAME', 'counters_reset_stats'
+	LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION counters.reset_stats() FROM PUBLIC;
+COMMENT ON FUNCTION counters.reset_stats() IS
+	'start this database''s write-path statistics of counters (counters.stats: calls ... calls_since) from zero';
 CREATE OR REPLACE VIEW counters.stats AS
 SELECT c.name AS counter,
        c.mode,
@@ -66,8 +84,14 @@ SELECT c.name AS counter,
        m.last_compact_time,
        counters._building(c.options) AS building,
        (SELECT d.stats_reset FROM pg_catalog.pg_stat_database d
-         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) AS stats_reset
+         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) AS stats_reset,
+       w.calls,
+       w.counted_rows,
+       w.written_keys,
+       w.total_time,
+       w.calls_since
   FROM counters.counter c
+  CROSS JOIN LATERAL counters._counter_stats(c.query::pg_catalog.oid) w
   LEFT JOIN pg_catalog.pg_stat_all_tables t ON t.relid OPERATOR(pg_catalog.=) COALESCE(c.totals, c.target)::pg_catalog.oid
   LEFT JOIN pg_catalog.pg_stat_all_tables l ON l.relid OPERATOR(pg_catalog.=) c.log::pg_catalog.oid
   LEFT JOIN counters.maintenance m ON m.counter OPERATOR(pg_catalog.=) c.name;

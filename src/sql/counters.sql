@@ -149,6 +149,13 @@ COMMENT ON VIEW counters.thresholds IS
 --   last_rebuild            when counters.rebuild() last ran for this counter
 --   last_verify, last_verify_wrong      when counters.verify() last ran for it and how many wrong values it found
 --   last_compact, last_compact_error    when a compaction last succeeded, and the error of the last round if it failed
+--   compactions ... last_compact_time   the compactions' history (counters.maintenance)
+--   building, stats_reset   being built concurrently; when the database's statistics were last reset
+--   calls, counted_rows, written_keys, total_time, calls_since   this counter's share of the write path: statements
+--                           that counted rows for it, the source rows it evaluated, the counter keys it wrote, the
+--                           milliseconds spent (writing its deltas, plus an even share of the statements' row passes
+--                           over the source's counters), since calls_since; NULL unless counters is in
+--                           shared_preload_libraries (kept in shared memory, until restart or counters.reset_stats())
 -- Whether a counter's options say it is being built concurrently (create_counter_concurrently or
 -- rebuild_concurrently stopped, or under way): its values are not complete until the call completes.
 CREATE FUNCTION counters._building(options jsonb) RETURNS boolean
@@ -156,6 +163,24 @@ CREATE FUNCTION counters._building(options jsonb) RETURNS boolean
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION counters._building(jsonb) IS
 	'whether a counter''s options say it is being built concurrently (for counters.stats)';
+-- The write path's statistics of a counter, by its definition view (NULL unless counters is in
+-- shared_preload_libraries): kept in shared memory since the server started or the last counters.reset_stats().
+CREATE FUNCTION counters._counter_stats(definition_view oid, OUT calls bigint, OUT counted_rows bigint,
+                                        OUT written_keys bigint, OUT total_time double precision,
+                                        OUT calls_since timestamptz)
+	AS 'MODULE_PATHNAME', 'counters_counter_stats'
+	LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION counters._counter_stats(oid) IS
+	'the write path''s statistics of a counter, by its definition view (for counters.stats)';
+-- Start this database's write-path statistics (calls ... calls_since of counters.stats) again from zero, as
+-- pg_stat_reset() does PostgreSQL's; false when they are not kept. Like pg_stat_reset(), for superusers and roles
+-- granted it.
+CREATE FUNCTION counters.reset_stats() RETURNS boolean
+	AS 'MODULE_PATHNAME', 'counters_reset_stats'
+	LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION counters.reset_stats() FROM PUBLIC;
+COMMENT ON FUNCTION counters.reset_stats() IS
+	'start this database''s write-path statistics of counters (counters.stats: calls ... calls_since) from zero';
 CREATE VIEW counters.stats AS
 SELECT c.name AS counter,
        c.mode,
@@ -185,8 +210,14 @@ SELECT c.name AS counter,
        m.last_compact_time,
        counters._building(c.options) AS building,
        (SELECT d.stats_reset FROM pg_catalog.pg_stat_database d
-         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) AS stats_reset
+         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) AS stats_reset,
+       w.calls,
+       w.counted_rows,
+       w.written_keys,
+       w.total_time,
+       w.calls_since
   FROM counters.counter c
+  CROSS JOIN LATERAL counters._counter_stats(c.query::pg_catalog.oid) w
   LEFT JOIN pg_catalog.pg_stat_all_tables t ON t.relid OPERATOR(pg_catalog.=) COALESCE(c.totals, c.target)::pg_catalog.oid
   LEFT JOIN pg_catalog.pg_stat_all_tables l ON l.relid OPERATOR(pg_catalog.=) c.log::pg_catalog.oid
   LEFT JOIN counters.maintenance m ON m.counter OPERATOR(pg_catalog.=) c.name;

@@ -318,6 +318,7 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls, Datum **prefixes)
 	uint32 n;
 	DeltaEntry **sorted = NonzeroDeltas(r, &n);
 	n = DropExpired(c, sorted, n);
+	r->keys_written += n;
 	if (n == 0) {
 		LeaveOwner(&owner);
 		return false;
@@ -395,8 +396,19 @@ ApplyCounters(CounterRun **list, int n)
 	{
 		bool written = false;
 		Datum **prefixes = (Datum **)palloc0(sizeof(Datum *) * n);
-		for (int i = 0; i < n; i++)
+		bool timed = StatsKept();
+		for (int i = 0; i < n; i++) {
+			instr_time start;
+			INSTR_TIME_SET_ZERO(start);
+			if (timed)
+				INSTR_TIME_SET_CURRENT(start);
 			written |= ApplyCounter(list[i], params, nulls, &prefixes[i]);
+			if (timed) {
+				instr_time end;
+				INSTR_TIME_SET_CURRENT(end);
+				INSTR_TIME_ACCUM_DIFF(list[i]->apply_time, end, start);
+			}
+		}
 		/* Later commands (a threshold callback, the next statement, the window sums) see the new versions. */
 		if (written)
 			CommandCounterIncrement();

@@ -278,6 +278,7 @@ StartRun(SourceCounters *sc, MemoryContext parent)
 		run->runs[i].delta_cxt = run->delta_cxt;
 	MemoryContextSwitchTo(old);
 	ResetDeltas(run);
+	INSTR_TIME_SET_CURRENT(run->pass_start);
 	return run;
 }
 
@@ -542,10 +543,41 @@ ApplyDeltas(Run *run)
 	pfree(list);
 }
 
+/* The end of a pass over a statement's rows: its time counts for the source's counters. */
+static void
+EndPass(Run *run)
+{
+	if (!StatsKept())
+		return;
+	instr_time now;
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_ACCUM_DIFF(run->pass_time, now, run->pass_start);
+}
+
+/*
+ * A statement's run applied in full: each counter's statistics (stats.cpp) take a call, the rows evaluated, the keys
+ * written, and the time of writing them plus an even share of the row passes, which evaluate every counter of the
+ * source on each row.
+ */
+static void
+ReportRun(const Run *run)
+{
+	if (!StatsKept() || run->ncounters == 0)
+		return;
+	double pass_ms = INSTR_TIME_GET_MILLISEC(run->pass_time) / run->ncounters;
+	for (int i = 0; i < run->ncounters; i++) {
+		const CounterRun *r = &run->runs[i];
+		ReportCounterStats(r->c->counter->query, (int64)run->rows, r->keys_written,
+		                   pass_ms + INSTR_TIME_GET_MILLISEC(r->apply_time));
+	}
+}
+
 void
 FinishRun(Run *run)
 {
+	EndPass(run);
 	ApplyDeltas(run);
+	ReportRun(run);
 	FreeExprContext(run->econtext, true);
 	MemoryContextDelete(run->cxt);
 }
@@ -629,6 +661,8 @@ ApplyFrame(Frame *frame)
 	ApplyCounters(list, n);
 	MemoryContextSwitchTo(old);
 	foreach (lc, frame->runs)
+		ReportRun((Run *)lfirst(lc));
+	foreach (lc, frame->runs)
 		FreeExprContext(((Run *)lfirst(lc))->econtext, true);
 	MemoryContextDelete(frame->cxt);
 }
@@ -700,7 +734,9 @@ KeyedRow(uint64 i, Oid relid, HeapTupleData *tuple)
 Run *
 StatementRun(SourceCounters *sc)
 {
-	return current_frame != nullptr ? FrameRun(current_frame, sc) : StartRun(sc, CurrentMemoryContext);
+	Run *run = current_frame != nullptr ? FrameRun(current_frame, sc) : StartRun(sc, CurrentMemoryContext);
+	INSTR_TIME_SET_CURRENT(run->pass_start);
+	return run;
 }
 
 void
@@ -708,6 +744,8 @@ EndStatementRun(Run *run)
 {
 	if (current_frame == nullptr)
 		FinishRun(run);
+	else
+		EndPass(run);
 }
 
 CommandId

@@ -19,6 +19,7 @@
 
 extern "C" {
 #include "nodes/execnodes.h"
+#include "portability/instr_time.h"
 #include "utils/tuplestore.h"
 }
 
@@ -302,6 +303,9 @@ struct CounterRun {
 	HeapTuple fixed_parent;
 	Bitmapset *parent_attrs;    /* the parent's columns it reads (offset by FirstLowInvalidHeapAttributeNumber) */
 	TupleTableSlot *child_slot; /* the source's rows, when the parent's write counts its children */
+	/* statistics (stats.cpp): keys written and time spent writing them, over the statement's batches */
+	int64 keys_written;
+	instr_time apply_time;
 };
 
 /* delta.cpp */
@@ -361,6 +365,9 @@ struct Run {
 	bool *row_present;
 	int counting;  /* the counter whose definition is being evaluated on a row, or -1 */
 	bool has_join; /* a counter through a parent row is among runs */
+	/* statistics: time of the statement's row passes (shared by its counters), and when the current pass began */
+	instr_time pass_time;
+	instr_time pass_start;
 };
 
 /* A parent row of a counter through a parent row, by key. */

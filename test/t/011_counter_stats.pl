@@ -1,0 +1,120 @@
+# Per-counter statistics of the write path (counters.stats: calls, counted_rows, written_keys, total_time,
+# calls_since), kept in shared memory when counters is in shared_preload_libraries.
+#
+# An application role (not a superuser) declares two counters on one source and one on another, in two databases,
+# and pgbench writes with 4 clients: each counter's calls and rows must equal the statements and row versions the
+# load made to its source (counted here from what pgbench ran, not from the extension), written_keys the keys, and
+# the counters equal a recount. Then: the other database's load does not leak in; a drop and a new declaration start
+# from zero; counters.reset_stats() is refused to the application role and empties only
+# its database's numbers; without the preload every column reads NULL.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CountersTest;
+
+my $node = start_node('stats', q{
+shared_preload_libraries = 'counters'
+});
+my @dbs = (create_database($node, 'stats_a'), create_database($node, 'stats_b'));
+$node->safe_psql('postgres', 'CREATE ROLE s_app LOGIN');
+for my $db (@dbs)
+{
+	$node->safe_psql($db, 'GRANT CREATE ON SCHEMA public TO s_app');
+	$node->safe_psql(
+		$db, q{
+SET ROLE s_app;
+CREATE TABLE posts (id bigserial PRIMARY KEY, blog int NOT NULL, rating int NOT NULL);
+CREATE TABLE likes (id bigserial PRIMARY KEY, post_id bigint NOT NULL);
+SELECT counters.create_counter('per_blog', 'SELECT blog, count(*), sum(rating) FROM posts GROUP BY blog');
+SELECT counters.create_counter('per_rating', 'SELECT rating, count(*) FROM posts GROUP BY rating', mode => 'log');
+SELECT counters.create_counter('per_post', 'SELECT post_id, count(*) FROM likes GROUP BY post_id');
+});
+}
+
+sub stats
+{
+	my ($db, $counter) = @_;
+	return $node->safe_psql($db,
+		"SELECT calls, counted_rows, written_keys, total_time > 0 FROM counters.stats WHERE counter = '$counter'",
+		extra_params => [ '-U', 's_app' ]);
+}
+
+is(stats('stats_a', 'per_blog'), '0|0|0|f', 'a new counter starts at zero');
+
+# 4 clients x 50 transactions: an INSERT of one post (blog and rating from 1 to 5), then an UPDATE of that post's
+# rating; every 5th transaction (by client) also likes it. Two statements per transaction on posts: 400 calls, 200
+# inserted rows and 200 updates (an old and a new version each): 600 row versions.
+$node->pgbench(
+	'-n -c 4 -j 2 -t 50 -U s_app',
+	0,
+	[ qr{^number of transactions actually processed: 200/200$}m, qr{^number of failed transactions: 0 }m ],
+	[],
+	'pgbench: every transaction committed',
+	{
+		'stats_write.pgbench' => q{\set b random(1, 5)
+INSERT INTO posts (blog, rating) VALUES (:b, :b) RETURNING id \gset
+UPDATE posts SET rating = rating + 1 WHERE id = :id;
+}
+	},
+	'stats_a');
+$node->safe_psql('stats_a', 'INSERT INTO likes (post_id) SELECT id FROM posts WHERE id % 5 = 0',
+	extra_params => [ '-U', 's_app' ]);
+
+is(stats('stats_a', 'per_blog'), '400|600|400|t',
+	'per_blog: a call per statement, every row version counted, a key written per statement, time spent');
+is(stats('stats_a', 'per_rating'), '400|600|600|t',
+	'per_rating (log mode): the same calls and rows; an update moves a post between two keys');
+is(stats('stats_a', 'per_post'), '1|40|40|t', 'per_post: one statement of 40 rows and 40 keys');
+is( $node->safe_psql(
+		'stats_a', q{
+SELECT count(*) FROM (SELECT blog, count(*), sum(rating) FROM posts GROUP BY blog) r
+  FULL JOIN per_blog c USING (blog) WHERE c.count IS DISTINCT FROM r.count OR c.sum IS DISTINCT FROM r.sum}),
+	'0',
+	'per_blog equals a recount of posts');
+is(stats('stats_b', 'per_blog'), '0|0|0|f', 'the other database\'s counter of the same name saw none of it');
+
+# A drop and a new declaration start from zero (the numbers belong to the definition view).
+$node->safe_psql('stats_a', q{
+SET ROLE s_app;
+SELECT counters.drop_counter('per_post');
+SELECT counters.create_counter('per_post', 'SELECT post_id, count(*) FROM likes GROUP BY post_id');
+});
+is(stats('stats_a', 'per_post'), '0|0|0|f', 'a counter dropped and declared again starts from zero');
+
+# counters.reset_stats(): refused to the application role; the superuser's empties this database's numbers only.
+my ($ret, $out, $err) = $node->psql('stats_a', 'SELECT counters.reset_stats()', extra_params => [ '-U', 's_app' ]);
+like($err, qr/permission denied for function reset_stats/, 'reset_stats is refused to a role not granted it');
+$node->safe_psql('stats_b', 'INSERT INTO posts (blog, rating) VALUES (1, 1)', extra_params => [ '-U', 's_app' ]);
+my $before = $node->safe_psql('stats_a', "SELECT calls_since FROM counters.stats WHERE counter = 'per_blog'");
+is($node->safe_psql('stats_a', 'SELECT counters.reset_stats()'), 't', 'the superuser resets');
+is(stats('stats_a', 'per_blog'), '0|0|0|f', 'after reset_stats, per_blog reads zero');
+is( $node->safe_psql(
+		'stats_a', "SELECT calls_since > '$before' FROM counters.stats WHERE counter = 'per_blog'"),
+	't',
+	'calls_since moved to the reset');
+is(stats('stats_b', 'per_blog'), '1|1|1|t', 'the other database keeps its numbers');
+
+# Without the preload nothing is kept: the columns read NULL, and counting goes on.
+$node->append_conf('postgresql.conf', "shared_preload_libraries = ''");
+$node->restart;
+$node->safe_psql('stats_a', 'INSERT INTO posts (blog, rating) VALUES (1, 1)', extra_params => [ '-U', 's_app' ]);
+is( $node->safe_psql(
+		'stats_a',
+		"SELECT calls IS NULL AND counted_rows IS NULL AND total_time IS NULL AND calls_since IS NULL FROM counters.stats WHERE counter = 'per_blog'"
+	),
+	't',
+	'without shared_preload_libraries the columns are NULL');
+is($node->safe_psql('stats_a', 'SELECT counters.reset_stats()'), 'f', 'and reset_stats says nothing is kept');
+is( $node->safe_psql(
+		'stats_a', q{
+SELECT count(*) FROM (SELECT blog, count(*), sum(rating) FROM posts GROUP BY blog) r
+  FULL JOIN per_blog c USING (blog) WHERE c.count IS DISTINCT FROM r.count OR c.sum IS DISTINCT FROM r.sum}),
+	'0',
+	'per_blog still equals a recount');
+
+$node->stop;
+done_testing();
