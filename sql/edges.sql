@@ -289,6 +289,20 @@ INSERT INTO orphan VALUES (3, 1);
 \echo SQLSTATE :SQLSTATE
 SELECT counters.detach('orphan');
 INSERT INTO orphan VALUES (3, 1);
+-- a schema renamed: the description names the counter's relations in it anew, and adoption finds them
+CREATE SCHEMA orphan_s;
+CREATE TABLE orphan_s.t (id int PRIMARY KEY, k int);
+SELECT counters.create_counter('orphan_s_counts', 'SELECT k, count(*) AS n FROM orphan_s.t GROUP BY k');
+ALTER SCHEMA orphan_s RENAME TO orphan_r;
+SELECT obj_description('orphan_r.orphan_s_counts_definition'::regclass, 'pg_class');
+SET ROLE NONE;
+DELETE FROM counters.counter WHERE name = 'orphan_s_counts';
+RESET ROLE;
+INSERT INTO orphan_r.t VALUES (1, 1), (2, 1);
+SELECT name, target FROM counters.counter WHERE name = 'orphan_s_counts';
+SELECT * FROM differs('orphan_r.orphan_s_counts', 'SELECT k, count(*) FROM orphan_r.t GROUP BY k');
+SELECT counters.drop_counter('orphan_s_counts');
+DROP SCHEMA orphan_r CASCADE;
 
 --
 -- 10. Definitions whose meaning changes without a write: reading the whole row (a column added or dropped changes

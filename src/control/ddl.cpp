@@ -677,6 +677,11 @@ OnDdlEnd(EventTriggerData *trigger)
 		sinks = OidsOf(caller, "SELECT DISTINCT t.tgrelid FROM pg_catalog.pg_trigger t "
 		                       " WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_counters_sink' "
 		                       "   AND t.tgfoid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure");
+	/* a schema renamed (ALTER SCHEMA ... RENAME): the descriptions of counters with a relation in it, below */
+	List *schemas = counters != NIL ? OidsOf(caller, "SELECT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() d "
+	                                                 " WHERE d.classid OPERATOR(pg_catalog.=) "
+	                                                 "       'pg_catalog.pg_namespace'::pg_catalog.regclass")
+	                                : NIL;
 	foreach (lc, renames)
 		Execute((const char *)lfirst(lc), SPI_OK_UTILITY);
 	SPI_finish();
@@ -695,8 +700,12 @@ OnDdlEnd(EventTriggerData *trigger)
 		if (citus::Present() && (list_member_oid(changed, e->source) || list_member_oid(changed, e->target) ||
 		                         list_member_oid(changed, e->query)))
 			citus::SyncReplica(e->name);
-		if (list_member_oid(changed, e->target) || list_member_oid(changed, e->totals) ||
-		    list_member_oid(changed, e->log) || list_member_oid(changed, e->crossings))
+		Oid named[4] = {e->target, e->totals, e->log, e->crossings};
+		bool renamed = false;
+		for (int i = 0; i < 4; i++)
+			renamed = renamed || (OidIsValid(named[i]) && (list_member_oid(changed, named[i]) ||
+			                                               list_member_oid(schemas, get_rel_namespace(named[i]))));
+		if (renamed)
 			Describe(e->name);
 	}
 	UnpinSettings(level);

@@ -326,10 +326,11 @@ COMMENT ON FUNCTION counters._replica_changed() IS
 
 -- ---- views with a check option over sinks are refused ----
 -- counters_ddl_end fires after CREATE VIEW and ALTER VIEW too: a view whose check option would never be checked on
--- the rows of a sink is refused (an event trigger's tags cannot be altered: it is created again).
+-- the rows of a sink is refused; and after ALTER SCHEMA, whose rename the definition views' descriptions follow (an
+-- event trigger's tags cannot be altered: it is created again).
 DROP EVENT TRIGGER counters_ddl_end;
 CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
-	WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE VIEW')
+	WHEN TAG IN ('ALTER SCHEMA', 'ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE VIEW')
 	EXECUTE FUNCTION counters._on_ddl_end();
 COMMENT ON EVENT TRIGGER counters_ddl_end IS
 	'counters: gives new partitions of counted tables their triggers, follows renamed counter-cache columns, declares counters again after the type of a counted column changed';

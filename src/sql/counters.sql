@@ -369,12 +369,13 @@ COMMENT ON FUNCTION counters._on_ddl_start() IS
 -- After CREATE TABLE ... PARTITION OF / ATTACH PARTITION: new partitions of a counted table get their triggers.
 -- After a column of an existing target was renamed: the definition's alias follows. After DETACH PARTITION: the
 -- table that left loses its triggers. After CREATE VIEW or ALTER VIEW: a view with a check option over a sink is
--- refused (a sink's rows are never stored, so the option would never be checked).
+-- refused (a sink's rows are never stored, so the option would never be checked). After ALTER SCHEMA ... RENAME: the
+-- descriptions of counters with a relation in it name it anew.
 CREATE FUNCTION counters._on_ddl_end() RETURNS event_trigger
 	AS 'MODULE_PATHNAME', 'counters_on_ddl_end'
 	LANGUAGE C;
 CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
-	WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE VIEW')
+	WHEN TAG IN ('ALTER SCHEMA', 'ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE VIEW')
 	EXECUTE FUNCTION counters._on_ddl_end();
 COMMENT ON EVENT TRIGGER counters_ddl_end IS
 	'counters: gives new partitions of counted tables their triggers, follows renamed counter-cache columns, declares counters again after the type of a counted column changed';
