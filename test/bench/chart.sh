@@ -5,8 +5,8 @@
 # with apt-get when missing). run.sh calls it at the end; it can be re-run on its own.
 set -euo pipefail
 cd "$(dirname "$0")"
-results=${RESULTS:-results.tsv}
-svg=${SVG:-results.svg}
+results=${RESULTS:-${BENCH_OUT:-$PWD/out}/results.tsv}
+svg=${SVG:-${BENCH_OUT:-$PWD/out}/results.svg}
 command -v gnuplot >/dev/null || bash ../setup.sh gnuplot-nox
 [ -s "$results" ] || { echo "chart: no results.tsv (run test/bench/run.sh first)" >&2; exit 1; }
 variants=${VARIANTS:-plpgsql_row plpgsql_stmt exact sharded log}
