@@ -293,6 +293,7 @@ struct CounterRun {
 	deltas_hash *deltas;
 	char *arena; /* the entries' keys and sums are carved from blocks of delta_cxt */
 	Size arena_left;
+	Size arena_next; /* the size of the next block: growing, so that a statement of one row takes little memory */
 	/*
 	 * A counter through a parent row (def->parent): the parent rows of the rows being counted, by key (int64 -> a
 	 * HeapTuple of the parent), the slot the expressions read the parent from (INNER_VAR), and a parent row given
