@@ -6,7 +6,7 @@ ROWS=${ROWS:-1000000}
 USERS=${USERS:-10000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 RUNS=${RUNS:-3}
-VARIANTS=${VARIANTS:-none floor plpgsql_row plpgsql_stmt exact log sharded plpgsql_row1 exact1 exact10 pg_ivm}
+VARIANTS=${VARIANTS:-none floor floor_log plpgsql_row plpgsql_stmt exact log sharded plpgsql_row1 exact1 exact10 pg_ivm}
 # pg_ivm runs only where it is installed (it is not in Debian's archive): see docs/benchmarks.md.
 if ! psql -X -At -d postgres -c "SELECT 1 FROM pg_available_extensions WHERE name = 'pg_ivm'" | grep -q 1; then
 	VARIANTS=$(echo "$VARIANTS" | sed 's/\bpg_ivm\b//g')
@@ -131,6 +131,26 @@ floor_sql=("WITH u AS (UPDATE posts SET rating = rating + 1 RETURNING user_id, b
                         WHERE c.user_id = d.user_id AND c.blog_id = d.blog_id)
             UPDATE bp_floor c SET posts = c.posts - d.n FROM (SELECT blog_id, count(*) AS n FROM x WHERE live GROUP BY 1) d
              WHERE c.blog_id = d.blog_id")
+# The log floor's forms (variant_floor_log.sql): each statement appends its summed deltas, a row per changed key.
+floor_log_sql=("WITH u AS (UPDATE posts SET rating = rating + 1 RETURNING user_id, blog_id, $live)
+                INSERT INTO ubp_floor_log SELECT user_id, blog_id, 0, count(*) FROM u WHERE live GROUP BY 1, 2"
+               "WITH u AS (UPDATE posts SET blog_id = 1 + blog_id % 100 WHERE id % 10 = 0 RETURNING user_id, blog_id, rating, $live),
+                     e AS (SELECT user_id, blog_id, 1 AS n, rating AS r FROM u WHERE live
+                           UNION ALL SELECT user_id, CASE WHEN blog_id = 1 THEN 100 ELSE blog_id - 1 END, -1, -rating FROM u WHERE live),
+                     a AS (INSERT INTO ubp_floor_log SELECT user_id, blog_id, sum(n), sum(r) FROM e GROUP BY 1, 2
+                            HAVING sum(n) <> 0 OR sum(r) <> 0)
+                INSERT INTO bp_floor_log SELECT blog_id, sum(n) FROM e GROUP BY 1 HAVING sum(n) <> 0"
+               "WITH i AS (INSERT INTO posts (user_id, blog_id, is_published, rating) SELECT * FROM staging
+                           RETURNING user_id, blog_id, rating, $live),
+                     a AS (INSERT INTO ubp_floor_log SELECT user_id, blog_id, count(*), sum(rating) FROM i WHERE live GROUP BY 1, 2)
+                INSERT INTO bp_floor_log SELECT blog_id, count(*) FROM i WHERE live GROUP BY 1"
+               "BEGIN; ${bulk_sql[3]};
+                INSERT INTO ubp_floor_log SELECT user_id, blog_id, count(*), sum(rating) FROM staging WHERE is_published GROUP BY 1, 2;
+                INSERT INTO bp_floor_log SELECT blog_id, count(*) FROM staging WHERE is_published GROUP BY 1;
+                COMMIT"
+               "WITH x AS (DELETE FROM posts WHERE id % 10 = 5 RETURNING user_id, blog_id, rating, $live),
+                     a AS (INSERT INTO ubp_floor_log SELECT user_id, blog_id, -count(*), -sum(rating) FROM x WHERE live GROUP BY 1, 2)
+                INSERT INTO bp_floor_log SELECT blog_id, -count(*) FROM x WHERE live GROUP BY 1")
 
 # Log and sharded mode defer work to compaction: what folding the pending rows costs (ms), recorded as a workload.
 compaction() { # variant when
@@ -152,7 +172,7 @@ for variant in $VARIANTS; do
 				iso=""
 				case $w in *"REPEATABLE READ"*) iso="-c default_transaction_isolation=repeatable\\ read" ;; esac
 				scripts=${oltp[$w]}
-				[ "$variant" = floor ] && scripts=${scripts//.pgbench/_floor.pgbench}
+				case $variant in floor | floor_log) scripts=${scripts//.pgbench/_$variant.pgbench} ;; esac
 				# shellcheck disable=SC2086
 				read -r tps fails < <(PGOPTIONS="$iso" pgbench_run $scripts)
 				record "$sync" "$variant" "$w" tps "$tps"
@@ -173,6 +193,7 @@ for variant in $VARIANTS; do
 			"${PSQL[@]}" -c "CHECKPOINT"
 			sql=${bulk_sql[$i]}
 			[ "$variant" = floor ] && sql=${floor_sql[$i]}
+			[ "$variant" = floor_log ] && sql=${floor_log_sql[$i]}
 			ms=$(timed "$sql")
 			record "$sync" "$variant" "${bulk_names[$i]}" ms "$ms"
 			[ "$ms" = error ] && failed=1
