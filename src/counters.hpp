@@ -56,11 +56,14 @@ struct CounterStats {
 	int64 rows;  /* source rows it evaluated */
 	int64 keys;  /* counter keys it wrote deltas to */
 	double time_ms;
-	TimestampTz since; /* server start, or the database's last counters.reset_stats() */
+	TimestampTz since;         /* server start, or the database's last counters.reset_stats() */
+	TimestampTz pending_since; /* commit time of the oldest delta not folded yet (0: none) */
 };
 void InitStats();
 bool StatsKept();
-void ReportCounterStats(Oid query, int64 rows, int64 keys, double time_ms);
+/* pending: the keys went to a log or slots, to be folded by compaction (NoteCompactionStart, before its snapshot) */
+void ReportCounterStats(Oid query, int64 rows, int64 keys, double time_ms, bool pending);
+void NoteCompactionStart(Oid query);
 void ForgetCounterStats(Oid query);
 bool ReadCounterStats(Oid query, CounterStats *out); /* false: not kept */
 bool ResetCounterStats();                            /* this database's; false: not kept */

@@ -393,9 +393,10 @@ COUNTERS_FUNCTION(counters_counter_stats)
 	if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "counters._counter_stats must return a row");
 	desc = BlessTupleDesc(desc);
-	Datum values[5] = {Int64GetDatum(st.calls), Int64GetDatum(st.rows), Int64GetDatum(st.keys),
-	                   Float8GetDatum(st.time_ms), TimestampTzGetDatum(st.since)};
-	bool nulls[5] = {false, false, false, false, false};
+	Datum values[6] = {Int64GetDatum(st.calls),       Int64GetDatum(st.rows),
+	                   Int64GetDatum(st.keys),        Float8GetDatum(st.time_ms),
+	                   TimestampTzGetDatum(st.since), TimestampTzGetDatum(st.pending_since)};
+	bool nulls[6] = {false, false, false, false, false, st.pending_since == 0};
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 

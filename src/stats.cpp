@@ -7,16 +7,27 @@
  * and definition view, so a renamed counter keeps its numbers and a dropped one loses them; they live until the
  * server stops, or counters.reset_stats() empties the database's (as pg_stat_reset() does PostgreSQL's). The write
  * path touches one entry per counter per statement: a shared lock on the table and a spinlock on the entry.
+ *
+ * The oldest pending delta (counters.stats.oldest_pending) of a log or sharded counter is the commit time of the
+ * oldest transaction that appended to its log or slots and whose rows no committed compaction has folded yet. Each
+ * entry keeps two times: `pending_since`, and `since_mark`, the first commit of an appending transaction since the
+ * last compaction began. A compaction clears `since_mark` before its statement takes its snapshot; a writer that
+ * commits after that snapshot was taken had not ended when it was, so its commit (which notes itself after it ends)
+ * sets `since_mark`; when the compaction commits, `pending_since` takes `since_mark`. A writer that ended before the
+ * snapshot may set `since_mark` too: then the figure is older than the truth until the next compaction, never
+ * younger. A compaction that rolls back (its subtransaction, or its transaction) leaves `pending_since` as it was.
  */
 #include "counters.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/hsearch.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 }
 
@@ -40,6 +51,8 @@ struct StatsEntry {
 	int64 keys;
 	double time_ms;
 	TimestampTz since;
+	TimestampTz pending_since; /* 0: nothing pending (see the file's comment) */
+	TimestampTz since_mark;
 };
 
 struct StatsShared {
@@ -100,8 +113,119 @@ AddEntry(const StatsKey *key, TimestampTz since)
 		e->calls = e->rows = e->keys = 0;
 		e->time_ms = 0;
 		e->since = since;
+		e->pending_since = e->since_mark = 0;
 	}
 	return e;
+}
+
+/*
+ * What this transaction will tell the entries when it commits: the counters it appended pending rows to, and those
+ * whose compaction it ran (with the subtransaction that ran it: a compaction rolled back to a savepoint folded
+ * nothing). Kept in TopTransactionContext, forgotten when the transaction ends either way.
+ */
+struct PendingNote {
+	Oid query;
+	bool compacted;           /* false: appended */
+	SubTransactionId subxact; /* (compactions) */
+};
+List *notes = NIL;
+
+void
+NoteCommitted(const PendingNote *n, TimestampTz at)
+{
+	StatsKey key = {MyDatabaseId, n->query};
+	LWLockAcquire(shared->lock, LW_SHARED);
+	StatsEntry *e = (StatsEntry *)hash_search(entries, &key, HASH_FIND, nullptr);
+	if (e != nullptr) {
+		SpinLockAcquire(&e->mutex);
+		if (n->compacted)
+			e->pending_since = e->since_mark;
+		else {
+			if (e->pending_since == 0)
+				e->pending_since = at;
+			if (e->since_mark == 0)
+				e->since_mark = at;
+		}
+		SpinLockRelease(&e->mutex);
+	}
+	LWLockRelease(shared->lock);
+}
+
+void
+PendingXactCallback(XactEvent event, void *)
+{
+	if (notes == NIL)
+		return;
+	switch (event) {
+	case XACT_EVENT_COMMIT:
+	case XACT_EVENT_PREPARE: {
+		/*
+		 * Compactions first: rows this transaction appended after its compaction stay pending. A prepared
+		 * transaction's rows count as pending from now (it may still roll back: then the figure is too old until the
+		 * next compaction); its compactions are not trusted to commit.
+		 */
+		TimestampTz at = GetCurrentTimestamp();
+		ListCell *lc;
+		if (event == XACT_EVENT_COMMIT)
+			foreach (lc, notes) {
+				PendingNote *n = (PendingNote *)lfirst(lc);
+				if (n->compacted)
+					NoteCommitted(n, at);
+			}
+		foreach (lc, notes) {
+			PendingNote *n = (PendingNote *)lfirst(lc);
+			if (!n->compacted)
+				NoteCommitted(n, at);
+		}
+		notes = NIL;
+		break;
+	}
+	case XACT_EVENT_ABORT:
+	case XACT_EVENT_PARALLEL_ABORT:
+	case XACT_EVENT_PARALLEL_COMMIT:
+		notes = NIL;
+		break;
+	default:
+		break;
+	}
+}
+
+void
+PendingSubXactCallback(SubXactEvent event, SubTransactionId mine, SubTransactionId parent, void *)
+{
+	ListCell *lc;
+	if (event == SUBXACT_EVENT_ABORT_SUB) {
+		foreach (lc, notes) {
+			PendingNote *n = (PendingNote *)lfirst(lc);
+			if (n->compacted && n->subxact == mine)
+				notes = foreach_delete_current(notes, lc);
+		}
+	} else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+		foreach (lc, notes) {
+			PendingNote *n = (PendingNote *)lfirst(lc);
+			if (n->compacted && n->subxact == mine)
+				n->subxact = parent;
+		}
+	}
+}
+
+void
+Note(Oid query, bool compacted)
+{
+	SubTransactionId subxact = GetCurrentSubTransactionId();
+	ListCell *lc;
+	foreach (lc, notes) {
+		PendingNote *n = (PendingNote *)lfirst(lc);
+		if (n->query == query && n->compacted == compacted && (!compacted || n->subxact == subxact))
+			return;
+	}
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	PendingNote *n = (PendingNote *)palloc(sizeof(PendingNote));
+	n->query = query;
+	n->compacted = compacted;
+	n->subxact = subxact;
+	notes = lappend(notes, n);
+	MemoryContextSwitchTo(old);
 }
 
 } // namespace
@@ -115,6 +239,8 @@ InitStats()
 	shmem_request_hook = RequestStats;
 	prev_startup = shmem_startup_hook;
 	shmem_startup_hook = StartStats;
+	RegisterXactCallback(PendingXactCallback, nullptr);
+	RegisterSubXactCallback(PendingSubXactCallback, nullptr);
 }
 
 bool
@@ -124,10 +250,12 @@ StatsKept()
 }
 
 void
-ReportCounterStats(Oid query, int64 rows, int64 keys, double time_ms)
+ReportCounterStats(Oid query, int64 rows, int64 keys, double time_ms, bool pending)
 {
 	if (entries == nullptr)
 		return;
+	if (pending && keys > 0)
+		Note(query, false);
 	StatsKey key = {MyDatabaseId, query};
 	LWLockAcquire(shared->lock, LW_SHARED);
 	StatsEntry *e = (StatsEntry *)hash_search(entries, &key, HASH_FIND, nullptr);
@@ -176,10 +304,34 @@ ReadCounterStats(Oid query, CounterStats *out)
 		out->rows = e->rows;
 		out->keys = e->keys;
 		out->time_ms = e->time_ms;
+		out->pending_since = e->pending_since;
 		SpinLockRelease(&e->mutex);
 	}
 	LWLockRelease(shared->lock);
 	return true;
+}
+
+void
+NoteCompactionStart(Oid query)
+{
+	if (entries == nullptr || IsolationUsesXactSnapshot())
+		return; /* (a transaction snapshot may be older than the mark: pending_since stays as it was) */
+	StatsKey key = {MyDatabaseId, query};
+	LWLockAcquire(shared->lock, LW_SHARED);
+	StatsEntry *e = (StatsEntry *)hash_search(entries, &key, HASH_FIND, nullptr);
+	if (e == nullptr) {
+		LWLockRelease(shared->lock);
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		e = AddEntry(&key, 0);
+	}
+	if (e != nullptr) {
+		SpinLockAcquire(&e->mutex);
+		e->since_mark = 0;
+		SpinLockRelease(&e->mutex);
+	}
+	LWLockRelease(shared->lock);
+	if (e != nullptr)
+		Note(query, true);
 }
 
 bool
@@ -193,8 +345,15 @@ ResetCounterStats()
 	hash_seq_init(&scan, entries);
 	StatsEntry *e;
 	while ((e = (StatsEntry *)hash_seq_search(&scan)) != nullptr)
-		if (e->key.database == MyDatabaseId && OidIsValid(e->key.query))
-			hash_search(entries, &e->key, HASH_REMOVE, nullptr);
+		if (e->key.database == MyDatabaseId && OidIsValid(e->key.query)) {
+			/* (what is pending is not a statistic: it stays) */
+			if (e->pending_since == 0 && e->since_mark == 0)
+				hash_search(entries, &e->key, HASH_REMOVE, nullptr);
+			else {
+				e->calls = e->rows = e->keys = 0;
+				e->time_ms = 0;
+			}
+		}
 	StatsKey db = {MyDatabaseId, InvalidOid};
 	StatsEntry *reset = AddEntry(&db, now);
 	if (reset != nullptr)

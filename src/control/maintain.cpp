@@ -306,6 +306,8 @@ CompactOne(const Counter *e, Round *round)
 		                        e->name)));
 	CounterShape *s = BuildShape(e);
 	CompiledCounter *thresholds = WithThresholds(e);
+	/* (before the statement's snapshot: what commits after it stays pending, stats.cpp) */
+	NoteCompactionStart(e->query);
 	SpiConnect();
 	int ret = RunAsOwner(e, CompactStatement(s, thresholds != nullptr), 0, nullptr, nullptr, false);
 	if (ret != SPI_OK_SELECT || SPI_processed < 1)

@@ -41,7 +41,7 @@ COMMENT ON FUNCTION counters._building(jsonb) IS
 -- shared_preload_libraries): kept in shared memory since the server started or the last counters.reset_stats().
 CREATE FUNCTION counters._counter_stats(definition_view oid, OUT calls bigint, OUT counted_rows bigint,
                                         OUT written_keys bigint, OUT total_time double precision,
-                                        OUT calls_since timestamptz)
+                                        OUT calls_since timestamptz, OUT oldest_pending timestamptz)
 	AS 'MODULE_PATHNAME', 'counters_counter_stats'
 	LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 COMMENT ON FUNCTION counters._counter_stats(oid) IS
@@ -89,7 +89,8 @@ SELECT c.name AS counter,
        w.counted_rows,
        w.written_keys,
        w.total_time,
-       w.calls_since
+       w.calls_since,
+       CASE WHEN c.mode OPERATOR(pg_catalog.<>) 'exact' THEN w.oldest_pending END AS oldest_pending
   FROM counters.counter c
   CROSS JOIN LATERAL counters._counter_stats(c.query::pg_catalog.oid) w
   LEFT JOIN pg_catalog.pg_stat_all_tables t ON t.relid OPERATOR(pg_catalog.=) COALESCE(c.totals, c.target)::pg_catalog.oid

@@ -156,6 +156,8 @@ COMMENT ON VIEW counters.thresholds IS
 --                           milliseconds spent (writing its deltas, plus an even share of the statements' row passes
 --                           over the source's counters), since calls_since; NULL unless counters is in
 --                           shared_preload_libraries (kept in shared memory, until restart or counters.reset_stats())
+--   oldest_pending          log and sharded mode: the commit time of the oldest delta no compaction has folded yet
+--                           (NULL: none; never later than the truth), kept as calls ... are (NULL without the preload)
 -- Whether a counter's options say it is being built concurrently (create_counter_concurrently or
 -- rebuild_concurrently stopped, or under way): its values are not complete until the call completes.
 CREATE FUNCTION counters._building(options jsonb) RETURNS boolean
@@ -167,7 +169,7 @@ COMMENT ON FUNCTION counters._building(jsonb) IS
 -- shared_preload_libraries): kept in shared memory since the server started or the last counters.reset_stats().
 CREATE FUNCTION counters._counter_stats(definition_view oid, OUT calls bigint, OUT counted_rows bigint,
                                         OUT written_keys bigint, OUT total_time double precision,
-                                        OUT calls_since timestamptz)
+                                        OUT calls_since timestamptz, OUT oldest_pending timestamptz)
 	AS 'MODULE_PATHNAME', 'counters_counter_stats'
 	LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 COMMENT ON FUNCTION counters._counter_stats(oid) IS
@@ -215,7 +217,8 @@ SELECT c.name AS counter,
        w.counted_rows,
        w.written_keys,
        w.total_time,
-       w.calls_since
+       w.calls_since,
+       CASE WHEN c.mode OPERATOR(pg_catalog.<>) 'exact' THEN w.oldest_pending END AS oldest_pending
   FROM counters.counter c
   CROSS JOIN LATERAL counters._counter_stats(c.query::pg_catalog.oid) w
   LEFT JOIN pg_catalog.pg_stat_all_tables t ON t.relid OPERATOR(pg_catalog.=) COALESCE(c.totals, c.target)::pg_catalog.oid

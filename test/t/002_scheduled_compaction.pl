@@ -117,6 +117,9 @@ ok( $node->poll_query_until(
 		'counters_worker',
 		"SELECT log_rows = (SELECT count(*) FROM post_likes_log) FROM counters.stats WHERE counter = 'post_likes'"),
 	'counters.stats.log_rows counts the rows left in the log');
+ok( $node->poll_query_until(
+		'counters_worker', "SELECT oldest_pending IS NULL FROM counters.stats WHERE counter = 'post_likes'"),
+	"counters.stats.oldest_pending is cleared by the worker's compaction");
 is( $node->safe_psql(
 		'counters_worker',
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'counters compaction worker'"),

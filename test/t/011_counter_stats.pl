@@ -6,12 +6,15 @@
 # load made to its source (counted here from what pgbench ran, not from the extension), written_keys the keys, and
 # the counters equal a recount. Then: the other database's load does not leak in; a drop and a new declaration start
 # from zero; counters.reset_stats() is refused to the application role and empties only
-# its database's numbers; without the preload every column reads NULL.
+# its database's numbers. oldest_pending (log and sharded mode) follows the writers' commits and the compactions
+# that fold them, including a writer that commits after a compaction's snapshot and compactions rolled back.
+# Without the preload every column reads NULL.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 use FindBin;
 use lib $FindBin::RealBin;
 use CountersTest;
@@ -97,6 +100,65 @@ is( $node->safe_psql(
 	't',
 	'calls_since moved to the reset');
 is(stats('stats_b', 'per_blog'), '1|1|1|t', 'the other database keeps its numbers');
+
+# oldest_pending: the commit time of the oldest delta not folded yet (log and sharded mode only).
+sub pending
+{
+	my ($counter) = @_;
+	return $node->safe_psql('stats_a',
+		"SELECT coalesce(oldest_pending::text, 'none') FROM counters.stats WHERE counter = '$counter'",
+		extra_params => [ '-U', 's_app' ]);
+}
+sub as_app { return $node->safe_psql('stats_a', $_[0], extra_params => [ '-U', 's_app' ]); }
+is(pending('per_blog'), 'none', 'oldest_pending: an exact counter has nothing pending');
+my $loaded = pending('per_rating');
+isnt($loaded, 'none', 'oldest_pending: the log counter\'s load is pending');
+is(as_app("SELECT '$loaded' < now()"), 't', 'oldest_pending is a commit time of the past');
+as_app("SELECT counters.compact('per_rating')");
+is(pending('per_rating'), 'none', 'oldest_pending: nothing after a compaction');
+
+# A writer that appended before a compaction's snapshot and commits after it, before the compaction commits: its
+# delta stays pending.
+sub hold
+{
+	my ($sql) = @_;
+	my ($in, $out) = ('', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-h', $node->host, '-p', $node->port, '-U', 's_app', '-d', 'stats_a' ],
+		'<', \$in, '>', \$out, '2>', \$out,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	$in .= "BEGIN;\n$sql;\nSELECT 'held';\n";
+	$h->pump until $out =~ /held/;
+	return [ $h, \$in ];
+}
+sub commit
+{
+	my ($held) = @_;
+	${ $held->[1] } .= "COMMIT;\n\\q\n";
+	$held->[0]->finish;
+	return;
+}
+my $writer = hold('INSERT INTO posts (blog, rating) VALUES (9, 9)');
+my $compaction = hold("SELECT counters.compact('per_rating')");
+is(pending('per_rating'), 'none', 'an uncommitted append is not pending yet');
+my $before_commit = as_app('SELECT now()');
+commit($writer);
+commit($compaction);
+my $late = pending('per_rating');
+isnt($late, 'none', 'a writer committed after the compaction\'s snapshot is still pending');
+is(as_app("SELECT '$late'::timestamptz >= '$before_commit'"), 't', '... from its commit');
+as_app("BEGIN; SELECT counters.compact('per_rating'); ROLLBACK");
+is(pending('per_rating'), $late, 'a compaction rolled back folds nothing');
+as_app("BEGIN; SAVEPOINT s; SELECT counters.compact('per_rating'); ROLLBACK TO s; COMMIT");
+is(pending('per_rating'), $late, 'a compaction rolled back to a savepoint folds nothing');
+as_app("BEGIN; SAVEPOINT s; SELECT counters.compact('per_rating'); RELEASE s; COMMIT");
+is(pending('per_rating'), 'none', 'a compaction in a released savepoint folds the pending rows');
+as_app("SELECT counters.compact()");
+is( as_app(q{
+SELECT count(*) FROM (SELECT rating, count(*) FROM posts GROUP BY rating) r
+  FULL JOIN per_rating c USING (rating) WHERE c.count IS DISTINCT FROM r.count}),
+	'0',
+	'per_rating equals a recount of posts');
 
 # Without the preload nothing is kept: the columns read NULL, and counting goes on.
 $node->append_conf('postgresql.conf', "shared_preload_libraries = ''");
