@@ -109,3 +109,39 @@ class StructureSqlKeepsCounters < Minitest::Test
     CreateBlogPosts.migrate(:down)
   end
 end
+
+# Rails' default schema.rb cannot hold a counter, and nothing fails when it is loaded: what docs/clients.md says, so
+# that the documented advice (schema_format = :sql, and the check below) stays true. ActiveRecord dumps the counter
+# table as a plain table (or, for a key index it cannot parse, a "Could not dump table" comment), and neither the
+# definition view nor the triggers; a database loaded from it has no counter, and its counter table stays empty
+# while posts are written. The documented check, counters.counters against the counters the migrations declare,
+# tells.
+class SchemaRbLosesCounters < Minitest::Test
+  def test_schema_rb_load_has_no_counter
+    ActiveRecord::Migration.verbose = false
+    CreateBlogPosts.migrate(:up)
+    config = ActiveRecord::Base.connection_db_config
+    copy = ActiveRecord::DatabaseConfigurations::HashConfig.new(
+      "test", "copy", config.configuration_hash.merge(database: "#{ENV.fetch('RAILS_DB')}_copy")
+    )
+    file = File.join(Dir.tmpdir, "counters_schema_#{Process.pid}.rb")
+    File.open(file, "w") { |f| ActiveRecord::SchemaDumper.dump(ActiveRecord::Base.connection, f) }
+    schema = File.read(file)
+    assert_match(/enable_extension "counters"/, schema)
+    assert_match(/create_table "blog_posts"/, schema, "the counter table is dumped as a plain table")
+    refute_match(/create_counter|blog_posts_definition/, schema)
+    ActiveRecord::Tasks::DatabaseTasks.drop(copy) rescue nil
+    ActiveRecord::Tasks::DatabaseTasks.create(copy)
+    ActiveRecord::Base.establish_connection(copy.configuration_hash)
+    load file
+    assert_equal 0, ActiveRecord::Base.connection.select_value("SELECT count(*) FROM counters.counters"),
+                 "the documented check: a database loaded from schema.rb lists no counter"
+    Post.insert_all((1..10).map { |i| { blog_id: 1 + i % 3, rating: i } })
+    assert_equal 0, BlogPost.count, "and its counter table is never counted"
+  ensure
+    ActiveRecord::Tasks::DatabaseTasks.drop(copy) rescue nil
+    ActiveRecord::Base.establish_connection(config.configuration_hash)
+    File.delete(file) if file && File.exist?(file)
+    CreateBlogPosts.migrate(:down)
+  end
+end

@@ -2,7 +2,8 @@
 # ActiveRecord test (test/rails): Debian's ruby-activerecord and ruby-pg (installed when missing), a migration
 # declaring a counter, update_all / insert_all / delete_all / create / a rolled-back transaction, each compared with
 # an ActiveRecord recount, and a database loaded from the structure.sql ActiveRecord dumps (pg_dump --schema-only)
-# counting from its first write. Runs in the suite's cluster (PG* variables), on databases of its own.
+# counting from its first write; and what a database loaded from Rails' default schema.rb holds: no counter, as
+# docs/clients.md says. Runs in the suite's cluster (PG* variables), on databases of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash setup.sh ruby ruby-activerecord ruby-pg >/dev/null
