@@ -11,12 +11,13 @@
 # After each run every counter must equal its recount (counters.verify(), and the hot post against count(*)).
 #
 #   bash test/bench/bloat.sh                    # SECONDS_PER_RUN=30 CLIENTS=8 SETTLE=180
+#   NAPTIME=1min MODES=log BULK=0 bash test/bench/bloat.sh    # the log at autovacuum's default naptime only
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-: "${SECONDS_PER_RUN:=30}"
-export SECONDS_PER_RUN
+: "${SECONDS_PER_RUN:=30}" "${NAPTIME:=10s}" "${MODES:=exact log sharded}" "${BULK:=1}"
+export SECONDS_PER_RUN NAPTIME MODES BULK
 BENCH_OPTS="-o shared_preload_libraries=counters -o counters.compact_databases=counters_bloat_bench
- -o autovacuum_naptime=10s -o log_autovacuum_min_duration=0"
+ -o autovacuum_naptime=$NAPTIME -o log_autovacuum_min_duration=0"
 export BENCH_OPTS
 source test/bench/lib.sh
 SETTLE=${SETTLE:-180}
@@ -100,13 +101,14 @@ SQL
 	echo "$line"
 }
 
-echo "Hot row: $CLIENTS clients, ${SECONDS_PER_RUN} s, worker every 10 s, autovacuum_naptime 10 s (heap / indexes)"
+echo "Hot row: $CLIENTS clients, ${SECONDS_PER_RUN} s, worker every 10 s, autovacuum_naptime $NAPTIME (heap / indexes)"
 echo
 echo "| mode | storage | tps | at the end of the load | settled | settling |"
 echo "| --- | --- | --- | --- | --- | --- |"
-for mode in exact log sharded; do
+for mode in $MODES; do
 	for storage in reset set; do hot "$mode" "$storage"; done
 done
+[ "$BULK" = 1 ] || exit 0
 echo
 echo "Bulk: 200,000 keys, UPDATE of all 1,000,000 source rows three times, VACUUM after each (heap / indexes)"
 echo
