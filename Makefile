@@ -39,6 +39,10 @@ override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# A running server has the installed library mapped: writing it in place (what install(1) does) crashes it. The new
+# library is written beside it and renamed over it, so that running servers keep the old file until they restart.
+INSTALL_SHLIB = install_aside() { $(INSTALL) -m 755 "$$1" "$$2.new" && mv -f "$$2.new" "$$2"; }; install_aside
+
 $(OBJS): $(wildcard src/*.hpp src/*/*.hpp)
 
 src/sql/counters--$(EXTVERSION).sql: src/sql/counters.sql
