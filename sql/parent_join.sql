@@ -102,6 +102,16 @@ SELECT * FROM check_all();
 SELECT count(*) AS verify_rows FROM counters.verify();
 SELECT counters.compact();
 SELECT * FROM check_all();
+-- The parent's writes read its children through the child key's index; without one, through a statement: the same
+-- writes, both ways.
+DROP INDEX comments_post_id_idx;
+UPDATE posts SET published = NOT published WHERE id IN (1, 2, 201);
+UPDATE posts SET blog_id = blog_id + 1 WHERE id IN (3, 202);
+UPDATE posts SET id = 300 WHERE id = 203;
+DELETE FROM posts WHERE id = 204;
+WITH p AS (INSERT INTO posts VALUES (78, 1, 1, true) RETURNING id) INSERT INTO comments (post_id) SELECT id FROM p;
+SELECT * FROM check_all();
+CREATE INDEX ON comments (post_id);
 
 -- Without a foreign key: children may come before their parent, and stay after it.
 CREATE TABLE teams (id bigint PRIMARY KEY, league text NOT NULL);

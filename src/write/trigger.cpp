@@ -8,12 +8,16 @@
 #include "compat.hpp"
 
 extern "C" {
+#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/relscan.h"
+#include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/tupconvert.h"
 #include "access/xact.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
@@ -27,6 +31,7 @@ extern "C" {
 #include "optimizer/optimizer.h"
 #include "utils/datum.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
@@ -381,6 +386,105 @@ CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, HTA
 	SPI_finish();
 }
 
+/*
+ * The index that finds the children of one parent key without SPI: a valid btree index of the source itself whose
+ * first column is the child key, plain, in the integer operator family (whose comparisons are PostgreSQL's own). Not
+ * for a source with partitions or inheritance children, or with row-level security (which the SPI statement, as the
+ * owner with row_security off, refuses to read past): InvalidOid, and CountChildren reads them.
+ */
+Oid
+ChildKeyIndex(Relation source, const CounterDef *def)
+{
+	if (source->rd_rel->relkind != RELKIND_RELATION || source->rd_rel->relhassubclass ||
+	    source->rd_rel->relrowsecurity)
+		return InvalidOid;
+	Oid found = InvalidOid;
+	List *indexes = RelationGetIndexList(source);
+	ListCell *lc;
+	foreach (lc, indexes) {
+		Relation index = index_open(lfirst_oid(lc), AccessShareLock);
+		Form_pg_index form = index->rd_index;
+		bool usable = index->rd_rel->relam == BTREE_AM_OID && form->indisvalid && form->indnatts >= 1 &&
+		              form->indkey.values[0] == def->child_key && index->rd_opfamily[0] == INTEGER_BTREE_FAM_OID &&
+		              heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, nullptr) &&
+		              heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr);
+		index_close(index, AccessShareLock);
+		if (usable) {
+			found = lfirst_oid(lc);
+			break;
+		}
+	}
+	list_free(indexes);
+	return found;
+}
+
+/*
+ * CountChildren for one parent key, through ChildKeyIndex: each child of `key` counts -1 with `minus` and +1 with
+ * `plus` (either may be NULL) in one pass, read in place. Returns false, having counted nothing, when the source has
+ * no such index.
+ */
+bool
+CountChildrenOf(Run *run, CounterRun *r, int64 key, HeapTuple minus, HeapTuple plus, CommandId cid)
+{
+	const CounterDef *def = r->c->def;
+	Relation source = table_open(def->source, AccessShareLock);
+	Oid index_oid = ChildKeyIndex(source, def);
+	if (!OidIsValid(index_oid)) {
+		table_close(source, AccessShareLock);
+		return false;
+	}
+	/* the key in the child column's own type: a key that type cannot hold has no children */
+	Oid type = TupleDescAttr(RelationGetDescr(source), def->child_key - 1)->atttypid;
+	RegProcedure eq;
+	Datum value;
+	if (type == INT2OID && key >= PG_INT16_MIN && key <= PG_INT16_MAX)
+		eq = F_INT2EQ, value = Int16GetDatum((int16)key);
+	else if (type == INT4OID && key >= PG_INT32_MIN && key <= PG_INT32_MAX)
+		eq = F_INT4EQ, value = Int32GetDatum((int32)key);
+	else if (type == INT8OID)
+		eq = F_INT8EQ, value = Int64GetDatum(key);
+	else {
+		table_close(source, AccessShareLock);
+		return true;
+	}
+	Relation index = index_open(index_oid, AccessShareLock);
+	ScanKeyData skey;
+	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, eq, value);
+	OwnerScope owner;
+	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	snapshot->curcid = cid;
+	TupleTableSlot *slot = table_slot_create(source, nullptr);
+	IndexScanDesc scan = compat::BeginIndexScan(source, index, snapshot, 1);
+	index_rescan(scan, &skey, 1, nullptr, 0);
+	ErrorContextCallback context;
+	PushCountContext(&context, run);
+	run->econtext->ecxt_scantuple = slot;
+	run->counting = (int)(r - run->runs);
+	while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+		if (minus != nullptr) {
+			r->fixed_parent = minus;
+			CountRowFor(run, r, -1);
+			ResetExprContext(run->econtext);
+		}
+		if (plus != nullptr) {
+			r->fixed_parent = plus;
+			CountRowFor(run, r, 1);
+			ResetExprContext(run->econtext);
+		}
+	}
+	run->counting = -1;
+	r->fixed_parent = nullptr;
+	error_context_stack = context.previous;
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	LeaveOwner(&owner);
+	index_close(index, AccessShareLock);
+	table_close(source, AccessShareLock);
+	return true;
+}
+
 /* The parent rows of a statement's new parents (AFTER INSERT): their children, if any, count in. */
 void
 ParentInserted(Relation rel, SourceCounters *pc, Tuplestorestate *new_rows)
@@ -427,7 +531,13 @@ ParentInserted(Relation rel, SourceCounters *pc, Tuplestorestate *new_rows)
 		Run *run;
 		CounterRun *r =
 		    SourceCounterRun(GetSourceCounters(pc->counters[ci].def->source), pc->counters[ci].def->name, &run);
-		CountChildren(run, r, keys, n, nullptr, parents, 1, cid);
+		bool direct = n > 0;
+		for (int k = 0; k < n && direct; k++) {
+			ParentEntry *e = (ParentEntry *)hash_search(parents, &keys[k], HASH_FIND, nullptr);
+			direct = CountChildrenOf(run, r, keys[k], nullptr, e->tuple, cid);
+		}
+		if (!direct)
+			CountChildren(run, r, keys, n, nullptr, parents, 1, cid);
 		EndStatementRun(run);
 	}
 	MemoryContextDelete(cxt);
@@ -454,18 +564,26 @@ ParentRow(TriggerData *td)
 		CounterRun *r = SourceCounterRun(GetSourceCounters(pdef->source), pdef->name, &run);
 		const CounterDef *def = r->c->def;
 		if (new_tuple == nullptr || ParentChanged(r, desc, old_tuple, new_tuple)) {
-			bool isnull;
-			Datum key = heap_getattr(old_tuple, def->parent_key, desc, &isnull);
-			int64 old_key = isnull ? 0 : IntegerDatum(def->join_type, key);
-			if (!isnull)
-				CountChildren(run, r, &old_key, 1, old_tuple, nullptr, -1, cid);
-			key = new_tuple != nullptr ? heap_getattr(new_tuple, def->parent_key, desc, &isnull) : (Datum)0;
-			if (new_tuple != nullptr && !isnull) {
-				int64 k = IntegerDatum(def->join_type, key);
-				/* (a key the parent takes: a child written to it meanwhile waits, or is waited for) */
-				if (k != old_key)
-					LockParentKeys(RelationGetRelid(rel), &k, 1, true);
-				CountChildren(run, r, &k, 1, new_tuple, nullptr, 1, cid);
+			bool old_null, new_null = true;
+			Datum key = heap_getattr(old_tuple, def->parent_key, desc, &old_null);
+			int64 old_key = old_null ? 0 : IntegerDatum(def->join_type, key);
+			key = new_tuple != nullptr ? heap_getattr(new_tuple, def->parent_key, desc, &new_null) : (Datum)0;
+			int64 new_key = new_null ? 0 : IntegerDatum(def->join_type, key);
+			if (!old_null && !new_null && new_key == old_key) {
+				/* the same children, out under the old row and in under the new one, in one pass */
+				if (!CountChildrenOf(run, r, old_key, old_tuple, new_tuple, cid)) {
+					CountChildren(run, r, &old_key, 1, old_tuple, nullptr, -1, cid);
+					CountChildren(run, r, &new_key, 1, new_tuple, nullptr, 1, cid);
+				}
+			} else {
+				if (!old_null && !CountChildrenOf(run, r, old_key, old_tuple, nullptr, cid))
+					CountChildren(run, r, &old_key, 1, old_tuple, nullptr, -1, cid);
+				if (!new_null) {
+					/* (a key the parent takes: a child written to it meanwhile waits, or is waited for) */
+					LockParentKeys(RelationGetRelid(rel), &new_key, 1, true);
+					if (!CountChildrenOf(run, r, new_key, nullptr, new_tuple, cid))
+						CountChildren(run, r, &new_key, 1, new_tuple, nullptr, 1, cid);
+				}
 			}
 		}
 		EndStatementRun(run);
