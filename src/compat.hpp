@@ -161,6 +161,17 @@ InsertIndexTuples(ResultRelInfo *rri, TupleTableSlot *slot, EState *estate, Inde
 #endif
 }
 
+/* Index entries for a newly inserted row (in `slot`), checking unique constraints as an INSERT does. */
+inline List *
+InsertIndexTuplesOfNewRow(ResultRelInfo *rri, TupleTableSlot *slot, EState *estate)
+{
+#if PG_VERSION_NUM >= 160000
+	return ExecInsertIndexTuples(rri, slot, estate, false, false, nullptr, NIL, false);
+#else
+	return ExecInsertIndexTuples(rri, slot, estate, false, false, nullptr, NIL);
+#endif
+}
+
 /*
  * Index entries for a row inserted speculatively (INSERT ... ON CONFLICT's protocol): *conflict says whether one of
  * `arbiters` already holds the key.

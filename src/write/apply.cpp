@@ -152,7 +152,10 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 		KeyParams(c->def, sorted[i], params, nulls, zero);
 		switch (c->mode) {
 		case ApplyMode::Log:
-			ApplyAppend(c, params, nulls);
+			if (direct != nullptr)
+				DirectAppend(direct, params, nulls);
+			else
+				ApplyAppend(c, params, nulls);
 			break;
 		case ApplyMode::Target:
 			ApplyUpdate(c, params, nulls);

@@ -1,5 +1,5 @@
 /*
- * direct.cpp: adding deltas to counter rows without the executor.
+ * direct.cpp: adding deltas to counter rows (and appending them to logs) without the executor.
  *
  * Running INSERT ... ON CONFLICT DO UPDATE through SPI for each key costs an executor start-up, an arbiter index probe
  * and an executor shutdown per key; a set-based upsert of many keys costs a speculative insertion attempt per key.
@@ -15,6 +15,9 @@
  *   4. a key without a row gets one by speculative insertion (exact mode; sharded mode: a new slot row when a slot
  *      number is free), as INSERT ... ON CONFLICT inserts: if another transaction inserted the key meanwhile, the
  *      insertion is undone and the key looked up again.
+ *
+ * A log counter's deltas are appended the same way: a heap insertion and its index entries per key (DirectAppend), as
+ * INSERT INTO <log> VALUES (...) would.
  *
  * Where that is not possible (a sharded key whose every slot row is busy, a counter table with other columns) the
  * key is reported Missing and the caller runs the SPI upsert. The direct path is used only where it does exactly
@@ -310,11 +313,64 @@ InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
 	return !conflict;
 }
 
+/*
+ * Log mode: the log's rows are appended directly, as the statement INSERT INTO <log> VALUES (keys, deltas) would: a
+ * heap insertion and its index entries, the log's constraints checked. Only for a log of the counter's columns alone
+ * that DirectAllowed (no triggers, no row-level security, not SERIALIZABLE); else NULL, and the statement runs.
+ */
+DirectTarget *
+DirectBeginAppend(CompiledCounter *c)
+{
+	if (c->key_attnums == nullptr)
+		return nullptr;
+	Relation rel = table_open(c->write_rel, RowExclusiveLock);
+	if (!DirectAllowed(rel) || !OnlyCounterColumns(rel, c)) {
+		table_close(rel, NoLock);
+		return nullptr;
+	}
+	DirectTarget *d = (DirectTarget *)palloc0(sizeof(DirectTarget));
+	d->c = c;
+	d->rel = rel;
+	d->next = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
+	EnsureExecutorState(d);
+	return d;
+}
+
 } // namespace
+
+void
+DirectAppend(DirectTarget *d, Datum *params, char *nulls)
+{
+	CompiledCounter *c = d->c;
+	const CounterDef *def = c->def;
+	TupleTableSlot *next = d->next;
+	ExecClearTuple(next);
+	int natts = RelationGetDescr(d->rel)->natts;
+	for (int a = 0; a < natts; a++) {
+		next->tts_values[a] = (Datum)0;
+		next->tts_isnull[a] = true;
+	}
+	for (int k = 0; k < def->nkeys; k++) {
+		next->tts_isnull[c->key_attnums[k] - 1] = nulls[k] == 'n';
+		next->tts_values[c->key_attnums[k] - 1] = nulls[k] == 'n' ? (Datum)0 : params[k];
+	}
+	for (int v = 0; v < def->nvalues; v++) {
+		next->tts_isnull[c->value_attnums[v] - 1] = false;
+		next->tts_values[c->value_attnums[v] - 1] = params[def->nkeys + v];
+	}
+	ExecStoreVirtualTuple(next);
+	if (RelationGetDescr(d->rel)->constr != nullptr)
+		ExecConstraints(d->rri, next, d->estate);
+	table_tuple_insert(d->rel, next, GetCurrentCommandId(true), 0, nullptr);
+	list_free(compat::InsertIndexTuplesOfNewRow(d->rri, next, d->estate));
+	d->modified = true;
+}
 
 DirectTarget *
 DirectBegin(CompiledCounter *c)
 {
+	if (c->mode == ApplyMode::Log)
+		return DirectBeginAppend(c);
 	if ((c->mode != ApplyMode::Exact && c->mode != ApplyMode::Sharded) || c->key_attnums == nullptr)
 		return nullptr;
 	if (c->mode == ApplyMode::Sharded && (c->slot_attnum == InvalidAttrNumber || c->max_slots < 1))
@@ -552,13 +608,16 @@ DirectEnd(DirectTarget *d)
 	}
 	if (d->scan != nullptr)
 		index_endscan(d->scan);
-	ExecDropSingleTupleTableSlot(d->found);
+	if (d->found != nullptr)
+		ExecDropSingleTupleTableSlot(d->found);
 	ExecDropSingleTupleTableSlot(d->next);
 	list_free(d->arbiters);
-	index_close(d->index, NoLock);
+	if (d->index != nullptr)
+		index_close(d->index, NoLock);
 	table_close(d->rel, NoLock);
 	bool modified = d->modified;
-	pfree(d->scankeys);
+	if (d->scankeys != nullptr)
+		pfree(d->scankeys);
 	pfree(d);
 	return modified;
 }

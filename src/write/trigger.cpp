@@ -395,8 +395,7 @@ CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, HTA
 Oid
 ChildKeyIndex(Relation source, const CounterDef *def)
 {
-	if (source->rd_rel->relkind != RELKIND_RELATION || source->rd_rel->relhassubclass ||
-	    source->rd_rel->relrowsecurity)
+	if (source->rd_rel->relkind != RELKIND_RELATION || source->rd_rel->relhassubclass || source->rd_rel->relrowsecurity)
 		return InvalidOid;
 	Oid found = InvalidOid;
 	List *indexes = RelationGetIndexList(source);

@@ -145,6 +145,8 @@ struct DirectTarget;
 enum class DirectResult { Applied, Missing };
 DirectTarget *DirectBegin(CompiledCounter *c);
 DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot);
+/* Log mode (DirectBegin of a log counter): append the key's delta row. */
+void DirectAppend(DirectTarget *d, Datum *params, char *nulls);
 /* Whether rows were written: the caller makes them visible (CommandCounterIncrement) before reading them again. */
 bool DirectEnd(DirectTarget *d);
 
