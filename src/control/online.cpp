@@ -46,8 +46,6 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	Counter *c = LookupCounter(name);
 	RequireMaintainer(c);
 	Mode mode = mode_text != nullptr ? ParseMode(name, mode_text) : c->mode; /* (NULL: max_slots alone) */
-	if (mode != c->mode)
-		RequireModeAllowed(name, c->source, mode, c->mode == Mode::Exact ? c->target : c->totals, c->target);
 	if (max_slots != -1 && (mode != Mode::Sharded || max_slots < MAX_SLOTS_MIN || max_slots > MAX_SLOTS_MAX))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": max_slots applies to sharded mode, from %d to %d", name, MAX_SLOTS_MIN,
@@ -79,6 +77,11 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		AlterCounter(name, mode_text, max_slots);
 		return;
 	}
+	/*
+	 * Checked on the counter as locked: a switch that committed while this one waited renamed its relations (a row
+	 * read before the locks may be older than the relations the checks look at).
+	 */
+	RequireModeAllowed(name, c->source, mode, c->mode == Mode::Exact ? c->target : c->totals, c->target);
 	/* (in this context: SPI's goes away with SPI_finish) */
 	char *nsp = get_namespace_name(get_rel_namespace(c->target));
 	char *rel = get_rel_name(c->target);

@@ -251,9 +251,16 @@ MayMaintain(const Counter *e)
 {
 	Oid rels[COUNTER_RELATIONS];
 	int n = RequiredRelations(e, rels);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
+		/*
+		 * A relation gone since the row was read: a change of the counter (a mode switch dropping its log) committed
+		 * meanwhile. Not maintained by this round (named, LookupCounter reads the row again).
+		 */
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[i])))
+			return false;
 		if (!HasOwnerPrivileges(rels[i]))
 			return false;
+	}
 	return true;
 }
 
