@@ -167,6 +167,7 @@ for variant in $VARIANTS; do
 		log "variant=$variant run=$run: seeding $ROWS rows"
 		seed "$variant"
 		for sync in $SYNC; do
+			[ "${OLTP:-1}" = 1 ] || break
 			"${PSQL[@]}" -c "ALTER DATABASE $DB SET synchronous_commit = $sync"
 			for w in "${!oltp[@]}"; do
 				iso=""

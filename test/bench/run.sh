@@ -7,7 +7,8 @@
 #   ROWS=200000 SECONDS_PER_RUN=5 RUNS=1 bash test/bench/run.sh      # a quick look
 #
 # Settings (environment): ROWS (seeded posts, default 1000000), SECONDS_PER_RUN (pgbench duration, 10), RUNS
-# (repetitions, median reported, 3), VARIANTS (inner.sh), SYNC ("off on"), BULK_TIMEOUT, FEATURES (1: then the
+# (repetitions, median reported, 3), VARIANTS (inner.sh), SYNC ("off on"), BULK_TIMEOUT, OLTP (0: the bulk statements
+# only), FEATURES (1: then the
 # feature benchmarks, each against its own baseline: parent.sh, sink.sh, windows.sh, memory.sh, citus.sh where Citus
 # is installed; 0: the main suite only; only: the feature benchmarks only). Results: $BENCH_OUT (default test/bench/out, not tracked): results.md and
 # results.tsv of the main suite, <name>.md of each feature benchmark; the run stops with an error at the first drift
