@@ -30,6 +30,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "optimizer/optimizer.h"
 #include "utils/datum.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -342,7 +343,8 @@ ParentChanged(CounterRun *r, TupleDesc desc, HeapTuple old_tuple, HeapTuple new_
  * capture, with the parent as the statement leaves it.
  */
 void
-CountChildren(Run *run, CounterRun *r, int64 *keys, int n, HeapTuple parent, HTAB *parents, int sign, CommandId cid)
+CountChildren(Run *run, CounterRun *r, const int64 *keys, int n, HeapTuple parent, HTAB *parents, int sign,
+              CommandId cid)
 {
 	const CounterDef *def = r->c->def;
 	if (n == 0)
@@ -418,58 +420,69 @@ ChildKeyIndex(Relation source, const CounterDef *def)
 }
 
 /*
- * CountChildren for one parent key, through ChildKeyIndex: each child of `key` counts -1 with `minus` and +1 with
- * `plus` (either may be NULL) in one pass, read in place. Returns false, having counted nothing, when the source has
- * no such index.
+ * The children of parent keys `keys` (n, distinct) move: each counts -1 with `minus` and +1 with `plus` (either may be
+ * NULL; without `plus` but with `parents`, +1 with its key's row there), read as CountChildren reads them. Through
+ * ChildKeyIndex where the source has one, in place and in one pass per key; else through CountChildren's statement.
  */
-bool
-CountChildrenOf(Run *run, CounterRun *r, int64 key, HeapTuple minus, HeapTuple plus, CommandId cid)
+void
+MoveChildren(Run *run, CounterRun *r, const int64 *keys, int n, HeapTuple minus, HeapTuple plus, HTAB *parents,
+             CommandId cid)
 {
 	const CounterDef *def = r->c->def;
+	if (n == 0)
+		return;
 	Relation source = table_open(def->source, AccessShareLock);
-	Oid index_oid = ChildKeyIndex(source, def);
+	/* (an owner who may not read the source gets the statement's error, as before) */
+	Oid index_oid = pg_class_aclcheck(def->source, r->c->owner, ACL_SELECT) == ACLCHECK_OK ? ChildKeyIndex(source, def)
+	                                                                                       : InvalidOid;
 	if (!OidIsValid(index_oid)) {
 		table_close(source, AccessShareLock);
-		return false;
+		if (minus != nullptr)
+			CountChildren(run, r, keys, n, minus, nullptr, -1, cid);
+		if (plus != nullptr || parents != nullptr)
+			CountChildren(run, r, keys, n, plus, parents, 1, cid);
+		return;
 	}
-	/* the key in the child column's own type: a key that type cannot hold has no children */
 	Oid type = TupleDescAttr(RelationGetDescr(source), def->child_key - 1)->atttypid;
-	RegProcedure eq;
-	Datum value;
-	if (type == INT2OID && key >= PG_INT16_MIN && key <= PG_INT16_MAX)
-		eq = F_INT2EQ, value = Int16GetDatum((int16)key);
-	else if (type == INT4OID && key >= PG_INT32_MIN && key <= PG_INT32_MAX)
-		eq = F_INT4EQ, value = Int32GetDatum((int32)key);
-	else if (type == INT8OID)
-		eq = F_INT8EQ, value = Int64GetDatum(key);
-	else {
-		table_close(source, AccessShareLock);
-		return true;
-	}
+	RegProcedure eq = type == INT2OID ? F_INT2EQ : type == INT4OID ? F_INT4EQ : F_INT8EQ;
 	Relation index = index_open(index_oid, AccessShareLock);
-	ScanKeyData skey;
-	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, eq, value);
 	OwnerScope owner;
 	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 	snapshot->curcid = cid;
 	TupleTableSlot *slot = table_slot_create(source, nullptr);
 	IndexScanDesc scan = compat::BeginIndexScan(source, index, snapshot, 1);
-	index_rescan(scan, &skey, 1, nullptr, 0);
 	ErrorContextCallback context;
 	PushCountContext(&context, run);
 	run->econtext->ecxt_scantuple = slot;
 	run->counting = (int)(r - run->runs);
-	while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
-		if (minus != nullptr) {
-			r->fixed_parent = minus;
-			CountRowFor(run, r, -1);
-			ResetExprContext(run->econtext);
+	for (int k = 0; k < n; k++) {
+		/* (the key in the child column's own type: a key that type cannot hold has no children) */
+		if ((type == INT2OID && (keys[k] < PG_INT16_MIN || keys[k] > PG_INT16_MAX)) ||
+		    (type == INT4OID && (keys[k] < PG_INT32_MIN || keys[k] > PG_INT32_MAX)))
+			continue;
+		HeapTuple in = plus;
+		if (in == nullptr && parents != nullptr) {
+			ParentEntry *found = (ParentEntry *)hash_search(parents, &keys[k], HASH_FIND, nullptr);
+			in = found != nullptr ? found->tuple : nullptr;
 		}
-		if (plus != nullptr) {
-			r->fixed_parent = plus;
-			CountRowFor(run, r, 1);
-			ResetExprContext(run->econtext);
+		ScanKeyData skey;
+		ScanKeyInit(&skey, 1, BTEqualStrategyNumber, eq,
+		            type == INT2OID   ? Int16GetDatum((int16)keys[k])
+		            : type == INT4OID ? Int32GetDatum((int32)keys[k])
+		                              : Int64GetDatum(keys[k]));
+		index_rescan(scan, &skey, 1, nullptr, 0);
+		while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+			if (minus != nullptr) {
+				r->fixed_parent = minus;
+				CountRowFor(run, r, -1);
+				ResetExprContext(run->econtext);
+			}
+			if (in != nullptr) {
+				r->fixed_parent = in;
+				CountRowFor(run, r, 1);
+				ResetExprContext(run->econtext);
+			}
 		}
 	}
 	run->counting = -1;
@@ -481,7 +494,6 @@ CountChildrenOf(Run *run, CounterRun *r, int64 key, HeapTuple minus, HeapTuple p
 	LeaveOwner(&owner);
 	index_close(index, AccessShareLock);
 	table_close(source, AccessShareLock);
-	return true;
 }
 
 /* The parent rows of a statement's new parents (AFTER INSERT): their children, if any, count in. */
@@ -530,13 +542,7 @@ ParentInserted(Relation rel, SourceCounters *pc, Tuplestorestate *new_rows)
 		Run *run;
 		CounterRun *r =
 		    SourceCounterRun(GetSourceCounters(pc->counters[ci].def->source), pc->counters[ci].def->name, &run);
-		bool direct = n > 0;
-		for (int k = 0; k < n && direct; k++) {
-			ParentEntry *e = (ParentEntry *)hash_search(parents, &keys[k], HASH_FIND, nullptr);
-			direct = CountChildrenOf(run, r, keys[k], nullptr, e->tuple, cid);
-		}
-		if (!direct)
-			CountChildren(run, r, keys, n, nullptr, parents, 1, cid);
+		MoveChildren(run, r, keys, n, nullptr, nullptr, parents, cid);
 		EndStatementRun(run);
 	}
 	MemoryContextDelete(cxt);
@@ -568,20 +574,15 @@ ParentRow(TriggerData *td)
 			int64 old_key = old_null ? 0 : IntegerDatum(def->join_type, key);
 			key = new_tuple != nullptr ? heap_getattr(new_tuple, def->parent_key, desc, &new_null) : (Datum)0;
 			int64 new_key = new_null ? 0 : IntegerDatum(def->join_type, key);
-			if (!old_null && !new_null && new_key == old_key) {
-				/* the same children, out under the old row and in under the new one, in one pass */
-				if (!CountChildrenOf(run, r, old_key, old_tuple, new_tuple, cid)) {
-					CountChildren(run, r, &old_key, 1, old_tuple, nullptr, -1, cid);
-					CountChildren(run, r, &new_key, 1, new_tuple, nullptr, 1, cid);
-				}
-			} else {
-				if (!old_null && !CountChildrenOf(run, r, old_key, old_tuple, nullptr, cid))
-					CountChildren(run, r, &old_key, 1, old_tuple, nullptr, -1, cid);
+			if (!old_null && !new_null && new_key == old_key) /* the same children: out and in, in one pass */
+				MoveChildren(run, r, &old_key, 1, old_tuple, new_tuple, nullptr, cid);
+			else {
+				if (!old_null)
+					MoveChildren(run, r, &old_key, 1, old_tuple, nullptr, nullptr, cid);
 				if (!new_null) {
 					/* (a key the parent takes: a child written to it meanwhile waits, or is waited for) */
 					LockParentKeys(RelationGetRelid(rel), &new_key, 1, true);
-					if (!CountChildrenOf(run, r, new_key, nullptr, new_tuple, cid))
-						CountChildren(run, r, &new_key, 1, new_tuple, nullptr, 1, cid);
+					MoveChildren(run, r, &new_key, 1, nullptr, new_tuple, nullptr, cid);
 				}
 			}
 		}
