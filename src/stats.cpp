@@ -119,6 +119,24 @@ AddEntry(const StatsKey *key, TimestampTz since)
 }
 
 /*
+ * The entry of this database's counter `query`, added if new and there is room (NULL: the table is full), with the
+ * table's lock held (shared, or exclusive once an entry was added) for the caller to release.
+ */
+StatsEntry *
+LockEntry(Oid query)
+{
+	StatsKey key = {MyDatabaseId, query};
+	LWLockAcquire(shared->lock, LW_SHARED);
+	StatsEntry *e = (StatsEntry *)hash_search(entries, &key, HASH_FIND, nullptr);
+	if (e == nullptr) {
+		LWLockRelease(shared->lock);
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		e = AddEntry(&key, 0);
+	}
+	return e;
+}
+
+/*
  * What this transaction will tell the entries when it commits: the counters it appended pending rows to, and those
  * whose compaction it ran (with the subtransaction that ran it: a compaction rolled back to a savepoint folded
  * nothing). Kept in TopTransactionContext, forgotten when the transaction ends either way.
@@ -256,14 +274,7 @@ ReportCounterStats(Oid query, int64 rows, int64 keys, double time_ms, bool pendi
 		return;
 	if (pending && keys > 0)
 		Note(query, false);
-	StatsKey key = {MyDatabaseId, query};
-	LWLockAcquire(shared->lock, LW_SHARED);
-	StatsEntry *e = (StatsEntry *)hash_search(entries, &key, HASH_FIND, nullptr);
-	if (e == nullptr) {
-		LWLockRelease(shared->lock);
-		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		e = AddEntry(&key, 0);
-	}
+	StatsEntry *e = LockEntry(query);
 	if (e != nullptr) {
 		SpinLockAcquire(&e->mutex);
 		e->calls++;
@@ -316,14 +327,7 @@ NoteCompactionStart(Oid query)
 {
 	if (entries == nullptr || IsolationUsesXactSnapshot())
 		return; /* (a transaction snapshot may be older than the mark: pending_since stays as it was) */
-	StatsKey key = {MyDatabaseId, query};
-	LWLockAcquire(shared->lock, LW_SHARED);
-	StatsEntry *e = (StatsEntry *)hash_search(entries, &key, HASH_FIND, nullptr);
-	if (e == nullptr) {
-		LWLockRelease(shared->lock);
-		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		e = AddEntry(&key, 0);
-	}
+	StatsEntry *e = LockEntry(query);
 	if (e != nullptr) {
 		SpinLockAcquire(&e->mutex);
 		e->since_mark = 0;

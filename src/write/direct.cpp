@@ -267,11 +267,12 @@ OnlyCounterColumns(Relation rel, CompiledCounter *c)
  * the caller to look for that row again. The key's row is written in its turn, so rows are still locked or created
  * in the statement's key order.
  */
-bool
-InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
+/* A new row of the table (d->next, not yet stored): the key and its deltas, every other column NULL. */
+void
+FillKeyRow(DirectTarget *d, Datum *params, char *nulls)
 {
 	CompiledCounter *c = d->c;
-	CounterDef *def = c->def;
+	const CounterDef *def = c->def;
 	TupleTableSlot *next = d->next;
 	ExecClearTuple(next);
 	int natts = RelationGetDescr(d->rel)->natts;
@@ -284,10 +285,21 @@ InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
 		next->tts_values[c->key_attnums[k] - 1] = nulls[k] == 'n' ? (Datum)0 : params[k];
 	}
 	for (int v = 0; v < def->nvalues; v++) {
+		next->tts_isnull[c->value_attnums[v] - 1] = false;
+		next->tts_values[c->value_attnums[v] - 1] = params[def->nkeys + v];
+	}
+}
+
+bool
+InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
+{
+	CompiledCounter *c = d->c;
+	CounterDef *def = c->def;
+	TupleTableSlot *next = d->next;
+	FillKeyRow(d, params, nulls);
+	for (int v = 0; v < def->nvalues; v++) {
 		Datum delta = params[def->nkeys + v];
 		Oid type = def->values[v].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
-		next->tts_isnull[c->value_attnums[v] - 1] = false;
-		next->tts_values[c->value_attnums[v] - 1] = delta;
 		CheckBounds(c, v, delta, type, params, nulls);
 		if (CrossesAtWrite(c))
 			NoteCrossings(c, v, delta, type, delta, params, nulls);
@@ -341,23 +353,8 @@ DirectBeginAppend(CompiledCounter *c)
 void
 DirectAppend(DirectTarget *d, Datum *params, char *nulls)
 {
-	CompiledCounter *c = d->c;
-	const CounterDef *def = c->def;
 	TupleTableSlot *next = d->next;
-	ExecClearTuple(next);
-	int natts = RelationGetDescr(d->rel)->natts;
-	for (int a = 0; a < natts; a++) {
-		next->tts_values[a] = (Datum)0;
-		next->tts_isnull[a] = true;
-	}
-	for (int k = 0; k < def->nkeys; k++) {
-		next->tts_isnull[c->key_attnums[k] - 1] = nulls[k] == 'n';
-		next->tts_values[c->key_attnums[k] - 1] = nulls[k] == 'n' ? (Datum)0 : params[k];
-	}
-	for (int v = 0; v < def->nvalues; v++) {
-		next->tts_isnull[c->value_attnums[v] - 1] = false;
-		next->tts_values[c->value_attnums[v] - 1] = params[def->nkeys + v];
-	}
+	FillKeyRow(d, params, nulls);
 	ExecStoreVirtualTuple(next);
 	if (RelationGetDescr(d->rel)->constr != nullptr)
 		ExecConstraints(d->rri, next, d->estate);
