@@ -30,6 +30,13 @@ class CreateBlogPosts < ActiveRecord::Migration[6.1]
   end
 end
 
+# The configuration of a second database beside the test's (RAILS_DB_copy), for a dump loaded into it.
+def copy_config(config)
+  ActiveRecord::DatabaseConfigurations::HashConfig.new(
+    "test", "copy", config.configuration_hash.merge(database: "#{ENV.fetch('RAILS_DB')}_copy")
+  )
+end
+
 class Post < ActiveRecord::Base; end
 
 class BlogPost < ActiveRecord::Base
@@ -84,9 +91,7 @@ class StructureSqlKeepsCounters < Minitest::Test
     ActiveRecord::Migration.verbose = false
     CreateBlogPosts.migrate(:up)
     config = ActiveRecord::Base.connection_db_config
-    copy = ActiveRecord::DatabaseConfigurations::HashConfig.new(
-      "test", "copy", config.configuration_hash.merge(database: "#{ENV.fetch('RAILS_DB')}_copy")
-    )
+    copy = copy_config(config)
     file = File.join(Dir.tmpdir, "counters_structure_#{Process.pid}.sql")
     ActiveRecord::Tasks::DatabaseTasks.structure_dump(config, file)
     ActiveRecord::Tasks::DatabaseTasks.drop(copy) rescue nil
@@ -121,9 +126,7 @@ class SchemaRbLosesCounters < Minitest::Test
     ActiveRecord::Migration.verbose = false
     CreateBlogPosts.migrate(:up)
     config = ActiveRecord::Base.connection_db_config
-    copy = ActiveRecord::DatabaseConfigurations::HashConfig.new(
-      "test", "copy", config.configuration_hash.merge(database: "#{ENV.fetch('RAILS_DB')}_copy")
-    )
+    copy = copy_config(config)
     file = File.join(Dir.tmpdir, "counters_schema_#{Process.pid}.rb")
     File.open(file, "w") { |f| ActiveRecord::SchemaDumper.dump(ActiveRecord::Base.connection, f) }
     schema = File.read(file)

@@ -23,34 +23,12 @@ INSERT INTO posts (blog_id, rating) SELECT g % 10, g % 7 FROM generate_series(1,
 SELECT counters.create_counter('blog_posts', 'SELECT blog_id, count(*) AS posts, sum(rating) AS rating FROM posts GROUP BY blog_id');
 });
 
-# A session that runs `sql` in a transaction it holds open until release().
-sub hold_open
-{
-	my ($sql) = @_;
-	my ($in, $out) = ('', '');
-	my $h = IPC::Run::start(
-		[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-h', $node->host, '-p', $node->port, '-d', 'postgres' ],
-		'<', \$in, '>', \$out, '2>', \$out,
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-	$in .= "BEGIN;\n$sql;\nSELECT 'held';\n";
-	$h->pump until $out =~ /held/;
-	return [ $h, \$in ];
-}
-
-sub release
-{
-	my ($held) = @_;
-	${ $held->[1] } .= "COMMIT;\n\\q\n";
-	$held->[0]->finish;
-	return;
-}
-
 # Runs `change` in the background while a session holds `holder_sql` open; checks that it waits and that writers
 # (of keys the open transaction does not hold) commit meanwhile.
 sub change_behind
 {
 	my ($label, $holder_sql, $change) = @_;
-	my $held = hold_open($holder_sql);
+	my $held = hold_open($node, 'postgres', $holder_sql);
 	my $out = '';
 	my $h = IPC::Run::start(
 		[ 'psql', '-X', '-v', 'ON_ERROR_STOP=1', '-h', $node->host, '-p', $node->port, '-d', 'postgres',
@@ -98,7 +76,7 @@ SELECT count(*) FROM (
 is($node->safe_psql('postgres', 'SELECT count(*) FROM counters.verify()'), '0', 'counters.verify() is empty');
 
 # The caller's own lock_timeout bounds the whole wait: the change fails (55P03), naming the counter, and changes nothing.
-my $held = hold_open('INSERT INTO posts (blog_id, rating) VALUES (3, 3)');
+my $held = hold_open($node, 'postgres', 'INSERT INTO posts (blog_id, rating) VALUES (3, 3)');
 my ($ret, $stdout, $stderr) =
   $node->psql('postgres', "SET lock_timeout = '300ms'; SELECT counters.alter_counter('blog_posts', 'sharded')");
 isnt($ret, 0, 'with lock_timeout set, the change gives up');

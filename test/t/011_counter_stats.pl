@@ -14,7 +14,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 use FindBin;
 use lib $FindBin::RealBin;
 use CountersTest;
@@ -119,31 +118,12 @@ is(pending('per_rating'), 'none', 'oldest_pending: nothing after a compaction');
 
 # A writer that appended before a compaction's snapshot and commits after it, before the compaction commits: its
 # delta stays pending.
-sub hold
-{
-	my ($sql) = @_;
-	my ($in, $out) = ('', '');
-	my $h = IPC::Run::start(
-		[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-h', $node->host, '-p', $node->port, '-U', 's_app', '-d', 'stats_a' ],
-		'<', \$in, '>', \$out, '2>', \$out,
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-	$in .= "BEGIN;\n$sql;\nSELECT 'held';\n";
-	$h->pump until $out =~ /held/;
-	return [ $h, \$in ];
-}
-sub commit
-{
-	my ($held) = @_;
-	${ $held->[1] } .= "COMMIT;\n\\q\n";
-	$held->[0]->finish;
-	return;
-}
-my $writer = hold('INSERT INTO posts (blog, rating) VALUES (9, 9)');
-my $compaction = hold("SELECT counters.compact('per_rating')");
+my $writer = hold_open($node, 'stats_a', 'INSERT INTO posts (blog, rating) VALUES (9, 9)', '-U', 's_app');
+my $compaction = hold_open($node, 'stats_a', "SELECT counters.compact('per_rating')", '-U', 's_app');
 is(pending('per_rating'), 'none', 'an uncommitted append is not pending yet');
 my $before_commit = as_app('SELECT now()');
-commit($writer);
-commit($compaction);
+release($writer);
+release($compaction);
 my $late = pending('per_rating');
 isnt($late, 'none', 'a writer committed after the compaction\'s snapshot is still pending');
 is(as_app("SELECT '$late'::timestamptz >= '$before_commit'"), 't', '... from its commit');
