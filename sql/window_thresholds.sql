@@ -88,6 +88,40 @@ SELECT counters.set_window_thresholds('shows_daily', 'shows', '{3}', 'day', '7 d
 INSERT INTO shows (shown_at) SELECT localtimestamp - g * interval '1 day' FROM generate_series(0, 2) g;
 SELECT prefix, threshold FROM counters.window_state() WHERE counter = 'shows_daily';
 
+-- Two ways to check the prefixes a write touched: directly, through the counter table's key index (when the bucket
+-- is its last column and the prefix keys are of built-in types), else by a statement -- also for a statement that
+-- wrote a NULL prefix. The same writes to a counter of each kind (its bucket last, then first; a nullable prefix and
+-- a numeric sum) must record what a recount says, sums exactly at a threshold included.
+CREATE TABLE clicks (id serial PRIMARY KEY, site int, day date NOT NULL, n numeric NOT NULL);
+SELECT counters.create_counter('clicks_last', 'SELECT site, day, sum(n) AS n FROM clicks GROUP BY site, day');
+SELECT counters.create_counter('clicks_first', 'SELECT day, site, sum(n) AS n FROM clicks GROUP BY day, site');
+SELECT counters.set_window_thresholds('clicks_last', 'n', '{10, 20.5}', 'day', '3 days');
+SELECT counters.set_window_thresholds('clicks_first', 'n', '{10, 20.5}', 'day', '3 days');
+CREATE VIEW clicks_expected AS
+SELECT jsonb_build_object('site', site) AS prefix, th AS threshold
+  FROM clicks, unnest('{10, 20.5}'::numeric[]) th
+ WHERE day > (now() - interval '3 days')::date
+ GROUP BY site, th HAVING sum(n) >= th;
+CREATE VIEW clicks_differences AS
+SELECT c.name, (SELECT count(*) FROM ((SELECT prefix, threshold FROM counters.window_state(c.name)
+                                       EXCEPT TABLE clicks_expected)
+                                      UNION ALL (TABLE clicks_expected
+                                       EXCEPT SELECT prefix, threshold FROM counters.window_state(c.name))) d) AS differences
+  FROM (VALUES ('clicks_last'), ('clicks_first')) c(name);
+INSERT INTO clicks (site, day, n) VALUES (1, current_date, 4), (1, current_date - 1, 6), (2, current_date, 9.5),
+                                         (3, current_date - 10, 30);
+SELECT * FROM clicks_differences;
+INSERT INTO clicks (site, day, n) VALUES (2, current_date - 2, 0.5), (3, current_date, 20.5), (NULL, current_date, 12);
+SELECT * FROM clicks_differences;
+INSERT INTO clicks (site, day, n) VALUES (1, current_date, 10.5), (2, current_date, 1);
+SELECT * FROM clicks_differences;
+SELECT counter, prefix, threshold FROM counters.window_state() WHERE counter LIKE 'clicks%' ORDER BY 1, 2, 3;
+UPDATE clicks SET day = day - 5 WHERE site = 1 AND day = current_date - 1;
+DELETE FROM clicks WHERE site IS NULL;
+SELECT * FROM clicks_differences;
+SELECT counter, prefix, threshold FROM counters.window_state() WHERE counter LIKE 'clicks%' ORDER BY 1, 2, 3;
+SELECT counters.drop_counter('clicks_last'), counters.drop_counter('clicks_first');
+
 -- Refusals.
 SELECT counters.set_window_thresholds('tag_hourly', 'nope', '{5}', 'hour', '1 day');
 SELECT counters.set_window_thresholds('tag_hourly', 'uses', '{5}', 'region', '1 day');

@@ -306,7 +306,7 @@ ApplyErrorContext(void *arg)
  * a counter with window thresholds, the prefixes written, to check once every counter is applied.
  */
 bool
-ApplyCounter(CounterRun *r, Datum *params, char *nulls, Datum **prefixes)
+ApplyCounter(CounterRun *r, Datum *params, char *nulls, WrittenPrefixes **prefixes)
 {
 	CompiledCounter *c = r->c;
 	if (DeltaCount(r) == 0)
@@ -398,7 +398,7 @@ ApplyCounters(CounterRun **list, int n)
 	PG_TRY();
 	{
 		bool written = false;
-		Datum **prefixes = (Datum **)palloc0(sizeof(Datum *) * n);
+		WrittenPrefixes **prefixes = (WrittenPrefixes **)palloc0(sizeof(WrittenPrefixes *) * n);
 		bool timed = StatsKept();
 		for (int i = 0; i < n; i++) {
 			instr_time start;

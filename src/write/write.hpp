@@ -54,6 +54,10 @@ struct WindowConfig {
 	Oid *callbacks;
 	bool *callback_missing; /* a callback was set but no longer exists */
 	Oid crossings;          /* the counter's table of which thresholds each prefix is at or above, as announced */
+	/* (windows.cpp's direct check: per column its thresholds, and what it found once per compiled counter) */
+	Datum **threshold_values; /* numeric */
+	int *nthresholds;
+	struct WindowDirect *direct;
 };
 
 /* The compiled, per-backend form of one counter. */
@@ -232,8 +236,13 @@ void RequireSinkShape(Relation rel);
  */
 int64 CheckWindows(const char *name);
 struct DeltaEntry;
-Datum *WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n);
-void CheckWrittenWindows(CompiledCounter *c, Datum *prefixes);
+/*
+ * The prefixes (keys but the bucket) a statement wrote to a counter with a window, from its sorted nonzero deltas
+ * (kept, not copied: they live as long as the statement's deltas), checked once every counter is applied.
+ */
+struct WrittenPrefixes;
+WrittenPrefixes *WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n);
+void CheckWrittenWindows(CompiledCounter *c, WrittenPrefixes *prefixes);
 /* A counter's window from its catalog row (in CurrentMemoryContext; NULL: none). */
 WindowConfig *ReadWindow(const Counter *e);
 /* The window sums of counter `c`'s value columns `columns` per prefix (written: of the prefixes in arrays $1...). */
