@@ -8,10 +8,13 @@
  *
  *   1. find the key's row through the counter table's unique key index with a dirty snapshot, waiting for any
  *      transaction that is inserting or changing it, then looking again;
- *   2. lock it (table_tuple_lock); if a concurrent transaction changed it meanwhile, look again (READ COMMITTED) or
- *      raise a serialization failure (REPEATABLE READ, as ON CONFLICT does);
+ *   2. lock it (table_tuple_lock) where something is decided from its value (a bound, a threshold, a CHECK
+ *      constraint); if a concurrent transaction changed it meanwhile, look again (READ COMMITTED) or raise a
+ *      serialization failure (REPEATABLE READ, as ON CONFLICT does);
  *   3. write the new version (or delete the row when every value came back to zero), inserting index entries when
- *      the update is not HOT (or, a HOT update that changed columns of summarizing indexes, into those only);
+ *      the update is not HOT (or, a HOT update that changed columns of summarizing indexes, into those only). A row
+ *      not locked in step 2 is written as UPDATE writes it: if a concurrent transaction changed it since it was
+ *      read, the write says so, and the key is looked up again (READ COMMITTED) or fails (REPEATABLE READ);
  *   4. a key without a row gets one by speculative insertion (exact mode; sharded mode: a new slot row when a slot
  *      number is free), as INSERT ... ON CONFLICT inserts: if another transaction inserted the key meanwhile, the
  *      insertion is undone and the key looked up again.
@@ -71,6 +74,7 @@ struct DirectTarget {
 	ResultRelInfo *rri;
 	Datum zero; /* numeric 0 */
 	bool modified;
+	bool unlocked_update;  /* rows are updated without locking them first (DirectAdd) */
 	IndexScanDesc scan;    /* LockKeyRow's scan of the key index, kept open for the next key */
 	SnapshotData dirty;    /* (its snapshot) */
 	bool can_insert;       /* a missing key's row is inserted here (exact mode, every column a key or value column) */
@@ -165,12 +169,25 @@ SerializationFailure()
 	                errmsg("could not serialize access due to concurrent update")));
 }
 
+/* Under a transaction snapshot, the version found must be visible to it, or this transaction's own. */
+void
+RequireSnapshotVersion(DirectTarget *d, Snapshot snapshot)
+{
+	if (table_tuple_satisfies_snapshot(d->rel, d->found, snapshot))
+		return;
+	bool isnull;
+	Datum xmin = slot_getsysattr(d->found, MinTransactionIdAttributeNumber, &isnull);
+	if (!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin)))
+		SerializationFailure();
+}
+
 /*
- * Find the row of the key in `params` and lock it; false if there is none. On return with true, d->found holds the
- * locked version and *tid its location.
+ * Find the row of the key in `params` and (lock) lock it; false if there is none. On return with true, d->found holds
+ * the current version (locked if asked) and *tid its location. Under a transaction snapshot, a version committed
+ * after it may not be built upon (as ON CONFLICT): a serialization failure.
  */
 bool
-LockKeyRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid)
+LockKeyRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid, bool lock)
 {
 	CounterDef *def = d->c->def;
 	int nkeys = def->nkeys;
@@ -196,18 +213,18 @@ LockKeyRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid)
 		}
 		RequireSameKey(d, params, nulls);
 		*tid = d->found->tts_tid;
+		if (!lock) {
+			if (IsolationUsesXactSnapshot())
+				RequireSnapshotVersion(d, snapshot);
+			return true;
+		}
 		TM_FailureData tmfd;
 		TM_Result res =
 		    table_tuple_lock(d->rel, tid, snapshot, d->found, cid, LockTupleNoKeyExclusive, LockWaitBlock, 0, &tmfd);
 		switch (res) {
 		case TM_Ok:
-			/* Under a transaction snapshot, a version committed after it may not be built upon (as ON CONFLICT). */
-			if (IsolationUsesXactSnapshot() && !table_tuple_satisfies_snapshot(d->rel, d->found, snapshot)) {
-				bool isnull;
-				Datum xmin = slot_getsysattr(d->found, MinTransactionIdAttributeNumber, &isnull);
-				if (!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin)))
-					SerializationFailure();
-			}
+			if (IsolationUsesXactSnapshot())
+				RequireSnapshotVersion(d, snapshot);
 			return true;
 		case TM_Updated:
 		case TM_Deleted:
@@ -403,6 +420,8 @@ DirectBegin(CompiledCounter *c)
 	d->next = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
 	d->zero = DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
 	d->can_insert = OnlyCounterColumns(rel, c);
+	/* (exact mode, nothing decided from a row's value: no bounds, no thresholds, no CHECK constraints) */
+	d->unlocked_update = c->mode == ApplyMode::Exact && c->has_min == nullptr && !c->has_thresholds && !c->has_check;
 	d->arbiters = list_make1_oid(indexoid);
 	/* The index columns' equality functions, looked up once per compiled counter and index. */
 	if (c->key_eq_procs == nullptr || c->key_eq_index != indexoid) {
@@ -512,33 +531,22 @@ LockSlotRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid, int *f
 	return locked;
 }
 
-} // namespace
-
-DirectResult
-DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
+/*
+ * The key's row as it will be (d->next, not yet stored), from the version found (d->found) and the deltas; *all_zero
+ * when every value comes back to zero. False, for the caller to lock the row and look again, when a value would go
+ * beyond bigint in a version read without a lock (another transaction may have changed it since).
+ */
+bool
+NextVersion(DirectTarget *d, Datum *params, char *nulls, bool locked, bool *all_zero)
 {
 	CounterDef *def = d->c->def;
-	ItemPointerData tid;
-	for (;;) {
-		/* sharded: a free slot row of the key, else a new slot row if a slot number is untaken */
-		bool untaken = true;
-		if (d->c->mode == ApplyMode::Sharded ? LockSlotRow(d, params, nulls, &tid, free_slot, &untaken)
-		                                     : LockKeyRow(d, params, nulls, &tid))
-			break;
-		if (!d->can_insert || !untaken)
-			return DirectResult::Missing;
-		if (InsertKeyRow(d, params, nulls, *free_slot))
-			return DirectResult::Applied;
-		/* inserted by another transaction meanwhile: look again */
-	}
-
 	slot_getallattrs(d->found);
 	TupleTableSlot *next = d->next;
 	ExecClearTuple(next);
 	int natts = RelationGetDescr(d->rel)->natts;
 	memcpy(next->tts_values, d->found->tts_values, sizeof(Datum) * natts);
 	memcpy(next->tts_isnull, d->found->tts_isnull, sizeof(bool) * natts);
-	bool all_zero = true;
+	*all_zero = true;
 	for (int v = 0; v < def->nvalues; v++) {
 		int a = d->c->value_attnums[v] - 1;
 		Datum delta = params[def->nkeys + v];
@@ -547,12 +555,15 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 			                errmsg("counter \"%s\": column \"%s\" holds NULL", def->name, d->c->value_columns[v])));
 		if (def->values[v].accum == AccumKind::Int64) {
 			int64 sum;
-			if (pg_add_s64_overflow(DatumGetInt64(next->tts_values[a]), DatumGetInt64(delta), &sum))
+			if (pg_add_s64_overflow(DatumGetInt64(next->tts_values[a]), DatumGetInt64(delta), &sum)) {
+				if (!locked)
+					return false;
 				ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				                errmsg("counter \"%s\": column \"%s\" out of range for type bigint", def->name,
 				                       d->c->value_columns[v])));
+			}
 			next->tts_values[a] = Int64GetDatum(sum);
-			all_zero &= sum == 0;
+			*all_zero &= sum == 0;
 			CheckBounds(d->c, v, next->tts_values[a], INT8OID, params, nulls);
 			if (CrossesAtWrite(d->c))
 				NoteCrossings(d->c, v, next->tts_values[a], INT8OID, delta, params, nulls);
@@ -562,34 +573,76 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 			CheckBounds(d->c, v, sum, NUMERICOID, params, nulls);
 			if (CrossesAtWrite(d->c))
 				NoteCrossings(d->c, v, sum, NUMERICOID, delta, params, nulls);
-			all_zero &= DatumGetInt32(DirectFunctionCall2(numeric_cmp, sum, d->zero)) == 0;
+			*all_zero &= DatumGetInt32(DirectFunctionCall2(numeric_cmp, sum, d->zero)) == 0;
 		}
 	}
-	all_zero &= !d->c->keep_zero; /* (counters.set_keep_zero: the row stays, with zeros) */
-	CommandId cid = GetCurrentCommandId(true);
-	Snapshot snapshot = GetActiveSnapshot();
-	TM_FailureData tmfd;
-	TM_Result res;
-	/* CHECK constraints hold for the row as it will be (a deleted row, all zeros, has nothing to check). */
-	if (!all_zero)
-		ExecStoreVirtualTuple(next);
-	if (!all_zero && d->c->has_check) {
-		EnsureExecutorState(d);
-		ExecConstraints(d->rri, next, d->estate);
+	*all_zero &= !d->c->keep_zero; /* (counters.set_keep_zero: the row stays, with zeros) */
+	return true;
+}
+
+} // namespace
+
+DirectResult
+DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
+{
+	CounterDef *def = d->c->def;
+	/*
+	 * Where nothing is decided from the value read (see DirectBegin), the row found is updated without locking it
+	 * first, as UPDATE does: if another transaction changed it meanwhile, the update says so after waiting for it,
+	 * and the key is looked up again (READ COMMITTED) or the write fails (REPEATABLE READ). That saves a lock, and its
+	 * WAL record, per key. Else the row is locked first, as ON CONFLICT DO UPDATE does, so that what is decided from
+	 * its value (a bound, a threshold crossed, a CHECK constraint) holds for the version written.
+	 */
+	bool lock = !d->unlocked_update;
+	for (;;) {
+		ItemPointerData tid;
+		for (;;) {
+			/* sharded: a free slot row of the key, else a new slot row if a slot number is untaken */
+			bool untaken = true;
+			if (d->c->mode == ApplyMode::Sharded ? LockSlotRow(d, params, nulls, &tid, free_slot, &untaken)
+			                                     : LockKeyRow(d, params, nulls, &tid, lock))
+				break;
+			if (!d->can_insert || !untaken)
+				return DirectResult::Missing;
+			if (InsertKeyRow(d, params, nulls, *free_slot))
+				return DirectResult::Applied;
+			/* inserted by another transaction meanwhile: look again */
+		}
+		bool all_zero;
+		if (!NextVersion(d, params, nulls, lock, &all_zero)) {
+			lock = true;
+			continue;
+		}
+		CommandId cid = GetCurrentCommandId(true);
+		Snapshot snapshot = GetActiveSnapshot();
+		TupleTableSlot *next = d->next;
+		TM_FailureData tmfd;
+		TM_Result res;
+		/* CHECK constraints hold for the row as it will be (a deleted row, all zeros, has nothing to check). */
+		if (!all_zero)
+			ExecStoreVirtualTuple(next);
+		if (!all_zero && d->c->has_check) {
+			EnsureExecutorState(d);
+			ExecConstraints(d->rri, next, d->estate);
+		}
+		if (all_zero) {
+			/* An absent row means zeros: the row goes, as the upsert path's DELETE does. */
+			res = table_tuple_delete(d->rel, &tid, cid, snapshot, InvalidSnapshot, true, &tmfd, false);
+		} else {
+			LockTupleMode lockmode;
+			compat::IndexUpdate indexes;
+			res = compat::UpdateTuple(d->rel, &tid, next, cid, snapshot, &tmfd, &lockmode, &indexes);
+			if (res == TM_Ok && indexes != compat::IndexUpdate::None)
+				InsertIndexEntries(d, indexes);
+		}
+		if (res == TM_Ok)
+			break;
+		/* Changed or removed by another transaction since it was read (a locked row cannot have been). */
+		if (lock || (res != TM_Updated && res != TM_Deleted))
+			elog(ERROR, "counters: unexpected result %d writing a row of counter \"%s\"", (int)res, def->name);
+		if (IsolationUsesXactSnapshot())
+			SerializationFailure();
 	}
-	if (all_zero) {
-		/* An absent row means zeros: the row goes, as the upsert path's DELETE does. */
-		res = table_tuple_delete(d->rel, &tid, cid, snapshot, InvalidSnapshot, true, &tmfd, false);
-	} else {
-		LockTupleMode lockmode;
-		compat::IndexUpdate indexes;
-		res = compat::UpdateTuple(d->rel, &tid, next, cid, snapshot, &tmfd, &lockmode, &indexes);
-		if (res == TM_Ok && indexes != compat::IndexUpdate::None)
-			InsertIndexEntries(d, indexes);
-	}
-	/* We hold the row's lock: nothing else can have changed it. */
-	if (res != TM_Ok)
-		elog(ERROR, "counters: unexpected result %d writing a row of counter \"%s\"", (int)res, def->name);
 	d->modified = true;
 	return DirectResult::Applied;
 }
