@@ -162,8 +162,10 @@ compaction() { # variant when
 }
 
 failed=0
-for variant in $VARIANTS; do
-	for run in $(seq "$RUNS"); do
+# Runs outside, variants inside: each run goes through every variant, so that a slow spell of a shared machine
+# spreads over the variants instead of falling on all the runs of one.
+for run in $(seq "$RUNS"); do
+	for variant in $VARIANTS; do
 		log "variant=$variant run=$run: seeding $ROWS rows"
 		seed "$variant"
 		for sync in $SYNC; do
