@@ -38,8 +38,11 @@ namespace {
 void
 Pin(const char *name, const char *value)
 {
-	/* (most sessions run with the values pinned: setting them again would cost every statement for nothing) */
-	const char *current = GetConfigOption(name, true, false);
+	/*
+	 * (most sessions run with the values pinned: setting them again would cost every statement for nothing; the
+	 * search_path, pinned by every statement, is read from its variable rather than looked up by name)
+	 */
+	const char *current = strcmp(name, "search_path") == 0 ? namespace_search_path : GetConfigOption(name, true, false);
 	if (current != nullptr && strcmp(current, value) == 0)
 		return;
 	(void)set_config_option(name, value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);

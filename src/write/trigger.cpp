@@ -882,17 +882,19 @@ InitCapture()
 void
 RequireSinkShape(Relation rel)
 {
-	const char *name = QualifiedName(RelationGetRelid(rel));
-	if (rel->rd_rel->relrowsecurity)
+	/* (the table's name only for an error: this runs once per statement) */
+	if (rel->rd_rel->relrowsecurity) {
+		const char *name = QualifiedName(RelationGetRelid(rel));
 		ereport(ERROR,
 		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		         errmsg("table %s cannot be a sink: it has row-level security enabled", name),
 		         errdetail("Policies check the rows a statement stores; the rows of a sink are never stored, so a "
 		                   "writer could count rows the policies refuse."),
 		         errhint("Disable row-level security on it (ALTER TABLE %s DISABLE ROW LEVEL SECURITY).", name)));
+	}
 	if (RelationGetFKeyList(rel) != NIL)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("table %s cannot be a sink: it has a foreign key", name),
+		                errmsg("table %s cannot be a sink: it has a foreign key", QualifiedName(RelationGetRelid(rel))),
 		                errdetail("A foreign key is checked on stored rows; the rows of a sink are never stored, so "
 		                          "it would not be checked."),
 		                errhint("Drop the constraint (Django: ForeignKey(..., db_constraint=False)).")));
@@ -900,12 +902,12 @@ RequireSinkShape(Relation rel)
 	for (int i = 0; i < desc->natts; i++) {
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 		if (!att->attisdropped && att->attgenerated != '\0')
-			ereport(
-			    ERROR,
-			    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			     errmsg("table %s cannot be a sink: column \"%s\" is a generated column", name, NameStr(att->attname)),
-			     errdetail("Generated columns are computed after the BEFORE triggers, where a sink counts rows."),
-			     errhint("Count the expression in the counter's definition instead.")));
+			ereport(ERROR,
+			        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			         errmsg("table %s cannot be a sink: column \"%s\" is a generated column",
+			                QualifiedName(RelationGetRelid(rel)), NameStr(att->attname)),
+			         errdetail("Generated columns are computed after the BEFORE triggers, where a sink counts rows."),
+			         errhint("Count the expression in the counter's definition instead.")));
 	}
 }
 
