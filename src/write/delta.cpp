@@ -57,14 +57,16 @@ HashKey(const CounterRun *r, const Datum *key)
 	return h;
 }
 
+/* Whether keys `a` and `b` are equal (a NULL equals a NULL), their column `skip` aside (-1: none). */
 inline bool
-KeysEqual(const CounterRun *r, const Datum *a, const Datum *b)
+KeysEqualBut(const CompiledCounter *c, const Datum *a, const Datum *b, int skip)
 {
-	const CompiledCounter *c = r->c;
 	int nkeys = c->def->nkeys;
 	const bool *anulls = (const bool *)(a + nkeys);
 	const bool *bnulls = (const bool *)(b + nkeys);
 	for (int i = 0; i < nkeys; i++) {
+		if (i == skip)
+			continue;
 		if (anulls[i] || bnulls[i]) {
 			if (anulls[i] != bnulls[i])
 				return false;
@@ -79,7 +81,20 @@ KeysEqual(const CounterRun *r, const Datum *a, const Datum *b)
 	return true;
 }
 
+inline bool
+KeysEqual(const CounterRun *r, const Datum *a, const Datum *b)
+{
+	return KeysEqualBut(r->c, a, b, -1);
+}
+
 } // namespace
+
+bool
+SameKeysBut(const CompiledCounter *c, const DeltaEntry *a, const DeltaEntry *b, int skip)
+{
+	RequireOwnerScope(c->owner);
+	return KeysEqualBut(c, a->key, b->key, skip);
+}
 
 #define SH_PREFIX deltas
 #define SH_ELEMENT_TYPE DeltaEntry

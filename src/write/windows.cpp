@@ -343,22 +343,6 @@ PrepareDirect(CompiledCounter *c, WindowConfig *w, int bucket, Relation rel, Rel
 	return d;
 }
 
-/* A value of a window column as numeric. */
-Datum
-AsNumeric(Datum value, Oid type)
-{
-	switch (type) {
-	case INT2OID:
-		return NumericGetDatum(int64_to_numeric(DatumGetInt16(value)));
-	case INT4OID:
-		return NumericGetDatum(int64_to_numeric(DatumGetInt32(value)));
-	case INT8OID:
-		return NumericGetDatum(int64_to_numeric(DatumGetInt64(value)));
-	default:
-		return value;
-	}
-}
-
 /*
  * The written prefixes whose thresholds' state would change, and their window sums, read directly: per prefix, its
  * bucket rows later than now() - width through the counter table's key index, and its recorded crossings through the
@@ -454,7 +438,7 @@ SumsDirect(CompiledCounter *c, WindowConfig *w, int bucket, const WrittenPrefixe
 			for (int i = 0; same && i < w->ncolumns; i++) {
 				Datum v = slot_getattr(slot, d->value_attnums[i], &isnull);
 				if (!isnull)
-					sums[i] = DirectFunctionCall2(numeric_add, sums[i], AsNumeric(v, d->value_types[i]));
+					sums[i] = DirectFunctionCall2(numeric_add, sums[i], ToNumeric(v, d->value_types[i]));
 			}
 		}
 		/* The prefix as the state table has it, and which of each column's thresholds are recorded as reached. */
@@ -582,29 +566,6 @@ PrefixArrays(const CompiledCounter *c, const WrittenPrefixes *p)
 	return arrays;
 }
 
-/* Whether two keys have the same prefix (every key but the bucket): equal, or both NULL. As the counter's owner. */
-bool
-SamePrefix(const CompiledCounter *c, const DeltaEntry *a, const DeltaEntry *b)
-{
-	RequireOwnerScope(c->owner);
-	int nkeys = c->def->nkeys;
-	for (int k = 0; k < nkeys; k++) {
-		if (k == c->window_bucket)
-			continue;
-		bool anull = a->KeyNulls(nkeys)[k], bnull = b->KeyNulls(nkeys)[k];
-		if (anull || bnull) {
-			if (anull != bnull)
-				return false;
-			continue;
-		}
-		if (c->key_fast[k] ? a->key[k] != b->key[k]
-		                   : DatumGetInt32(FunctionCall2Coll(&c->key_cmp[k], c->def->keys[k].collation, a->key[k],
-		                                                     b->key[k])) != 0)
-			return false;
-	}
-	return true;
-}
-
 } // namespace
 
 WrittenPrefixes *
@@ -615,7 +576,7 @@ WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n)
 	p->entries = (DeltaEntry **)palloc(sizeof(DeltaEntry *) * Max(n, 1));
 	int nkeys = c->def->nkeys;
 	for (uint32 i = 0; i < n; i++) {
-		if (p->n > 0 && SamePrefix(c, p->entries[p->n - 1], entries[i]))
+		if (p->n > 0 && SameKeysBut(c, p->entries[p->n - 1], entries[i], c->window_bucket))
 			continue;
 		p->entries[p->n++] = entries[i];
 		for (int k = 0; k < nkeys; k++)

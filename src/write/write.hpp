@@ -328,6 +328,8 @@ uint32 DeltaCount(const CounterRun *r);
 DeltaEntry **NonzeroDeltas(CounterRun *r, uint32 *n);           /* in no particular order */
 void SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n); /* by key, in the keys' btree order, NULLS LAST */
 bool DeltaIsZero(const CounterDef *def, const DeltaEntry *e);
+/* Whether two entries' keys are equal, their key `skip` aside (a window's prefixes); as the counter's owner. */
+bool SameKeysBut(const CompiledCounter *c, const DeltaEntry *a, const DeltaEntry *b, int skip);
 int64 TakeInt64(const CounterDef *def, DeltaEntry *e, int v);
 Datum TakeNumeric(const CounterDef *def, DeltaEntry *e, int v, Datum zero);
 
