@@ -113,49 +113,85 @@ KeyBytesEqual(Datum a, Datum b, Oid type)
 }
 
 Oid
-FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column, bool *digested)
+FirstIndexOf(Relation rel, bool (*match)(Relation index, void *arg), void *arg)
 {
-	int ncols = nkeys + (slot != InvalidAttrNumber ? 1 : 0);
 	List *indexes = RelationGetIndexList(rel);
 	Oid result = InvalidOid;
 	ListCell *lc;
 	foreach (lc, indexes) {
-		Oid indexoid = lfirst_oid(lc);
-		Relation index = index_open(indexoid, AccessShareLock);
-		Form_pg_index form = index->rd_index;
-		bool ok = form->indisunique && form->indisvalid && form->indimmediate && index->rd_rel->relam == BTREE_AM_OID &&
-		          form->indnkeyatts == ncols && heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
-		          (slot == InvalidAttrNumber || form->indkey.values[nkeys] == slot);
-		List *exprs = ok ? RelationGetIndexExpressions(index) : NIL;
-		ListCell *next = list_head(exprs);
-		for (int k = 0; digested != nullptr && k < nkeys; k++)
-			digested[k] = false;
-		for (int j = 0; ok && j < nkeys; j++) {
-			AttrNumber attnum = form->indkey.values[j];
-			bool digest = false;
-			if (attnum == 0) {
-				/* an expression: counters.key_digest(key column) only */
-				attnum = next != nullptr ? DigestedColumn((Node *)lfirst(next)) : InvalidAttrNumber;
-				next = next != nullptr ? lnext(exprs, next) : nullptr;
-				digest = true;
-			}
-			key_of_column[j] = -1;
-			for (int k = 0; attnum != InvalidAttrNumber && k < nkeys; k++)
-				if (attnum == attnums[k]) {
-					key_of_column[j] = k;
-					if (digested != nullptr)
-						digested[k] = digest;
-				}
-			ok = key_of_column[j] >= 0;
-		}
+		Relation index = index_open(lfirst_oid(lc), AccessShareLock);
+		bool found = match(index, arg);
 		index_close(index, AccessShareLock);
-		if (ok) {
-			result = indexoid;
+		if (found) {
+			result = lfirst_oid(lc);
 			break;
 		}
 	}
 	list_free(indexes);
 	return result;
+}
+
+RegProcedure
+IndexColumnOperator(Relation index, int column, int16 strategy)
+{
+	Oid op = get_opfamily_member(index->rd_opfamily[column], index->rd_opcintype[column], index->rd_opcintype[column],
+	                             strategy);
+	return OidIsValid(op) ? get_opcode(op) : InvalidOid;
+}
+
+namespace {
+
+/* FindKeyIndexOf's question, and where its answer goes. */
+struct KeyIndexQuery {
+	int nkeys;
+	const AttrNumber *attnums;
+	AttrNumber slot;
+	int *key_of_column;
+	bool *digested;
+};
+
+bool
+IsKeyIndex(Relation index, void *arg)
+{
+	KeyIndexQuery *q = (KeyIndexQuery *)arg;
+	int nkeys = q->nkeys;
+	Form_pg_index form = index->rd_index;
+	bool ok = form->indisunique && form->indisvalid && form->indimmediate && index->rd_rel->relam == BTREE_AM_OID &&
+	          form->indnkeyatts == nkeys + (q->slot != InvalidAttrNumber ? 1 : 0) &&
+	          heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+	          (q->slot == InvalidAttrNumber || form->indkey.values[nkeys] == q->slot);
+	List *exprs = ok ? RelationGetIndexExpressions(index) : NIL;
+	ListCell *next = list_head(exprs);
+	for (int k = 0; q->digested != nullptr && k < nkeys; k++)
+		q->digested[k] = false;
+	for (int j = 0; ok && j < nkeys; j++) {
+		AttrNumber attnum = form->indkey.values[j];
+		bool digest = false;
+		if (attnum == 0) {
+			/* an expression: counters.key_digest(key column) only */
+			attnum = next != nullptr ? DigestedColumn((Node *)lfirst(next)) : InvalidAttrNumber;
+			next = next != nullptr ? lnext(exprs, next) : nullptr;
+			digest = true;
+		}
+		q->key_of_column[j] = -1;
+		for (int k = 0; attnum != InvalidAttrNumber && k < nkeys; k++)
+			if (attnum == q->attnums[k]) {
+				q->key_of_column[j] = k;
+				if (q->digested != nullptr)
+					q->digested[k] = digest;
+			}
+		ok = q->key_of_column[j] >= 0;
+	}
+	return ok;
+}
+
+} // namespace
+
+Oid
+FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column, bool *digested)
+{
+	KeyIndexQuery q = {nkeys, attnums, slot, key_of_column, digested};
+	return FirstIndexOf(rel, IsKeyIndex, &q);
 }
 
 char *

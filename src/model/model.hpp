@@ -459,6 +459,13 @@ char *KeyIndexElement(const char *quoted_column, bool digested);
  * tuple, arg) accepts: the scan behind the declaration's checks of a target's, a parent's and a source's indexes.
  */
 bool AnyIndexOf(Oid relid, bool (*match)(HeapTuple index, const void *arg), const void *arg);
+/*
+ * The first index of `rel` that match(the index, opened, arg) accepts, or InvalidOid: the search behind
+ * FindKeyIndexOf, a child key's index and a window state's index.
+ */
+Oid FirstIndexOf(Relation rel, bool (*match)(Relation index, void *arg), void *arg);
+/* The function of the btree operator `strategy` of index column `column`'s own type, or InvalidOid. */
+RegProcedure IndexColumnOperator(Relation index, int column, int16 strategy);
 Oid FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column,
                    bool *digested);
 /*

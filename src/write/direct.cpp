@@ -169,15 +169,25 @@ SerializationFailure()
 	                errmsg("could not serialize access due to concurrent update")));
 }
 
-/* Under a transaction snapshot, the version found must be visible to it, or this transaction's own. */
+/*
+ * Whether a transaction snapshot may build on the version found: it is visible to the snapshot, or this transaction's
+ * own (a version committed after the snapshot may not be built upon, as ON CONFLICT says).
+ */
+bool
+SnapshotMayBuildOn(DirectTarget *d, Snapshot snapshot)
+{
+	if (table_tuple_satisfies_snapshot(d->rel, d->found, snapshot))
+		return true;
+	bool isnull;
+	Datum xmin = slot_getsysattr(d->found, MinTransactionIdAttributeNumber, &isnull);
+	return TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin));
+}
+
+/* Under a transaction snapshot, the version found must be one it may build on. */
 void
 RequireSnapshotVersion(DirectTarget *d, Snapshot snapshot)
 {
-	if (table_tuple_satisfies_snapshot(d->rel, d->found, snapshot))
-		return;
-	bool isnull;
-	Datum xmin = slot_getsysattr(d->found, MinTransactionIdAttributeNumber, &isnull);
-	if (!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin)))
+	if (!SnapshotMayBuildOn(d, snapshot))
 		SerializationFailure();
 }
 
@@ -428,12 +438,9 @@ DirectBegin(CompiledCounter *c)
 		RegProcedure *procs = (RegProcedure *)MemoryContextAlloc(GetMemoryChunkContext(c->key_attnums),
 		                                                         sizeof(RegProcedure) * c->def->nkeys);
 		for (int j = 0; j < c->def->nkeys; j++) {
-			Oid opfamily = d->index->rd_opfamily[j];
-			Oid opcintype = d->index->rd_opcintype[j];
-			Oid op = get_opfamily_member(opfamily, opcintype, opcintype, BTEqualStrategyNumber);
-			if (!OidIsValid(op))
-				elog(ERROR, "counters: no equality operator in operator family %u", opfamily);
-			procs[j] = get_opcode(op);
+			procs[j] = IndexColumnOperator(d->index, j, BTEqualStrategyNumber);
+			if (!OidIsValid(procs[j]))
+				elog(ERROR, "counters: no equality operator in operator family %u", d->index->rd_opfamily[j]);
 		}
 		c->key_eq_procs = procs;
 		c->key_eq_index = indexoid;
@@ -507,12 +514,8 @@ LockSlotRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid, int *f
 		if (res != TM_Ok)
 			continue; /* locked by another writer, or changed since we looked: try the next slot */
 		/* Under a transaction snapshot, a version committed after it may not be built upon: use another slot. */
-		if (IsolationUsesXactSnapshot() && !table_tuple_satisfies_snapshot(d->rel, d->found, snapshot)) {
-			bool isnull;
-			Datum xmin = slot_getsysattr(d->found, MinTransactionIdAttributeNumber, &isnull);
-			if (!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin)))
-				continue;
-		}
+		if (IsolationUsesXactSnapshot() && !SnapshotMayBuildOn(d, snapshot))
+			continue;
 		locked = true;
 	}
 	*untaken = false;

@@ -394,29 +394,27 @@ CountChildren(Run *run, CounterRun *r, const int64 *keys, int n, HeapTuple paren
  * for a source with partitions or inheritance children, or with row-level security (which the SPI statement, as the
  * owner with row_security off, refuses to read past): InvalidOid, and CountChildren reads them.
  */
+namespace {
+
+bool
+LeadsWithChildKey(Relation index, void *arg)
+{
+	Form_pg_index form = index->rd_index;
+	return index->rd_rel->relam == BTREE_AM_OID && form->indisvalid && form->indnatts >= 1 &&
+	       form->indkey.values[0] == *(AttrNumber *)arg && index->rd_opfamily[0] == INTEGER_BTREE_FAM_OID &&
+	       heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, nullptr) &&
+	       heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr);
+}
+
+} // namespace
+
 Oid
 ChildKeyIndex(Relation source, const CounterDef *def)
 {
 	if (source->rd_rel->relkind != RELKIND_RELATION || source->rd_rel->relhassubclass || source->rd_rel->relrowsecurity)
 		return InvalidOid;
-	Oid found = InvalidOid;
-	List *indexes = RelationGetIndexList(source);
-	ListCell *lc;
-	foreach (lc, indexes) {
-		Relation index = index_open(lfirst_oid(lc), AccessShareLock);
-		Form_pg_index form = index->rd_index;
-		bool usable = index->rd_rel->relam == BTREE_AM_OID && form->indisvalid && form->indnatts >= 1 &&
-		              form->indkey.values[0] == def->child_key && index->rd_opfamily[0] == INTEGER_BTREE_FAM_OID &&
-		              heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, nullptr) &&
-		              heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr);
-		index_close(index, AccessShareLock);
-		if (usable) {
-			found = lfirst_oid(lc);
-			break;
-		}
-	}
-	list_free(indexes);
-	return found;
+	AttrNumber child_key = def->child_key;
+	return FirstIndexOf(source, LeadsWithChildKey, &child_key);
 }
 
 /*

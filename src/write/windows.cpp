@@ -237,52 +237,47 @@ IsPrefixDigest(Node *expr, AttrNumber prefix)
 	return IsA(var, Var) && ((Var *)var)->varattno == prefix && ((Var *)var)->vartype == JSONBOID;
 }
 
-/* The btree operator `strategy` of index column `j`'s own type, as its function. */
-RegProcedure
-IndexOperator(Relation index, int j, int16 strategy)
+/* The state table's unique index on (column_name, counters.key_digest(prefix::text), threshold): its operators. */
+struct CrossingsQuery {
+	AttrNumber name;
+	WindowDirect *d;
+};
+
+bool
+IsCrossingsIndex(Relation index, void *arg)
 {
-	Oid op = get_opfamily_member(index->rd_opfamily[j], index->rd_opcintype[j], index->rd_opcintype[j], strategy);
-	return OidIsValid(op) ? get_opcode(op) : InvalidOid;
+	CrossingsQuery *q = (CrossingsQuery *)arg;
+	WindowDirect *d = q->d;
+	Form_pg_index form = index->rd_index;
+	bool ok = form->indisunique && form->indisvalid && index->rd_rel->relam == BTREE_AM_OID && form->indnkeyatts == 3 &&
+	          heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) && form->indkey.values[0] == q->name &&
+	          form->indkey.values[1] == 0 && form->indkey.values[2] == d->threshold_attnum &&
+	          index->rd_opcintype[0] == TEXTOID && index->rd_opcintype[1] == BYTEAOID &&
+	          index->rd_opcintype[2] == NUMERICOID;
+	if (ok) {
+		List *exprs = RelationGetIndexExpressions(index);
+		ok = list_length(exprs) == 1 && IsPrefixDigest((Node *)linitial(exprs), d->prefix_attnum);
+	}
+	if (ok) {
+		d->crossings_procs[0] = IndexColumnOperator(index, 0, BTEqualStrategyNumber);
+		d->crossings_procs[1] = IndexColumnOperator(index, 1, BTEqualStrategyNumber);
+		ok = OidIsValid(d->crossings_procs[0]) && OidIsValid(d->crossings_procs[1]);
+	}
+	return ok;
 }
 
-/* The state table's unique index on (column_name, counters.key_digest(prefix::text), threshold), or InvalidOid. */
+/* The state table's index (see IsCrossingsIndex), or InvalidOid. */
 Oid
 FindCrossingsIndex(Relation crel, WindowDirect *d)
 {
 	Oid relid = RelationGetRelid(crel);
-	AttrNumber name = get_attnum(relid, "column_name");
+	CrossingsQuery q = {get_attnum(relid, "column_name"), d};
 	d->prefix_attnum = get_attnum(relid, "prefix");
 	d->threshold_attnum = get_attnum(relid, "threshold");
-	if (name == InvalidAttrNumber || d->prefix_attnum == InvalidAttrNumber || d->threshold_attnum == InvalidAttrNumber)
+	if (q.name == InvalidAttrNumber || d->prefix_attnum == InvalidAttrNumber ||
+	    d->threshold_attnum == InvalidAttrNumber)
 		return InvalidOid;
-	List *indexes = RelationGetIndexList(crel);
-	Oid result = InvalidOid;
-	ListCell *lc;
-	foreach (lc, indexes) {
-		Relation index = index_open(lfirst_oid(lc), AccessShareLock);
-		Form_pg_index form = index->rd_index;
-		bool ok = form->indisunique && form->indisvalid && index->rd_rel->relam == BTREE_AM_OID &&
-		          form->indnkeyatts == 3 && heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
-		          form->indkey.values[0] == name && form->indkey.values[1] == 0 &&
-		          form->indkey.values[2] == d->threshold_attnum && index->rd_opcintype[0] == TEXTOID &&
-		          index->rd_opcintype[1] == BYTEAOID && index->rd_opcintype[2] == NUMERICOID;
-		if (ok) {
-			List *exprs = RelationGetIndexExpressions(index);
-			ok = list_length(exprs) == 1 && IsPrefixDigest((Node *)linitial(exprs), d->prefix_attnum);
-		}
-		if (ok) {
-			d->crossings_procs[0] = IndexOperator(index, 0, BTEqualStrategyNumber);
-			d->crossings_procs[1] = IndexOperator(index, 1, BTEqualStrategyNumber);
-			ok = OidIsValid(d->crossings_procs[0]) && OidIsValid(d->crossings_procs[1]);
-		}
-		index_close(index, AccessShareLock);
-		if (ok) {
-			result = RelationGetRelid(index);
-			break;
-		}
-	}
-	list_free(indexes);
-	return result;
+	return FirstIndexOf(crel, IsCrossingsIndex, &q);
 }
 
 /*
@@ -326,7 +321,7 @@ PrepareDirect(CompiledCounter *c, WindowConfig *w, int bucket, Relation rel, Rel
 		d->procs = (RegProcedure *)palloc(sizeof(RegProcedure) * def->nkeys);
 		d->digest_type = (Oid *)palloc0(sizeof(Oid) * def->nkeys);
 		for (int j = 0; ok && j < def->nkeys; j++) {
-			d->procs[j] = IndexOperator(index, j, j == bucket ? BTGreaterStrategyNumber : BTEqualStrategyNumber);
+			d->procs[j] = IndexColumnOperator(index, j, j == bucket ? BTGreaterStrategyNumber : BTEqualStrategyNumber);
 			ok = OidIsValid(d->procs[j]);
 			if (j != bucket && c->key_digested != nullptr && c->key_digested[j])
 				d->digest_type[j] = getBaseType(def->keys[j].type);
