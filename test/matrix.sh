@@ -100,6 +100,14 @@ run_one() {
 		cd "$tree" && nice -n 10 bash test/suites.sh
 	) >"$dir/suites.log" 2>&1
 	echo "matrix: $minor: $(tail -1 "$dir/suites.log")"
+	# What failed, where CI shows it: each failed TAP test's last lines, and the start of each regression diff.
+	if grep -q "$(printf '\tfail\t')" "$results"; then
+		sed -n '/^--- .*regress_log_.* (last lines)$/,/^TAP logs:/p' "$dir/suites.log"
+		local diffs
+		for diffs in "$tree/regression.diffs" "$tree/output_iso/regression.diffs"; do
+			[ ! -s "$diffs" ] || { echo "--- $diffs (first lines)"; head -n 80 "$diffs"; }
+		done
+	fi
 	as_pg "$bindir/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || as_pg "$bindir/pg_ctl" -D "$data" -m immediate stop
 	rm -rf "$data"
 }

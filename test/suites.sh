@@ -82,7 +82,10 @@ tap_failures() {
 	local log
 	for log in $(grep -lE 'not ok|Looks like your test' tmp_check/log/regress_log_* 2>/dev/null); do
 		echo "--- $log (last lines)"
-		tail -n 40 "$log"
+		# (each failed check with what it printed, then the end)
+		grep -E -A 40 '^(\[[^]]*\]\([^)]*\) )?not ok' "$log" | head -n 160
+		echo "..."
+		tail -n 20 "$log"
 	done
 	echo "TAP logs: $PWD/tmp_check/log"
 	note=$(grep -lE 'not ok|Looks like your test' tmp_check/log/regress_log_* 2>/dev/null |
