@@ -185,6 +185,8 @@ Allowed(const Counter *e, bool named, bool read)
  */
 struct Round {
 	Oid busy;
+	/* its name when the lock was refused: the transaction holding the lock may drop it before the round reports it */
+	char busy_name[2 * (2 * NAMEDATALEN + 2) + 2];
 };
 
 /*
@@ -199,6 +201,11 @@ LockIfUnchanged(const Counter *e, Oid rel, LOCKMODE mode, Round *round)
 		LockRelationOid(rel, mode);
 	else if (!ConditionalLockRelationOid(rel, mode)) {
 		round->busy = rel;
+		const char *name = get_rel_name(rel);
+		strlcpy(round->busy_name,
+		        name != nullptr ? quote_qualified_identifier(get_namespace_name(get_rel_namespace(rel)), name)
+		                        : "a table of the counter",
+		        sizeof(round->busy_name));
 		return false;
 	}
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
@@ -394,7 +401,7 @@ RunStep(void *arg)
 bool
 TryRoundStep(StepFunction step, const Counter *e, const char *what, int64 *result, ErrorData **error_out)
 {
-	Step s = {step, e, 0, {InvalidOid}};
+	Step s = {step, e, 0, {InvalidOid, ""}};
 	/*
 	 * Registered by the process that uses it: each backend and worker starts with no timeout of a library's (a
 	 * registration of the postmaster's, loading the library, would not be inherited).
@@ -424,7 +431,7 @@ TryRoundStep(StepFunction step, const Counter *e, const char *what, int64 *resul
 		                   "counters.stats shows the error until a round succeeds.")));
 	else if (OidIsValid(s.round.busy))
 		ereport(NOTICE, (errmsg("counter \"%s\": %s skipped: another transaction holds a lock on %s", e->name, what,
-		                        QualifiedName(s.round.busy)),
+		                        s.round.busy_name),
 		                 errdetail("A round of maintenance waits for no lock; the next round tries again.")));
 	return error == nullptr && !OidIsValid(s.round.busy);
 }
