@@ -145,6 +145,8 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 {
 	CompiledCounter *c = r->c;
 	Datum zero = ZeroNumeric();
+	/* (exact, most of the keys: their rows found by one ordered scan of the key index, DirectAdd for the rest) */
+	bool merge = direct != nullptr && c->mode == ApplyMode::Exact && DirectMergeBegin(direct, n);
 	for (uint32 i = 0; i < n; i++) {
 		/* (entries are visited in key order, not memory order: fetch a few ahead) */
 		if (i + 8 < n)
@@ -165,6 +167,8 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 			/* (sharded, without the direct path: this backend's own slot, so that writers spread out) */
 			int free_slot =
 			    c->mode == ApplyMode::Sharded && c->max_slots > 0 ? compat::BackendNumber() % c->max_slots : 0;
+			if (merge && DirectMergeAdd(direct, params, nulls))
+				break;
 			if (direct == nullptr || DirectAdd(direct, params, nulls, &free_slot) == DirectResult::Missing)
 				ApplyUpsert(c, params, nulls, free_slot);
 			break;

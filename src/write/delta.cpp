@@ -275,6 +275,12 @@ CompareItems(const void *pa, const void *pb, void *arg)
 
 } // namespace
 
+int
+CompareKeyValues(const CompiledCounter *c, int i, Datum a, bool anull, Datum b, bool bnull)
+{
+	return CompareKey(c, i, a, anull, b, bnull);
+}
+
 void
 SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n)
 {

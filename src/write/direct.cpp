@@ -38,6 +38,8 @@
 extern "C" {
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/itup.h"
+#include "access/nbtree.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -51,6 +53,7 @@ extern "C" {
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
@@ -81,6 +84,10 @@ struct DirectTarget {
 	List *arbiters;        /* the key index, for the speculative insertion of a missing key's row */
 	Oid *digest_type;      /* by index column: the base type of a key indexed by its digest, else InvalidOid */
 	MemoryContext digests; /* the current key's digests (reset per key) */
+	IndexScanDesc merge;   /* DirectMergeBegin's ordered scan of the whole key index, or NULL */
+	SnapshotData merge_dirty; /* (its snapshot) */
+	bool merge_on_entry;      /* the scan stands on an entry not yet compared with a key */
+	bool merge_done;          /* the scan has passed the index's last entry */
 };
 
 namespace {
@@ -390,6 +397,31 @@ DirectAppend(DirectTarget *d, Datum *params, char *nulls)
 	d->modified = true;
 }
 
+namespace {
+
+/*
+ * Whether a scan of `index` in order meets keys in the order SortDeltas sorts them: a btree whose columns are the
+ * keys in definition order, as stored (no digest), ascending, NULLS LAST, each ordered by its type's default
+ * comparison in the key's collation.
+ */
+bool
+IndexSortedAsDeltas(Relation index, const CompiledCounter *c)
+{
+	const CounterDef *def = c->def;
+	if (index->rd_rel->relam != BTREE_AM_OID || index->rd_index->indnkeyatts != def->nkeys)
+		return false;
+	for (int j = 0; j < def->nkeys; j++) {
+		if (c->key_of_column[j] != j || (c->key_digested != nullptr && c->key_digested[j]) ||
+		    index->rd_indoption[j] != 0 || index->rd_indcollation[j] != def->keys[j].collation ||
+		    TupleDescAttr(RelationGetDescr(index), j)->atttypid != def->keys[j].type ||
+		    index_getprocid(index, j + 1, BTORDER_PROC) != c->key_cmp[j].fn_oid)
+			return false;
+	}
+	return true;
+}
+
+} // namespace
+
 DirectTarget *
 DirectBegin(CompiledCounter *c)
 {
@@ -444,6 +476,7 @@ DirectBegin(CompiledCounter *c)
 		}
 		c->key_eq_procs = procs;
 		c->key_eq_index = indexoid;
+		c->key_index_sorted = IndexSortedAsDeltas(d->index, c);
 	}
 	/* Keys the index has by their digest: looked up by it (SetScanKeys), compared exactly (RequireSameKey). */
 	d->digest_type = (Oid *)palloc0(sizeof(Oid) * c->def->nkeys);
@@ -583,7 +616,117 @@ NextVersion(DirectTarget *d, Datum *params, char *nulls, bool locked, bool *all_
 	return true;
 }
 
+/*
+ * Write the key's row as it will be (d->next, from NextVersion) over the version found at *tid, or delete that version
+ * when every value came back to zero; the result of the update or delete (waiting for a writer that has the row).
+ */
+TM_Result
+WriteFoundVersion(DirectTarget *d, ItemPointer tid, bool all_zero)
+{
+	CommandId cid = GetCurrentCommandId(true);
+	Snapshot snapshot = GetActiveSnapshot();
+	TupleTableSlot *next = d->next;
+	TM_FailureData tmfd;
+	TM_Result res;
+	/* CHECK constraints hold for the row as it will be (a deleted row, all zeros, has nothing to check). */
+	if (!all_zero)
+		ExecStoreVirtualTuple(next);
+	if (!all_zero && d->c->has_check) {
+		EnsureExecutorState(d);
+		ExecConstraints(d->rri, next, d->estate);
+	}
+	if (all_zero) {
+		/* An absent row means zeros: the row goes, as the upsert path's DELETE does. */
+		res = table_tuple_delete(d->rel, tid, cid, snapshot, InvalidSnapshot, true, &tmfd, false);
+	} else {
+		LockTupleMode lockmode;
+		compat::IndexUpdate indexes;
+		res = compat::UpdateTuple(d->rel, tid, next, cid, snapshot, &tmfd, &lockmode, &indexes);
+		if (res == TM_Ok && indexes != compat::IndexUpdate::None)
+			InsertIndexEntries(d, indexes);
+	}
+	return res;
+}
+
+/* The order of the merge scan's index entry against the key in `params` (<0: the entry comes first). */
+int
+CompareMergeEntry(DirectTarget *d, Datum *params, char *nulls)
+{
+	IndexScanDesc scan = d->merge;
+	for (int j = 0; j < d->c->def->nkeys; j++) {
+		bool isnull;
+		Datum v = index_getattr(scan->xs_itup, j + 1, scan->xs_itupdesc, &isnull);
+		int cmp = CompareKeyValues(d->c, j, v, isnull, params[j], nulls[j] == 'n');
+		if (cmp != 0)
+			return cmp;
+	}
+	return 0;
+}
+
 } // namespace
+
+bool
+DirectMergeBegin(DirectTarget *d, uint32 n)
+{
+	CompiledCounter *c = d->c;
+	/*
+	 * Past some share of the index's entries, reading its leaf pages in order costs less than a descent from the root
+	 * per key, as a merge join beats a nested loop. Only where a row is written without being locked first (as
+	 * DirectAdd would), at READ COMMITTED (a transaction snapshot's checks stay with DirectAdd).
+	 */
+	if (d->merge != nullptr || !d->unlocked_update || IsolationUsesXactSnapshot() || !c->key_index_sorted ||
+	    c->key_eq_index != RelationGetRelid(d->index) || n < 256)
+		return d->merge != nullptr;
+	double entries = d->index->rd_rel->reltuples >= 0 ? d->index->rd_rel->reltuples
+	                                                  : (double)RelationGetNumberOfBlocks(d->index) * 100.0;
+	if ((double)n * 8.0 < entries)
+		return false;
+	InitDirtySnapshot(d->merge_dirty);
+	d->merge = compat::BeginIndexScan(d->rel, d->index, &d->merge_dirty, 0);
+	d->merge->xs_want_itup = true; /* (the entries' keys, compared before their rows are read) */
+	index_rescan(d->merge, nullptr, 0, nullptr, 0);
+	d->merge_on_entry = false;
+	d->merge_done = false;
+	return true;
+}
+
+bool
+DirectMergeAdd(DirectTarget *d, Datum *params, char *nulls)
+{
+	IndexScanDesc scan = d->merge;
+	for (;;) {
+		if (!d->merge_on_entry) {
+			if (d->merge_done || index_getnext_tid(scan, ForwardScanDirection) == nullptr) {
+				d->merge_done = true;
+				return false;
+			}
+			d->merge_on_entry = true;
+		}
+		int cmp = CompareMergeEntry(d, params, nulls);
+		if (cmp > 0)
+			return false; /* the key has no entry here: DirectAdd looks for it (or inserts it) */
+		d->merge_on_entry = false;
+		if (cmp < 0)
+			continue; /* a key the statement does not write (or an entry of a version written before) */
+		if (!index_fetch_heap(scan, d->found))
+			continue; /* a dead version's entry: the key's row may have another */
+		/* Being inserted or changed by another transaction, or a value beyond bigint: DirectAdd waits and locks. */
+		if (TransactionIdIsValid(d->merge_dirty.xmin) || TransactionIdIsValid(d->merge_dirty.xmax))
+			return false;
+		bool all_zero;
+		if (!NextVersion(d, params, nulls, false, &all_zero))
+			return false;
+		ItemPointerData tid = d->found->tts_tid;
+		TM_Result res = WriteFoundVersion(d, &tid, all_zero);
+		if (res == TM_Ok) {
+			d->modified = true;
+			return true;
+		}
+		if (res != TM_Updated && res != TM_Deleted)
+			elog(ERROR, "counters: unexpected result %d writing a row of counter \"%s\"", (int)res, d->c->def->name);
+		return false; /* changed or removed since it was read: DirectAdd looks again */
+	}
+}
 
 DirectResult
 DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
@@ -616,28 +759,7 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 			lock = true;
 			continue;
 		}
-		CommandId cid = GetCurrentCommandId(true);
-		Snapshot snapshot = GetActiveSnapshot();
-		TupleTableSlot *next = d->next;
-		TM_FailureData tmfd;
-		TM_Result res;
-		/* CHECK constraints hold for the row as it will be (a deleted row, all zeros, has nothing to check). */
-		if (!all_zero)
-			ExecStoreVirtualTuple(next);
-		if (!all_zero && d->c->has_check) {
-			EnsureExecutorState(d);
-			ExecConstraints(d->rri, next, d->estate);
-		}
-		if (all_zero) {
-			/* An absent row means zeros: the row goes, as the upsert path's DELETE does. */
-			res = table_tuple_delete(d->rel, &tid, cid, snapshot, InvalidSnapshot, true, &tmfd, false);
-		} else {
-			LockTupleMode lockmode;
-			compat::IndexUpdate indexes;
-			res = compat::UpdateTuple(d->rel, &tid, next, cid, snapshot, &tmfd, &lockmode, &indexes);
-			if (res == TM_Ok && indexes != compat::IndexUpdate::None)
-				InsertIndexEntries(d, indexes);
-		}
+		TM_Result res = WriteFoundVersion(d, &tid, all_zero);
 		if (res == TM_Ok)
 			break;
 		/* Changed or removed by another transaction since it was read (a locked row cannot have been). */
@@ -661,6 +783,8 @@ DirectEnd(DirectTarget *d)
 	}
 	if (d->scan != nullptr)
 		index_endscan(d->scan);
+	if (d->merge != nullptr)
+		index_endscan(d->merge);
 	if (d->found != nullptr)
 		ExecDropSingleTupleTableSlot(d->found);
 	ExecDropSingleTupleTableSlot(d->next);

@@ -116,6 +116,7 @@ struct CompiledCounter {
 	int *key_of_column;         /* its columns' key numbers; NULL until then */
 	RegProcedure *key_eq_procs; /* its columns' equality functions (for index key_eq_index); NULL until needed */
 	Oid key_eq_index;
+	bool key_index_sorted; /* index key_eq_index is a btree in the order SortDeltas sorts keys (DirectMergeBegin) */
 	SPIPlanPtr plans[NUM_PLANS];
 	const char *touch_column; /* counter-cache counters: a timestamp column of the target set when values change */
 	bool has_check;           /* write_rel has CHECK constraints */
@@ -149,6 +150,13 @@ struct DirectTarget;
 enum class DirectResult { Applied, Missing };
 DirectTarget *DirectBegin(CompiledCounter *c);
 DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot);
+/*
+ * Exact mode, a statement that writes many of a counter's keys (n, sorted): DirectMergeBegin starts one ordered scan
+ * of the key index, if it can serve; then DirectMergeAdd, key by key in the same order, updates the key's row where
+ * that scan finds it, and returns false for the caller to DirectAdd the key (no row there, or one being changed).
+ */
+bool DirectMergeBegin(DirectTarget *d, uint32 n);
+bool DirectMergeAdd(DirectTarget *d, Datum *params, char *nulls);
 /* Log mode (DirectBegin of a log counter): append the key's delta row. */
 void DirectAppend(DirectTarget *d, Datum *params, char *nulls);
 /* Whether rows were written: the caller makes them visible (CommandCounterIncrement) before reading them again. */
@@ -327,6 +335,8 @@ void DeltaAddNumeric(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value)
 uint32 DeltaCount(const CounterRun *r);
 DeltaEntry **NonzeroDeltas(CounterRun *r, uint32 *n);           /* in no particular order */
 void SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n); /* by key, in the keys' btree order, NULLS LAST */
+/* The order SortDeltas sorts key `i`'s values in (<0, 0, >0). */
+int CompareKeyValues(const CompiledCounter *c, int i, Datum a, bool anull, Datum b, bool bnull);
 bool DeltaIsZero(const CounterDef *def, const DeltaEntry *e);
 /* Whether two entries' keys are equal, their key `skip` aside (a window's prefixes); as the counter's owner. */
 bool SameKeysBut(const CompiledCounter *c, const DeltaEntry *a, const DeltaEntry *b, int skip);
