@@ -167,9 +167,11 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 			/* (sharded, without the direct path: this backend's own slot, so that writers spread out) */
 			int free_slot =
 			    c->mode == ApplyMode::Sharded && c->max_slots > 0 ? compat::BackendNumber() % c->max_slots : 0;
-			if (merge && DirectMergeAdd(direct, params, nulls))
+			MergeResult found = merge ? DirectMergeAdd(direct, params, nulls) : MergeResult::Unknown;
+			if (found == MergeResult::Applied)
 				break;
-			if (direct == nullptr || DirectAdd(direct, params, nulls, &free_slot) == DirectResult::Missing)
+			if (direct == nullptr ||
+			    DirectAdd(direct, params, nulls, &free_slot, found == MergeResult::Absent) == DirectResult::Missing)
 				ApplyUpsert(c, params, nulls, free_slot);
 			break;
 		}

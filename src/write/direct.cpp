@@ -690,7 +690,7 @@ DirectMergeBegin(DirectTarget *d, uint32 n)
 	return true;
 }
 
-bool
+MergeResult
 DirectMergeAdd(DirectTarget *d, Datum *params, char *nulls)
 {
 	IndexScanDesc scan = d->merge;
@@ -698,13 +698,13 @@ DirectMergeAdd(DirectTarget *d, Datum *params, char *nulls)
 		if (!d->merge_on_entry) {
 			if (d->merge_done || index_getnext_tid(scan, ForwardScanDirection) == nullptr) {
 				d->merge_done = true;
-				return false;
+				return MergeResult::Absent;
 			}
 			d->merge_on_entry = true;
 		}
 		int cmp = CompareMergeEntry(d, params, nulls);
 		if (cmp > 0)
-			return false; /* the key has no entry here: DirectAdd looks for it (or inserts it) */
+			return MergeResult::Absent; /* no entry of the key where it would be */
 		d->merge_on_entry = false;
 		if (cmp < 0)
 			continue; /* a key the statement does not write (or an entry of a version written before) */
@@ -712,24 +712,24 @@ DirectMergeAdd(DirectTarget *d, Datum *params, char *nulls)
 			continue; /* a dead version's entry: the key's row may have another */
 		/* Being inserted or changed by another transaction, or a value beyond bigint: DirectAdd waits and locks. */
 		if (TransactionIdIsValid(d->merge_dirty.xmin) || TransactionIdIsValid(d->merge_dirty.xmax))
-			return false;
+			return MergeResult::Unknown;
 		bool all_zero;
 		if (!NextVersion(d, params, nulls, false, &all_zero))
-			return false;
+			return MergeResult::Unknown;
 		ItemPointerData tid = d->found->tts_tid;
 		TM_Result res = WriteFoundVersion(d, &tid, all_zero);
 		if (res == TM_Ok) {
 			d->modified = true;
-			return true;
+			return MergeResult::Applied;
 		}
 		if (res != TM_Updated && res != TM_Deleted)
 			elog(ERROR, "counters: unexpected result %d writing a row of counter \"%s\"", (int)res, d->c->def->name);
-		return false; /* changed or removed since it was read: DirectAdd looks again */
+		return MergeResult::Unknown; /* changed or removed since it was read: DirectAdd looks again */
 	}
 }
 
 DirectResult
-DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
+DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot, bool absent)
 {
 	CounterDef *def = d->c->def;
 	/*
@@ -745,9 +745,14 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot)
 		for (;;) {
 			/* sharded: a free slot row of the key, else a new slot row if a slot number is untaken */
 			bool untaken = true;
-			if (d->c->mode == ApplyMode::Sharded ? LockSlotRow(d, params, nulls, &tid, free_slot, &untaken)
-			                                     : LockKeyRow(d, params, nulls, &tid, lock))
+			/*
+			 * (a key seen absent is inserted at once: a row another transaction inserted since is met by the
+			 * speculative insertion, as one inserted after a lookup would be, and looked up then)
+			 */
+			if (!absent && (d->c->mode == ApplyMode::Sharded ? LockSlotRow(d, params, nulls, &tid, free_slot, &untaken)
+			                                                 : LockKeyRow(d, params, nulls, &tid, lock)))
 				break;
+			absent = false;
 			if (!d->can_insert || !untaken)
 				return DirectResult::Missing;
 			if (InsertKeyRow(d, params, nulls, *free_slot))

@@ -149,14 +149,17 @@ SPIPlanPtr FetchPlan(CompiledCounter *c, Plan plan, int nargs, Oid *argtypes);
 struct DirectTarget;
 enum class DirectResult { Applied, Missing };
 DirectTarget *DirectBegin(CompiledCounter *c);
-DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot);
+/* (absent: the key was just seen to have no row, by DirectMergeAdd: its row is inserted without looking first) */
+DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot, bool absent = false);
 /*
  * Exact mode, a statement that writes many of a counter's keys (n, sorted): DirectMergeBegin starts one ordered scan
  * of the key index, if it can serve; then DirectMergeAdd, key by key in the same order, updates the key's row where
- * that scan finds it, and returns false for the caller to DirectAdd the key (no row there, or one being changed).
+ * that scan finds it (Applied); else the caller DirectAdds the key: Absent when the scan found no row of it, Unknown
+ * when it found one it could not update (being changed by another transaction, changed since it was read).
  */
+enum class MergeResult { Applied, Absent, Unknown };
 bool DirectMergeBegin(DirectTarget *d, uint32 n);
-bool DirectMergeAdd(DirectTarget *d, Datum *params, char *nulls);
+MergeResult DirectMergeAdd(DirectTarget *d, Datum *params, char *nulls);
 /* Log mode (DirectBegin of a log counter): append the key's delta row. */
 void DirectAppend(DirectTarget *d, Datum *params, char *nulls);
 /* Whether rows were written: the caller makes them visible (CommandCounterIncrement) before reading them again. */
