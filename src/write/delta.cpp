@@ -278,6 +278,7 @@ CompareItems(const void *pa, const void *pb, void *arg)
 int
 CompareKeyValues(const CompiledCounter *c, int i, Datum a, bool anull, Datum b, bool bnull)
 {
+	RequireOwnerScope(c->owner);
 	return CompareKey(c, i, a, anull, b, bnull);
 }
 

@@ -674,9 +674,8 @@ DirectMergeBegin(DirectTarget *d, uint32 n)
 	 * per key, as a merge join beats a nested loop. Only where a row is written without being locked first (as
 	 * DirectAdd would), at READ COMMITTED (a transaction snapshot's checks stay with DirectAdd).
 	 */
-	if (d->merge != nullptr || !d->unlocked_update || IsolationUsesXactSnapshot() || !c->key_index_sorted ||
-	    c->key_eq_index != RelationGetRelid(d->index) || n < 256)
-		return d->merge != nullptr;
+	if (!d->unlocked_update || IsolationUsesXactSnapshot() || !c->key_index_sorted || n < 256)
+		return false;
 	double entries = d->index->rd_rel->reltuples >= 0 ? d->index->rd_rel->reltuples
 	                                                  : (double)RelationGetNumberOfBlocks(d->index) * 100.0;
 	if ((double)n * 8.0 < entries)

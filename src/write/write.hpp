@@ -150,7 +150,7 @@ struct DirectTarget;
 enum class DirectResult { Applied, Missing };
 DirectTarget *DirectBegin(CompiledCounter *c);
 /* (absent: the key was just seen to have no row, by DirectMergeAdd: its row is inserted without looking first) */
-DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot, bool absent = false);
+DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot, bool absent);
 /*
  * Exact mode, a statement that writes many of a counter's keys (n, sorted): DirectMergeBegin starts one ordered scan
  * of the key index, if it can serve; then DirectMergeAdd, key by key in the same order, updates the key's row where
@@ -338,7 +338,7 @@ void DeltaAddNumeric(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value)
 uint32 DeltaCount(const CounterRun *r);
 DeltaEntry **NonzeroDeltas(CounterRun *r, uint32 *n);           /* in no particular order */
 void SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n); /* by key, in the keys' btree order, NULLS LAST */
-/* The order SortDeltas sorts key `i`'s values in (<0, 0, >0). */
+/* The order SortDeltas sorts key `i`'s values in (<0, 0, >0); as the counter's owner. */
 int CompareKeyValues(const CompiledCounter *c, int i, Datum a, bool anull, Datum b, bool bnull);
 bool DeltaIsZero(const CounterDef *def, const DeltaEntry *e);
 /* Whether two entries' keys are equal, their key `skip` aside (a window's prefixes); as the counter's owner. */
