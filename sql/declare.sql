@@ -376,11 +376,18 @@ SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter('bad', 'SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id', 'pg_temp.bad_target');
 SELECT * FROM rejected(:'SQLSTATE');
 DROP TABLE scratch;
--- system catalogs and the extension's own catalog (0A000)
+-- system catalogs and the extension's own catalog: not the caller's (42501, before the definition is analysed); nor
+-- a superuser's to count (0A000)
 SELECT counters.create_counter('bad', 'SELECT relkind, count(*) AS n FROM pg_class GROUP BY relkind');
 SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter('bad', 'SELECT mode, count(*) AS n FROM counters.counter GROUP BY mode');
 SELECT * FROM rejected(:'SQLSTATE');
+SET ROLE NONE;
+SELECT counters.create_counter('bad', 'SELECT relkind, count(*) AS n FROM pg_class GROUP BY relkind');
+SELECT * FROM rejected(:'SQLSTATE');
+SELECT counters.create_counter('bad', 'SELECT mode, count(*) AS n FROM counters.counter GROUP BY mode');
+SELECT * FROM rejected(:'SQLSTATE');
+RESET ROLE;
 -- PostgreSQL's own errors while declaring name the counter too: an existing relation (42P07), the definition
 -- failing on the rows during the initial fill (22012)
 CREATE TABLE clash (id int);

@@ -8,7 +8,7 @@
  *       object_ownercheck() and object_aclcheck() with a class id (afbfc029, c727f511);
  *       stringToQualifiedNameList() takes an error context (soft input errors); table_tuple_update() tells whether
  *       only summarizing indexes need new entries, and ExecInsertIndexTuples() can insert into only those
- *       (19d8e2308b).
+ *       (19d8e2308b); the tree walkers' callbacks have a declared type, tree_walker_callback (1c27d16e6e).
  *   17  BackendId is gone: a backend's number is the 0-based ProcNumber (024c521117).
  *   18  index_beginscan() takes instrumentation (0fbceae841); GROUP BY expressions in the select list are Vars of a
  *       grouping range-table entry (RTE_GROUP, 247dea89f7); generated columns are virtual unless STORED (83ea6c540).
@@ -24,6 +24,7 @@ extern "C" {
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "executor/executor.h"
+#include "nodes/nodeFuncs.h"
 #include "utils/acl.h"
 #include "utils/regproc.h"
 #if PG_VERSION_NUM >= 170000
@@ -217,6 +218,42 @@ ExpandVirtualColumns(Query *query, Index varno, Oid source)
 	query->targetList = (List *)expand_generated_columns_in_expr((Node *)query->targetList, rel, (int)varno);
 	query->jointree->quals = expand_generated_columns_in_expr(query->jointree->quals, rel, (int)varno);
 	relation_close(rel, AccessShareLock);
+#endif
+}
+
+/*
+ * The walkers of raw parse trees and of analysed queries, with a callback of one signature: before 16 they take a
+ * `bool (*)()` (an old-style C declaration, which C++ reads as taking no arguments); 16 declared the callback's type.
+ */
+typedef bool (*TreeWalker)(Node *node, void *context);
+
+inline bool
+WalkRawTree(Node *node, TreeWalker walker, void *context)
+{
+#if PG_VERSION_NUM >= 160000
+	return raw_expression_tree_walker(node, walker, context);
+#else
+	return raw_expression_tree_walker(node, (bool (*)())(void (*)())walker, context);
+#endif
+}
+
+inline bool
+WalkQuery(Query *query, TreeWalker walker, void *context, int flags)
+{
+#if PG_VERSION_NUM >= 160000
+	return query_tree_walker(query, walker, context, flags);
+#else
+	return query_tree_walker(query, (bool (*)())(void (*)())walker, context, flags);
+#endif
+}
+
+inline bool
+WalkExpression(Node *node, TreeWalker walker, void *context)
+{
+#if PG_VERSION_NUM >= 160000
+	return expression_tree_walker(node, walker, context);
+#else
+	return expression_tree_walker(node, (bool (*)())(void (*)())walker, context);
 #endif
 }
 

@@ -152,10 +152,10 @@ COUNTERS_FUNCTION(counters_drop_counter)
 	PG_RETURN_VOID();
 }
 
-/* counters.attach(source), counters.detach(source): the capture triggers (the caller's own rights apply). */
+/* counters.attach(source), counters.detach(source): the capture triggers. */
 COUNTERS_FUNCTION(counters_attach)
 {
-	counters::Attach(PG_GETARG_OID(0));
+	counters::AttachCounted(PG_GETARG_OID(0));
 	PG_RETURN_VOID();
 }
 

@@ -20,7 +20,7 @@ COUNTERS_FUNCTION(counters_describe)
 	char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	/* (parsed as the caller, who will own the counter: restricted, with its own search_path, as Declare does) */
 	counters::OwnerScope scope;
-	counters::EnterOwner(&scope, GetUserId(), counters::PIN_CALLER_PATH);
+	counters::EnterOwner(&scope, counters::AuthorizeCaller(), counters::PIN_CALLER_PATH);
 	counters::CounterDef *def = counters::DescribeDefinition(name, text_to_cstring(PG_GETARG_TEXT_PP(1)), GetUserId());
 	counters::LeaveOwner(&scope);
 	InitMaterializedSRF(fcinfo, 0);
@@ -49,7 +49,8 @@ COUNTERS_FUNCTION(counters_describe)
 COUNTERS_FUNCTION(counters_describe_keys)
 {
 	Oid query = PG_GETARG_OID(0);
-	counters::CounterDef *def = counters::AnalyzeView(get_rel_name(query), query, counters::RelationOwner(query));
+	/* (planned as the view's owner: for a caller who may act as it) */
+	counters::CounterDef *def = counters::AnalyzeView(get_rel_name(query), query, counters::AuthorizeTableOwner(query));
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 	for (int i = 0; i < def->nkeys; i++) {
@@ -63,8 +64,14 @@ COUNTERS_FUNCTION(counters_describe_keys)
 /* counters._register(name, query, target, owns_target) (0.1 to 0.3) */
 COUNTERS_FUNCTION(counters_register)
 {
-	(void)counters::GetSourceCounters(counters::Register(text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_OID(1),
-	                                                     PG_GETARG_OID(2), PG_GETARG_BOOL(3)));
+	const char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	Oid query = PG_GETARG_OID(1), target = PG_GETARG_OID(2);
+	counters::Declaration d = {name,       query,      target, PG_GETARG_BOOL(3), counters::Mode::Exact, InvalidOid,
+	                           InvalidOid, InvalidOid, nullptr};
+	/* (the caller's declaration: every relation the view reads and the target authorized before it is analysed) */
+	List *rels = list_append_unique_oid(list_append_unique_oid(counters::ViewRelations(query), query), target);
+	(void)counters::GetSourceCounters(counters::Register(
+	    &d, counters::AuthorizeDeclaration(name, GetUserId(), rels, counters::RelationOwner(target))));
 	PG_RETURN_OID(PG_GETARG_OID(2));
 }
 

@@ -57,7 +57,7 @@ Distribute(Oid source, const char *column)
 	foreach (lc, entries) {
 		Counter *e = (Counter *)lfirst(lc);
 		RequireMaintainer(e);
-		CounterDef *def = AnalyzeView(e->name, e->query, CounterOwner(e));
+		CounterDef *def = DefinitionOf(e);
 		const char *refused = e->mode != Mode::Exact          ? "is in log or sharded mode"
 		                      : !e->owns_target               ? "counts into columns of an existing table"
 		                      : OidIsValid(def->parent)       ? "counts through a parent row"

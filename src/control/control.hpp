@@ -65,7 +65,6 @@ char *DeleteAllStatement(Oid rel);
 char *RetentionStatement(const CounterShape *s, Oid rel, const char **names);
 
 /* Statements for declaring and switching counters (declare_statements.cpp). */
-char *KeyNames(const CounterDef *def);
 char *CreateViewStatement(const char *schema, const char *view, const char *definition);
 char *CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table);
 /*
@@ -105,6 +104,7 @@ char *CreateParentTriggerStatement(int trigger, Oid rel);
 char *CreateTriggerStatement(int trigger, Oid rel, bool is_source);
 char *DropTriggerStatement(int trigger, Oid rel);
 char *EnableReplicaTriggerStatement(int trigger, Oid rel);
+char *EnableTriggerStatement(const char *trigger, Oid rel, bool always);
 char *CreateGuardTriggerStatement(Oid rel);
 void GuardOwnTables(const Counter *e);
 char *CreateTargetKeyTriggerStatement(Oid target, List *columns);
@@ -152,6 +152,8 @@ void AlterCounterConcurrently(const char *name, const char *definition);
 /* counters.drop_counter(); keep_triggers: the source keeps its triggers (a counter declared again in this transaction).
  */
 void DropCounter(const char *name, bool keep_triggers = false);
+/* counters.attach(): Attach for a table that has counters, by a caller with its owner's privileges. */
+void AttachCounted(Oid relid);
 void Attach(Oid source);
 /*
  * The replica triggers of `source` (and its partitions) enabled for the replica role again after ENABLE TRIGGER ALL

@@ -288,7 +288,9 @@ WarnMissedWrites(List *catalog, Oid relid, const char *trigger, bool replica_onl
 	/* (the replica triggers fire for the replica role only, as attach() creates them) */
 	if (replica_only && trigger != nullptr &&
 	    (strcmp(trigger, CaptureTriggerName(REPLICA_TRIGGER)) == 0 ||
-	     strcmp(trigger, CaptureTriggerName(REPLICA_TRUNCATE_TRIGGER)) == 0))
+	     strcmp(trigger, CaptureTriggerName(REPLICA_TRUNCATE_TRIGGER)) == 0 ||
+	     strcmp(trigger, ParentTriggerName(PARENT_REPLICA_TRIGGER)) == 0 ||
+	     strcmp(trigger, ParentTriggerName(PARENT_REPLICA_TRUNCATE_TRIGGER)) == 0))
 		return;
 	const char *state = trigger == nullptr ? "its triggers are disabled"
 	                                       : psprintf("trigger \"%s\" %s", trigger,
@@ -585,6 +587,19 @@ OnDdlEnd(EventTriggerData *trigger)
 {
 	if (citus::OnWorker())
 		return;
+	/*
+	 * A trigger of counters created on a table the catalog has no counter of (nor a counter joining it): a restore
+	 * creates the triggers after loading the data, and the counters its views describe are declared again now, as
+	 * their views' owners could declare them, not at the first write. (Resolved with the statement's search_path.)
+	 */
+	if (IsA(trigger->parsetree, CreateTrigStmt)) {
+		CreateTrigStmt *stmt = (CreateTrigStmt *)trigger->parsetree;
+		Oid rel = RangeVarGetRelid(stmt->relation, NoLock, true);
+		if (OidIsValid(rel) && TriggerFunction(rel, stmt->trigname) == CaptureFunction() &&
+		    ReadCatalogOfSource(SourceOf(rel)) == NIL && ReadCountersOf(rel, true) == NIL)
+			(void)Adopt(rel);
+		return;
+	}
 	/*
 	 * The ALTER TABLE that changed a counted column's type is done: its counters are declared again. (The DROP
 	 * statements that removed them ran, and ended, inside the same ALTER TABLE.)

@@ -90,7 +90,7 @@ BeginChange(Change *change, const char *name, LOCKMODE mode, LOCKMODE own)
 	Counter *e = locks.e;
 	change->e = e;
 	/* (no setting pinned here: each statement pins its own, and a definition the caller typed resolves as theirs) */
-	EnterOwner(&change->scope, CounterOwner(e), 0);
+	EnterOwner(&change->scope, AuthorizeMaintainer(e), 0);
 	return e;
 }
 
@@ -145,75 +145,11 @@ ResolveTarget(const char *counter, const char *target, char **schema, char **tab
 	return InvalidOid;
 }
 
-struct KeyColumns {
-	int n;
-	AttrNumber *attnums;
-};
-
-/* A unique index on exactly the columns `arg` (KeyColumns) names, in any order, without expressions. */
-static bool
-UniqueOnColumns(HeapTuple tup, const void *arg)
-{
-	const KeyColumns *keys = (const KeyColumns *)arg;
-	Form_pg_index index = (Form_pg_index)GETSTRUCT(tup);
-	bool ok = index->indisunique && index->indnatts == keys->n && heap_attisnull(tup, Anum_pg_index_indexprs, nullptr);
-	for (int k = 0; ok && k < keys->n; k++) {
-		bool in_index = false;
-		for (int j = 0; j < index->indnatts; j++)
-			in_index |= index->indkey.values[j] == keys->attnums[k];
-		ok = in_index;
-	}
-	return ok;
-}
-
 /* An index whose first column is the column `arg` (an AttrNumber) points at. */
 static bool
 LeadsWithColumn(HeapTuple tup, const void *arg)
 {
 	return ((Form_pg_index)GETSTRUCT(tup))->indkey.values[0] == *(const AttrNumber *)arg;
-}
-
-/* A target (an existing table) must have the definition's columns, values of integer or numeric types, and a
- * unique index on exactly the keys. */
-static void
-CheckExistingTarget(const char *name, const CounterDef *def, Oid target)
-{
-	StringInfoData missing;
-	initStringInfo(&missing);
-	for (int i = 0; i < def->ncolumns; i++) {
-		const char *column = ColumnName(def, i);
-		if (get_attnum(target, column) == InvalidAttrNumber)
-			appendStringInfo(&missing, "%s%s", missing.len ? ", " : "", quote_identifier(column));
-	}
-	if (missing.len > 0)
-		ereport(ERROR,
-		        (errcode(ERRCODE_UNDEFINED_COLUMN),
-		         errmsg("counter \"%s\": target table %s has no column %s", name, QualifiedName(target), missing.data),
-		         errhint("The key and value aliases of the definition must name columns of the target table.")));
-	for (int v = 0; v < def->nvalues; v++) {
-		AttrNumber attnum = get_attnum(target, def->values[v].column_name);
-		Oid type;
-		int32 typmod;
-		Oid collation;
-		get_atttypetypmodcoll(target, attnum, &type, &typmod, &collation);
-		if (type != INT2OID && type != INT4OID && type != INT8OID && type != NUMERICOID)
-			appendStringInfo(&missing, "%s%s (%s)", missing.len ? ", " : "",
-			                 quote_identifier(def->values[v].column_name), format_type_with_typemod(type, typmod));
-	}
-	if (missing.len > 0)
-		ereport(ERROR,
-		        (errcode(ERRCODE_DATATYPE_MISMATCH),
-		         errmsg("counter \"%s\": target column %s is not of an integer or numeric type", name, missing.data)));
-	/* a valid unique index, without predicate or expressions, on exactly the key columns */
-	KeyColumns keys = {def->nkeys, (AttrNumber *)palloc(sizeof(AttrNumber) * def->nkeys)};
-	for (int k = 0; k < def->nkeys; k++)
-		keys.attnums[k] = get_attnum(target, def->keys[k].column_name);
-	bool found = AnyIndexOf(target, UniqueOnColumns, &keys);
-	if (!found)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-		                errmsg("counter \"%s\": key columns (%s) are not a unique key of target table %s", name,
-		                       KeyNames(def), QualifiedName(target)),
-		                errhint("Create a unique index or primary key on exactly the key columns.")));
 }
 
 /* The relation a counter's name refers to in its schema, once created. */
@@ -298,22 +234,26 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	Oid tgt = target != nullptr ? ResolveTarget(name, target, &schema, &table) : InvalidOid;
 	RefuseTemporaryTarget(name, tgt, schema, table);
 	Oid caller = GetUserId();
-	if (OidIsValid(tgt))
-		RequireOwnerPrivileges(name, tgt);
 	/*
-	 * A new counter belongs to the owner of the existing table that keeps it, else to the owner of the table it
-	 * counts, whoever declares it (as an index belongs to its table's owner): a superuser declaring a counter over an
-	 * application's table runs the application's code as the application.
+	 * Authorize, then act: every relation the definition names (found in its raw parse, resolved as its analysis will
+	 * resolve them; nothing runs) and the target must be the caller's to declare a counter over, before the definition
+	 * is parsed and planned as anyone. A new counter belongs to the owner of the existing table that keeps it, else to
+	 * the owner of the table it counts, whoever declares it (as an index belongs to its table's owner): a superuser
+	 * declaring a counter over an application's table runs the application's code as the application.
 	 */
-	Oid counted = InvalidOid;
-	if (!OidIsValid(owner) && !OidIsValid(tgt) && names == Names::Caller)
-		counted = DefinitionSource(name, definition);
+	Oid counted;
+	List *rels = DefinitionRelations(name, definition, names == Names::Pinned, &counted);
+	if (OidIsValid(tgt))
+		rels = list_append_unique_oid(rels, tgt);
 	if (!OidIsValid(owner))
 		owner = OidIsValid(tgt) ? RelationOwner(tgt) : OidIsValid(counted) ? RelationOwner(counted) : caller;
+	Authorization auth = AuthorizeDeclaration(name, caller, rels, owner);
 	OwnerScope scope;
-	EnterOwner(&scope, owner, names == Names::Caller ? PIN_CALLER_PATH : PIN_SEARCH_PATH);
+	EnterOwner(&scope, auth, names == Names::Caller ? PIN_CALLER_PATH : PIN_SEARCH_PATH);
 	/* Parsing and planning the definition runs its code: as the owner, restricted, the names resolved as above. */
 	CounterDef *def = DescribeDefinition(name, definition, owner);
+	if (!list_member_oid(rels, def->source) || (OidIsValid(def->parent) && !list_member_oid(rels, def->parent)))
+		elog(ERROR, "counters: counter \"%s\": the definition was analysed over a relation not authorized", name);
 	Oid colocate_with;
 	const char *distribution_column;
 	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
@@ -371,7 +311,8 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 		if (placement != citus::Placement::Local)
 			citus::DistributeCounterTable(tgt, placement, colocate_with, distribution_column);
 		/* (compiled now: anything the trigger could not run fails the declaration, not a later write) */
-		(void)GetSourceCounters(Register(name, view, tgt, owns));
+		Declaration declared = {name, view, tgt, owns, Mode::Exact, InvalidOid, InvalidOid, InvalidOid, nullptr};
+		(void)GetSourceCounters(Register(&declared, auth));
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
 		ret = fill ? SPI_execute(FillStatement(def, tgt, view), false, 0) : SPI_OK_INSERT;
 		UnpinSettings(level);
@@ -379,10 +320,14 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 			elog(ERROR, "counters: filling counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
 		Execute(CounterKeyStatement(def, tgt, all_keys_not_null, digest), SPI_OK_UTILITY);
 	} else {
-		CheckExistingTarget(name, def, tgt);
-		/* (checks that the key columns have the definition's key types: compared without conversion) */
-		/* (compiled now: anything the trigger could not run fails the declaration, not a later write) */
-		(void)GetSourceCounters(Register(name, view, tgt, owns));
+		/*
+		 * (Register checks the target's columns and key types; a declaration needs its unique key now; compiled now:
+		 * anything the trigger could not run fails the declaration, not a later write)
+		 */
+		Declaration declared = {name, view, tgt, owns, Mode::Exact, InvalidOid, InvalidOid, InvalidOid, nullptr};
+		Oid source = Register(&declared, auth);
+		RequireTargetKey(name, def, tgt);
+		(void)GetSourceCounters(source);
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
 		ret = SPI_execute(ZeroTargetStatement(def, tgt), false, 0);
 		if (ret == SPI_OK_UPDATE)
@@ -409,20 +354,6 @@ StoppedContext(void *arg)
 	errcontext("create_counter_concurrently() of counter \"%s\" stopped after its declaration: CALL "
 	           "counters.rebuild_concurrently('%s') completes it, SELECT counters.drop_counter('%s') removes it",
 	           name, name, name);
-}
-
-static void
-CheckCounterName(const char *name)
-{
-	if (name == nullptr)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_NAME), errmsg("invalid counter name NULL"),
-		                errdetail("A counter name has 1 to %d bytes.", COUNTER_NAME_MAX_BYTES)));
-	/* The definition view is named <name>_definition, an identifier of at most NAMEDATALEN - 1 bytes. */
-	if (strlen(name) == 0 || strlen(name) > COUNTER_NAME_MAX_BYTES)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_NAME), errmsg("invalid counter name %s", quote_literal_cstr(name)),
-		                errdetail("A counter name has 1 to %d bytes (this one has %zu): its tables and views are "
-		                          "named after it.",
-		                          COUNTER_NAME_MAX_BYTES, strlen(name))));
 }
 
 /* A counter declared in `mode`, as owner `owner` (InvalidOid: a new counter), its names resolved as `names` says. */
@@ -502,7 +433,7 @@ DropCounter(const char *name, bool keep_triggers)
 	if (citus::IsCitusRelation(c->source))
 		citus::BeginDistributedChange();
 	Oid parent = OidIsValid(c->query) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->query))
-	                 ? AnalyzeView(c->name, c->query, CounterOwner(c))->parent
+	                 ? DefinitionOf(c)->parent
 	                 : InvalidOid;
 	Unregister(c);
 	ForgetCounterStats(c->query);
@@ -609,9 +540,33 @@ Attach(Oid source)
 				Execute(DropTriggerStatement(t, rel), SPI_OK_UTILITY);
 			else if (present && replica_trigger && enabled == TRIGGER_FIRES_ON_ORIGIN)
 				Execute(EnableReplicaTriggerStatement(t, rel), SPI_OK_UTILITY);
+			/* (a sink's row trigger fires for every role: under the replica role it counts each row at once) */
+			else if (present && t == SINK_TRIGGER && enabled == TRIGGER_FIRES_ON_ORIGIN)
+				Execute(EnableTriggerStatement(CaptureTriggerName(t), rel, true), SPI_OK_UTILITY);
 		}
 	}
 	SPI_finish();
+}
+
+void
+AttachCounted(Oid relid)
+{
+	/*
+	 * counters.attach(): the triggers of a table's counters, again. Only a table that has counters, for a caller who
+	 * may change them (its owner's privileges): triggers on a table without one count for nobody, and only stand ready
+	 * for a forged description to be adopted.
+	 */
+	Oid source = SourceOf(relid);
+	if (!HasOwnerPrivileges(source))
+		ereport(ERROR,
+		        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("must be owner of table %s", QualifiedName(source))));
+	if (ReadCatalogOfSource(source) == NIL)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("table %s has no counter", QualifiedName(source)),
+		                errdetail("counters.attach() re-creates the triggers of a table's counters; a table without "
+		                          "counters has none."),
+		                errhint("Declare a counter with counters.create_counter(), which attaches its triggers.")));
+	Attach(source);
 }
 
 void
@@ -658,7 +613,7 @@ JoinsParent(Oid parent)
 		Counter *e = (Counter *)lfirst(lc);
 		if (e->source == parent || !OidIsValid(e->query) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
 			continue;
-		if (AnalyzeView(e->name, e->query, CounterOwner(e))->parent == parent)
+		if (DefinitionOf(e)->parent == parent)
 			return true;
 	}
 	return false;
@@ -673,7 +628,7 @@ ParentsOfSource(Oid source)
 		Counter *e = (Counter *)lfirst(lc);
 		if (!OidIsValid(e->query) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
 			continue;
-		Oid parent = AnalyzeView(e->name, e->query, CounterOwner(e))->parent;
+		Oid parent = DefinitionOf(e)->parent;
 		if (OidIsValid(parent))
 			parents = list_append_unique_oid(parents, parent);
 	}
@@ -705,7 +660,7 @@ AttachTarget(Oid target)
 		if (e->owns_target || e->target != target || !OidIsValid(e->query) ||
 		    !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
 			continue;
-		CounterDef *def = AnalyzeView(e->name, e->query, CounterOwner(e));
+		CounterDef *def = DefinitionOf(e);
 		for (int k = 0; k < def->nkeys; k++) {
 			bool known = false;
 			ListCell *c;
@@ -728,9 +683,13 @@ SetParentTriggers(Oid parent, bool attach)
 {
 	SpiConnect();
 	for (int t = 0; t < PARENT_TRIGGERS; t++) {
-		Oid function = TriggerFunction(parent, ParentTriggerName(t));
+		char enabled;
+		Oid function = TriggerFunction(parent, ParentTriggerName(t), &enabled);
+		bool replica = t == PARENT_REPLICA_TRIGGER || t == PARENT_REPLICA_TRUNCATE_TRIGGER;
 		if (attach && !OidIsValid(function))
 			Execute(CreateParentTriggerStatement(t, parent), SPI_OK_UTILITY);
+		else if (attach && replica && function == CaptureFunction() && enabled == TRIGGER_FIRES_ON_ORIGIN)
+			Execute(EnableTriggerStatement(ParentTriggerName(t), parent, false), SPI_OK_UTILITY);
 		else if (!attach && function == CaptureFunction())
 			Execute(psprintf("DROP TRIGGER %s ON %s", ParentTriggerName(t), QualifiedName(parent)), SPI_OK_UTILITY);
 	}
@@ -799,7 +758,7 @@ SetSink(Oid source, bool sink)
 	SpiConnect();
 	/* (as its owner: a rule or policy of the table is the owner's code) */
 	OwnerScope owner;
-	EnterOwner(&owner, RelationOwner(source), PIN_ROW_SECURITY);
+	EnterOwner(&owner, AuthorizeTableOwner(source), PIN_ROW_SECURITY);
 	if (QueryLatest(psprintf("SELECT 1 FROM ONLY %s LIMIT 1", name), 0, nullptr, nullptr, nullptr) != SPI_OK_SELECT)
 		elog(ERROR, "counters: reading %s failed", name);
 	LeaveOwner(&owner);

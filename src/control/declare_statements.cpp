@@ -26,16 +26,6 @@ extern "C" {
 namespace counters {
 
 char *
-KeyNames(const CounterDef *def)
-{
-	StringInfoData keys;
-	initStringInfo(&keys);
-	for (int k = 0; k < def->nkeys; k++)
-		appendStringInfo(&keys, "%s%s", k ? ", " : "", quote_identifier(def->keys[k].column_name));
-	return keys.data;
-}
-
-char *
 CreateViewStatement(const char *schema, const char *view, const char *definition)
 {
 	return psprintf("CREATE VIEW %s AS %s", quote_qualified_identifier(schema, view), definition);
@@ -417,9 +407,11 @@ CreateTriggerStatement(int trigger, Oid rel, bool is_source)
 	case DELETE_TRIGGER:
 		return psprintf("CREATE TRIGGER %s AFTER DELETE ON %s REFERENCING OLD TABLE AS counters_old %s", name, on,
 		                call);
+	/* (fires for every role: under the replica role, which fires no counters_sink_end, it counts each row at once) */
 	case SINK_TRIGGER:
-		return psprintf("CREATE TRIGGER %s BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION counters.capture()", name,
-		                on);
+		return psprintf("CREATE TRIGGER %s BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION counters.capture(); "
+		                "ALTER TABLE %s ENABLE ALWAYS TRIGGER %s",
+		                name, on, on, name);
 	case SINK_GUARD_TRIGGER:
 		return psprintf("CREATE TRIGGER %s BEFORE UPDATE OR DELETE ON %s %s", name, on, call);
 	case SINK_END_TRIGGER:
@@ -456,6 +448,15 @@ CreateParentTriggerStatement(int trigger, Oid rel)
 		return psprintf("CREATE TRIGGER %s AFTER INSERT ON %s REFERENCING NEW TABLE AS counters_new FOR EACH "
 		                "STATEMENT EXECUTE FUNCTION counters.capture()",
 		                name, on);
+	case PARENT_REPLICA_TRIGGER:
+		return psprintf("CREATE TRIGGER %s AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION "
+		                "counters.capture(); ALTER TABLE %s ENABLE REPLICA TRIGGER %s",
+		                name, on, on, name);
+	case PARENT_REPLICA_TRUNCATE_TRIGGER:
+		return psprintf(
+		    "CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION counters.capture(); "
+		    "ALTER TABLE %s ENABLE REPLICA TRIGGER %s",
+		    name, on, on, name);
 	default:
 		return psprintf("CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION counters.capture()",
 		                name, on);
@@ -468,6 +469,14 @@ EnableReplicaTriggerStatement(int trigger, Oid rel)
 {
 	return psprintf("ALTER TABLE %s ENABLE REPLICA TRIGGER %s", QualifiedName(rel),
 	                quote_identifier(CaptureTriggerName(trigger)));
+}
+
+/* ALTER TABLE public.posts ENABLE REPLICA TRIGGER counters_parent_replica (or ENABLE ALWAYS: always) */
+char *
+EnableTriggerStatement(const char *trigger, Oid rel, bool always)
+{
+	return psprintf("ALTER TABLE %s ENABLE %s TRIGGER %s", QualifiedName(rel), always ? "ALWAYS" : "REPLICA",
+	                quote_identifier(trigger));
 }
 
 char *

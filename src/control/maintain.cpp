@@ -65,7 +65,7 @@ BuildShape(const Counter *e)
 	CounterShape *s = (CounterShape *)palloc0(sizeof(CounterShape));
 	s->e = e;
 	s->keep_zero = CurrentOptions(e->name)->keep_zero;
-	s->def = AnalyzeView(e->name, e->query, CounterOwner(e));
+	s->def = DefinitionOf(e);
 	CounterDef *def = s->def;
 	int n = def->ncolumns;
 	s->ncolumns = n;
@@ -144,12 +144,16 @@ RequireAllRowsVisible(const Counter *e)
 		             QualifiedName(e->source))));
 }
 
-/* Run `sql` as the owner of counter `e` (security-restricted, settings pinned); SPI is connected by the caller. */
+/*
+ * Run `sql` as the counter's owner `auth` authorized (security-restricted, settings pinned); SPI is connected by the
+ * caller. A statement made of the counter alone runs for whoever may start it (AuthorizedByCatalog); one with text
+ * the caller typed (a rebuild condition), for a caller who may maintain the counter (AuthorizeMaintainer).
+ */
 int
-RunAsOwner(const Counter *e, const char *sql, int nargs, Oid *argtypes, Datum *values, bool read_only)
+RunAsOwner(const Authorization &auth, const char *sql, int nargs, Oid *argtypes, Datum *values, bool read_only)
 {
 	OwnerScope owner;
-	EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
+	EnterOwner(&owner, auth, PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
 	int ret = SPI_execute_with_args(sql, nargs, argtypes, values, nullptr, read_only, 0);
 	LeaveOwner(&owner);
 	return ret;
@@ -316,7 +320,8 @@ CompactOne(const Counter *e, Round *round)
 	/* (before the statement's snapshot: what commits after it stays pending, stats.cpp) */
 	NoteCompactionStart(e->query);
 	SpiConnect();
-	int ret = RunAsOwner(e, CompactStatement(s, thresholds != nullptr), 0, nullptr, nullptr, false);
+	int ret =
+	    RunAsOwner(AuthorizedByCatalog(e), CompactStatement(s, thresholds != nullptr), 0, nullptr, nullptr, false);
 	if (ret != SPI_OK_SELECT || SPI_processed < 1)
 		elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	int64 folded = Int64Column(1);
@@ -326,7 +331,7 @@ CompactOne(const Counter *e, Round *round)
 	if (!isnull && !s->keep_zero &&
 	    ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(zero_rows)), ARR_DIMS(DatumGetArrayTypeP(zero_rows))) > 0) {
 		Oid tids = TIDARRAYOID;
-		ret = RunAsOwner(e, DeleteRowsStatement(s->table), 1, &tids, &zero_rows, false);
+		ret = RunAsOwner(AuthorizedByCatalog(e), DeleteRowsStatement(s->table), 1, &tids, &zero_rows, false);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	}
@@ -352,8 +357,8 @@ RetainOne(const Counter *e, Round *round)
 		Oid rel = i == 0 ? table : e->log;
 		if (!OidIsValid(rel))
 			continue;
-		int ret = RunAsOwner(e, RetentionStatement(s, rel, i == 0 ? s->table_names : s->log_names), 0, nullptr, nullptr,
-		                     false);
+		int ret = RunAsOwner(AuthorizedByCatalog(e), RetentionStatement(s, rel, i == 0 ? s->table_names : s->log_names),
+		                     0, nullptr, nullptr, false);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: applying the retention of counter \"%s\" failed: %s", e->name,
 			     SPI_result_code_string(ret));
@@ -586,7 +591,7 @@ VerifyOne(void *arg)
 	SpiConnect();
 	Oid argtypes[1] = {TEXTOID};
 	Datum args[1] = {CStringGetTextDatum(e->name)};
-	int ret = RunAsOwner(e, VerifyStatement(s), 1, argtypes, args, true);
+	int ret = RunAsOwner(AuthorizedByCatalog(e), VerifyStatement(s), 1, argtypes, args, true);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: verifying counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	uint64 wrong = SPI_processed;
@@ -656,7 +661,7 @@ ProbeCondition(void *arg)
 	if (list_length(raw_parser(ConditionProbe(c->condition), RAW_PARSE_DEFAULT)) != 1)
 		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR), errmsg("more than one statement")));
 	SpiConnect();
-	(void)RunAsOwner(c->e, RebuildConditionCheck(c->s, c->condition), 0, nullptr, nullptr, true);
+	(void)RunAsOwner(AuthorizeMaintainer(c->e), RebuildConditionCheck(c->s, c->condition), 0, nullptr, nullptr, true);
 	SPI_finish();
 }
 
@@ -686,39 +691,26 @@ InitMaintenance()
 	    &step_timeout_ms, 60000, 0, INT_MAX, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
 }
 
+namespace {
+
+/* A step's error to return: its own, or a cancel that its step_timeout asked for (said so); not another cancel. */
+bool
+StepError(ErrorData *error)
+{
+	bool timed_out = step_timed_out && error->sqlerrcode == ERRCODE_QUERY_CANCELED;
+	step_timed_out = false;
+	if (timed_out)
+		error->message = psprintf("canceled after %d ms (counters.step_timeout)", step_timeout_ms);
+	return timed_out || (error->sqlerrcode != ERRCODE_QUERY_CANCELED &&
+	                     ERRCODE_TO_CATEGORY(error->sqlerrcode) != ERRCODE_TO_CATEGORY(ERRCODE_OPERATOR_INTERVENTION));
+}
+
+} // namespace
+
 ErrorData *
 TryInSubtransaction(void (*body)(void *), void *arg)
 {
-	MemoryContext caller = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData *volatile error = nullptr;
-	BeginInternalSubTransaction(nullptr);
-	MemoryContextSwitchTo(caller);
-	PG_TRY();
-	{
-		body(arg);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(caller);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(caller);
-		error = CopyErrorData();
-		bool timed_out = step_timed_out && error->sqlerrcode == ERRCODE_QUERY_CANCELED;
-		step_timed_out = false;
-		if (timed_out)
-			error->message = psprintf("canceled after %d ms (counters.step_timeout)", step_timeout_ms);
-		else if (error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-		         ERRCODE_TO_CATEGORY(error->sqlerrcode) == ERRCODE_TO_CATEGORY(ERRCODE_OPERATOR_INTERVENTION))
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(caller);
-		CurrentResourceOwner = owner;
-	}
-	PG_END_TRY();
-	return error;
+	return TrySubtransaction(body, arg, StepError);
 }
 
 namespace {
@@ -745,12 +737,13 @@ RebuildOne(const Counter *e, const char *condition, bool named)
 		CheckCondition(e, s, condition);
 	SpiConnect();
 	bool distributed = citus::KindOfTable(s->table) != citus::Kind::Local;
-	int ret = RunAsOwner(e, RebuildStatement(s, condition, distributed), 0, nullptr, nullptr, false);
+	int ret =
+	    RunAsOwner(AuthorizeMaintainer(e), RebuildStatement(s, condition, distributed), 0, nullptr, nullptr, false);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "counters: rebuilding counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	int64 differ = Int64Column(1), deleted = Int64Column(2), inserted = Int64Column(3), updated = Int64Column(4);
 	if (distributed && e->owns_target && !s->keep_zero) {
-		ret = RunAsOwner(e, ZeroRowsStatement(s), 0, nullptr, nullptr, false);
+		ret = RunAsOwner(AuthorizedByCatalog(e), ZeroRowsStatement(s), 0, nullptr, nullptr, false);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: rebuilding counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 		deleted = (int64)SPI_processed;

@@ -168,7 +168,7 @@ RenameCounter(const char *from, const char *to)
 	Counter *e = LookupCounter(from);
 	RequireMaintainer(e);
 	OwnerScope as;
-	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
+	EnterOwner(&as, AuthorizeMaintainer(e), PIN_SEARCH_PATH);
 	SpiConnect();
 	RenameWithIndexes(e->query, DefinitionViewName(to), from, to);
 	RenameWithIndexes(e->target, to, from, to);
@@ -454,7 +454,7 @@ RefreshConcurrently(const char *name, const char *step)
 	uint64 processed[3];
 	SpiConnect();
 	OwnerScope owner;
-	EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
+	EnterOwner(&owner, AuthorizeMaintainer(e), PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
 	for (int i = 0; i < 3; i++) {
 		SPIPlanPtr plan = SPI_prepare(statements[i], 0, nullptr);
 		if (plan == nullptr)
@@ -558,7 +558,7 @@ WindowCrossings(const Counter *e, bool window)
 	char *table = DerivedName(get_rel_name(e->target), "_crossings");
 	Oid rel = InvalidOid;
 	OwnerScope as;
-	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
+	EnterOwner(&as, AuthorizeMaintainer(e), PIN_SEARCH_PATH);
 	SpiConnect();
 	if (window) {
 		if (OidIsValid(get_relname_relid(table, nsp)))
@@ -585,7 +585,7 @@ KeepCrossings(const Counter *e, Oid crossings, const CounterDef *def)
 {
 	WindowConfig *w = ReadWindow(LookupCounter(e->name));
 	OwnerScope as;
-	EnterOwner(&as, CounterOwner(e), PIN_SEARCH_PATH);
+	EnterOwner(&as, AuthorizeMaintainer(e), PIN_SEARCH_PATH);
 	SpiConnect();
 	if (w == nullptr)
 		Execute(DropStatement("TABLE", crossings), SPI_OK_UTILITY);

@@ -360,7 +360,7 @@ RenderTopKeys(const Counter *e, const CounterShape *s, TupleDesc desc, FunctionC
 	bool *in_nulls = (bool *)palloc(sizeof(bool) * got->natts);
 	Oid owner = CounterOwner(e);
 	OwnerScope scope;
-	EnterOwner(&scope, owner, PIN_SEARCH_PATH | PIN_OUTPUT);
+	EnterOwner(&scope, AuthorizedByCatalog(e), PIN_SEARCH_PATH | PIN_OUTPUT);
 	for (uint64 r = 0; r < SPI_processed; r++) {
 		heap_deform_tuple(SPI_tuptable->vals[r], got, in_values, in_nulls);
 		Datum values[2] = {RenderKey(owner, nkeys, names, in_values, in_nulls, types), in_values[nkeys]};
@@ -595,7 +595,7 @@ WriteWindowOption(const char *name, const char *bucket, const char *width, const
 	Datum state_args[2] = {CStringGetTextDatum(column), thresholds};
 	char state_nulls[2] = {' ', thresholds == (Datum)0 ? 'n' : ' '};
 	OwnerScope owner;
-	EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH);
+	EnterOwner(&owner, AuthorizeMaintainer(e), PIN_SEARCH_PATH);
 	SpiConnect();
 	if (SPI_execute_with_args(DeleteCrossingsStatement(crossings), 2, state_types, state_args, state_nulls, false, 0) !=
 	    SPI_OK_DELETE)
@@ -627,7 +627,7 @@ WindowState(const char *name, FunctionCallInfo fcinfo)
 		}
 		/* (read as the owner, whose table it is: for a role that may read the counter) */
 		OwnerScope owner;
-		EnterOwner(&owner, CounterOwner(e), PIN_SEARCH_PATH | PIN_ROW_SECURITY);
+		EnterOwner(&owner, AuthorizedByCatalog(e), PIN_SEARCH_PATH | PIN_ROW_SECURITY);
 		SpiConnect();
 		if (SPI_execute(CrossingsStatement(e->crossings), true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "counters: reading the window state of counter \"%s\" failed", e->name);

@@ -53,18 +53,58 @@ StringOf(const JsonbValue *v)
 	return pnstrdup(v->val.string.val, v->val.string.len);
 }
 
-/* A number value as numeric (a copy), or (Datum)0. A string that reads as a number is taken too (as ->> would). */
+/* Whether `text` is a plain decimal number (digits, a sign, a point), which numeric_in reads without failing. */
+bool
+IsDecimalText(const char *text, int len)
+{
+	int i = len > 0 && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+	int digits = 0, points = 0;
+	for (; i < len; i++) {
+		if (text[i] >= '0' && text[i] <= '9')
+			digits++;
+		else if (text[i] == '.' && points++ == 0)
+			continue;
+		else
+			return false;
+	}
+	return digits > 0 && len <= 1000;
+}
+
+/*
+ * A number value as numeric (a copy), or (Datum)0. A string that reads as a plain decimal is taken too (as ->> would);
+ * any other string makes the options invalid (*invalid says why: reading them never fails, see ParseOptions).
+ */
 Datum
-NumericOf(const JsonbValue *v)
+NumericOf(const JsonbValue *v, const char **invalid)
 {
 	if (v == nullptr)
 		return (Datum)0;
 	if (v->type == jbvNumeric)
 		return datumCopy(NumericGetDatum(v->val.numeric), false, -1);
-	if (v->type == jbvString)
+	if (v->type == jbvString && IsDecimalText(v->val.string.val, v->val.string.len))
 		return DirectFunctionCall3(numeric_in, CStringGetDatum(pnstrdup(v->val.string.val, v->val.string.len)),
 		                           ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	if (v->type == jbvString && *invalid == nullptr)
+		*invalid = psprintf("\"%s\" is not a number", pnstrdup(v->val.string.val, Min(v->val.string.len, 40)));
 	return (Datum)0;
+}
+
+/* A number from `min` to `max` as an int (-1: none, or out of that range, which makes the options invalid). */
+int
+SmallIntOf(Datum number, int min, int max, const char *what, const char **invalid)
+{
+	if (number == (Datum)0)
+		return -1;
+	Numeric n = DatumGetNumeric(number);
+	bool fits = !numeric_is_nan(n) &&
+	            DatumGetBool(DirectFunctionCall2(numeric_ge, number, DirectFunctionCall1(int4_numeric, min))) &&
+	            DatumGetBool(DirectFunctionCall2(numeric_le, number, DirectFunctionCall1(int4_numeric, max)));
+	if (fits)
+		return DatumGetInt32(DirectFunctionCall1(numeric_int4, number));
+	if (*invalid == nullptr)
+		*invalid = psprintf("%s must be from %d to %d, not %s", what, min, max,
+		                    DatumGetCString(DirectFunctionCall1(numeric_out, number)));
+	return -1;
 }
 
 /* The object or array container of a value, or NULL. */
@@ -117,7 +157,7 @@ CountFields(JsonbContainer *object)
 
 /* The numbers of an array (values), in its order. */
 void
-ReadValues(const JsonbValue *array, int *n, Datum **values)
+ReadValues(const JsonbValue *array, int *n, Datum **values, const char **invalid)
 {
 	*n = 0;
 	*values = nullptr;
@@ -131,7 +171,7 @@ ReadValues(const JsonbValue *array, int *n, Datum **values)
 	while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
 		if (token != WJB_ELEM)
 			continue;
-		Datum d = NumericOf(&v);
+		Datum d = NumericOf(&v, invalid);
 		if (d != (Datum)0)
 			(*values)[(*n)++] = d;
 	}
@@ -139,7 +179,7 @@ ReadValues(const JsonbValue *array, int *n, Datum **values)
 
 /* {"<column>": {"values": [...], "every": n, "callback": "..."}, ...}, the columns in jsonb's order or (sorted) C's. */
 ColumnThresholds *
-ReadColumnThresholds(JsonbContainer *object, int *n, bool sorted)
+ReadColumnThresholds(JsonbContainer *object, int *n, bool sorted, const char **invalid)
 {
 	*n = CountFields(object);
 	ColumnThresholds *out = (ColumnThresholds *)palloc0(sizeof(ColumnThresholds) * Max(*n, 1));
@@ -151,8 +191,8 @@ ReadColumnThresholds(JsonbContainer *object, int *n, bool sorted)
 		ColumnThresholds *t = &out[i];
 		JsonbContainer *entry = ContainerOf(&v);
 		t->column = column;
-		ReadValues(Field(entry, "values"), &t->nvalues, &t->values);
-		t->every = NumericOf(Field(entry, "every"));
+		ReadValues(Field(entry, "values"), &t->nvalues, &t->values, invalid);
+		t->every = NumericOf(Field(entry, "every"), invalid);
 		t->callback = StringOf(Field(entry, "callback"));
 		int j = i++;
 		for (; sorted && j > 0 && strcmp(out[j - 1].column, out[j].column) > 0; j--) {
@@ -175,8 +215,10 @@ ParseOptions(Datum options, bool isnull)
 	if (isnull)
 		return o;
 	JsonbContainer *root = &DatumGetJsonbP(options)->root;
-	if (!JsonContainerIsObject(root))
+	if (!JsonContainerIsObject(root)) {
+		o->invalid = "they are not a JSON object";
 		return o;
+	}
 
 	JsonbContainer *bounds = ContainerOf(Field(root, "bounds"));
 	o->nbounds = CountFields(bounds);
@@ -188,21 +230,22 @@ ParseOptions(Datum options, bool isnull)
 	while (i < o->nbounds && NextField(&it, &column, &v)) {
 		ColumnBounds *b = &o->bounds[i++];
 		b->column = column;
-		b->min = NumericOf(Field(ContainerOf(&v), "min"));
-		b->max = NumericOf(Field(ContainerOf(&v), "max"));
+		b->min = NumericOf(Field(ContainerOf(&v), "min"), &o->invalid);
+		b->max = NumericOf(Field(ContainerOf(&v), "max"), &o->invalid);
 		b->has_min = b->min != (Datum)0;
 		b->has_max = b->max != (Datum)0;
 	}
 	o->nbounds = i;
 
-	o->thresholds = ReadColumnThresholds(ContainerOf(Field(root, "thresholds")), &o->nthresholds, false);
+	o->thresholds = ReadColumnThresholds(ContainerOf(Field(root, "thresholds")), &o->nthresholds, false, &o->invalid);
 
 	const JsonbValue *window = Field(root, "window");
 	if (window != nullptr) {
 		WindowOptions *w = (WindowOptions *)palloc0(sizeof(WindowOptions));
 		w->bucket = StringOf(Field(ContainerOf(window), "bucket"));
 		w->width = StringOf(Field(ContainerOf(window), "width"));
-		w->columns = ReadColumnThresholds(ContainerOf(Field(ContainerOf(window), "columns")), &w->ncolumns, true);
+		w->columns =
+		    ReadColumnThresholds(ContainerOf(Field(ContainerOf(window), "columns")), &w->ncolumns, true, &o->invalid);
 		o->window = w;
 	}
 
@@ -214,10 +257,11 @@ ParseOptions(Datum options, bool isnull)
 	o->touch = StringOf(Field(root, "touch"));
 	o->keep_zero = Field(root, "keep_zero") != nullptr;
 
-	Datum max_slots = NumericOf(Field(root, "max_slots"));
-	if (max_slots != (Datum)0) {
+	int max_slots = SmallIntOf(NumericOf(Field(root, "max_slots"), &o->invalid), MAX_SLOTS_MIN, MAX_SLOTS_MAX,
+	                           "max_slots", &o->invalid);
+	if (max_slots != -1) {
 		o->max_slots_set = true;
-		o->max_slots = DatumGetInt32(DirectFunctionCall1(numeric_int4, max_slots));
+		o->max_slots = max_slots;
 	}
 
 	const JsonbValue *building = Field(root, "building");
@@ -226,10 +270,20 @@ ParseOptions(Datum options, bool isnull)
 		const char *mode = StringOf(Field(ContainerOf(building), "mode"));
 		o->building_has_mode = mode != nullptr;
 		o->building_mode = mode != nullptr ? ParseModeName(mode) : Mode::Exact;
-		Datum slots = NumericOf(Field(ContainerOf(building), "max_slots"));
-		o->building_max_slots = slots != (Datum)0 ? DatumGetInt32(DirectFunctionCall1(numeric_int4, slots)) : -1;
+		o->building_max_slots = SmallIntOf(NumericOf(Field(ContainerOf(building), "max_slots"), &o->invalid),
+		                                   MAX_SLOTS_MIN, MAX_SLOTS_MAX, "building's max_slots", &o->invalid);
 	}
 	return o;
+}
+
+void
+RequireValidOptions(const Counter *e)
+{
+	if (e->options->invalid != nullptr)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\": its options in counters.counter are invalid: %s", e->name,
+		                       e->options->invalid),
+		                errhint("Drop the counter with counters.drop_counter('%s') and declare it again.", e->name)));
 }
 
 const CounterOptions *
@@ -690,8 +744,9 @@ CaptureTriggerName(int trigger)
 const char *
 ParentTriggerName(int trigger)
 {
-	static const char *const names[] = {"counters_parent_begin", "counters_parent_row", "counters_parent_insert",
-	                                    "counters_parent_truncate"};
+	static const char *const names[] = {"counters_parent_begin",   "counters_parent_row",
+	                                    "counters_parent_insert",  "counters_parent_truncate",
+	                                    "counters_parent_replica", "counters_parent_replica_truncate"};
 	static_assert(lengthof(names) == PARENT_TRIGGERS, "a name for every parent trigger");
 	return names[trigger];
 }
@@ -709,6 +764,16 @@ ColumnType(const CounterDef *def, int i)
 	if (cd->is_key)
 		return def->keys[cd->index].type;
 	return def->values[cd->index].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
+}
+
+char *
+KeyNames(const CounterDef *def)
+{
+	StringInfoData keys;
+	initStringInfo(&keys);
+	for (int k = 0; k < def->nkeys; k++)
+		appendStringInfo(&keys, "%s%s", k ? ", " : "", quote_identifier(def->keys[k].column_name));
+	return keys.data;
 }
 
 void

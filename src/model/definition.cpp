@@ -39,6 +39,7 @@ extern "C" {
 #include "utils/ruleutils.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
+#include "utils/guc.h"
 }
 
 namespace counters {
@@ -82,10 +83,11 @@ RequireImmutable(const char *counter, const char *part, Node *expr, Oid source, 
 		                 "cannot be used.")));
 }
 
-/* Prepare an expression of the analysed query for evaluation against source rows. */
+/* Prepare an expression of the analysed query for evaluation against source rows (planning folds, i.e. runs, it). */
 Expr *
 PlanSourceExpr(Node *expr, Index varno)
 {
+	RequireRestricted();
 	if (expr == nullptr)
 		return nullptr;
 	Node *copy = (Node *)copyObject(expr);
@@ -579,15 +581,15 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 }
 
 CounterDef *
-AnalyzeView(const char *name, Oid view_oid, Oid owner)
+AnalyzeView(const char *name, Oid view_oid, const Authorization &auth)
 {
 	/*
 	 * Planning folds IMMUTABLE functions called on constants, so it runs the definition's code: as the counter's
 	 * owner, restricted, with the extension's search_path, whoever reads the definition (a writer, maintenance, an
-	 * event trigger, the background worker).
+	 * event trigger, the background worker), once the reader was authorized.
 	 */
 	OwnerScope as;
-	EnterOwner(&as, owner, PIN_SEARCH_PATH);
+	EnterOwner(&as, auth, PIN_SEARCH_PATH);
 	Relation view = relation_open(view_oid, AccessShareLock);
 	if (view->rd_rel->relkind != RELKIND_VIEW)
 		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("counter \"%s\": definition \"%s\" is not a view",
@@ -597,6 +599,48 @@ AnalyzeView(const char *name, Oid view_oid, Oid owner)
 	relation_close(view, AccessShareLock);
 	LeaveOwner(&as);
 	return def;
+}
+
+CounterDef *
+DefinitionOf(const Counter *e)
+{
+	return AnalyzeView(e->name, e->query, AuthorizedByCatalog(e));
+}
+
+namespace {
+
+/* The relations a view's stored query reads, at any depth (its range tables, subqueries and sublinks included). */
+bool
+CollectRelations(Node *node, void *context)
+{
+	if (node == nullptr)
+		return false;
+	if (IsA(node, RangeTblEntry)) {
+		RangeTblEntry *rte = (RangeTblEntry *)node;
+		if (rte->rtekind == RTE_RELATION)
+			*(List **)context = list_append_unique_oid(*(List **)context, rte->relid);
+		return false;
+	}
+	if (IsA(node, Query))
+		return compat::WalkQuery((Query *)node, CollectRelations, context, QTW_EXAMINE_RTES_BEFORE);
+	return compat::WalkExpression(node, CollectRelations, context);
+}
+
+} // namespace
+
+List *
+ViewRelations(Oid view_oid)
+{
+	/* (the rule as stored: reading it runs nothing, neither do the view's own entries, OLD and NEW, add any) */
+	Relation view = relation_open(view_oid, AccessShareLock);
+	if (view->rd_rel->relkind != RELKIND_VIEW)
+		ereport(ERROR,
+		        (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("\"%s\" is not a view", RelationGetRelationName(view))));
+	List *rels = NIL;
+	(void)CollectRelations((Node *)get_view_query(view), &rels);
+	relation_close(view, AccessShareLock);
+	rels = list_delete_oid(rels, view_oid);
+	return rels;
 }
 
 namespace {
@@ -651,22 +695,76 @@ FirstTable(Node *from)
 	return from != nullptr && IsA(from, RangeVar) ? (RangeVar *)from : nullptr;
 }
 
+struct RawRelations {
+	bool resolve; /* false: the first pass, collecting the names of WITH queries */
+	List *ctes;   /* names of the WITH queries (a name a RangeVar may stand for) */
+	List *rels;
+};
+
+/*
+ * Every RangeVar of a raw parse tree, resolved, in a second pass (WITH queries' names, collected by the first, aside):
+ * an error for one that resolves to no relation, which analysis would report anyway.
+ */
+bool
+CollectRangeVars(Node *node, void *context)
+{
+	RawRelations *r = (RawRelations *)context;
+	if (node == nullptr)
+		return false;
+	if (IsA(node, CommonTableExpr) && !r->resolve)
+		r->ctes = lappend(r->ctes, ((CommonTableExpr *)node)->ctename);
+	else if (IsA(node, RangeVar)) {
+		if (!r->resolve)
+			return false;
+		RangeVar *rv = (RangeVar *)node;
+		Oid relid = RangeVarGetRelid(rv, NoLock, true);
+		bool cte = false;
+		ListCell *lc;
+		foreach (lc, r->ctes)
+			cte |= rv->schemaname == nullptr && strcmp((const char *)lfirst(lc), rv->relname) == 0;
+		if (OidIsValid(relid))
+			r->rels = list_append_unique_oid(r->rels, relid);
+		else if (!cte)
+			/* (as parse analysis reports it, pointing into the definition: DefinitionErrorContext) */
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+			                errmsg("relation \"%s\" does not exist",
+			                       rv->schemaname ? psprintf("%s.%s", rv->schemaname, rv->relname) : rv->relname),
+			                errposition(rv->location + 1)));
+		return false;
+	}
+	return compat::WalkRawTree(node, CollectRangeVars, context);
+}
+
 } // namespace
 
-Oid
-DefinitionSource(const char *name, const char *definition)
+List *
+DefinitionRelations(const char *name, const char *definition, bool pinned, Oid *source)
 {
 	DefinitionContext dc = {name, definition};
 	ErrorContextCallback context;
 	PushDefinitionContext(&context, &dc);
 	/* (raw parsing runs no code; a wrong definition is reported by DescribeDefinition) */
 	List *raw = raw_parser(definition, RAW_PARSE_DEFAULT);
+	*source = InvalidOid;
+	RawRelations r = {false, NIL, NIL};
+	/* (names resolve exactly as the definition's analysis will resolve them: with the same search_path) */
+	int level = NewGUCNestLevel();
+	(void)set_config_option("search_path", pinned ? "pg_catalog, pg_temp" : CallerSearchPath(), PGC_USERSET,
+	                        PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	/* (anything but one SELECT is refused by DescribeDefinition, before it is analysed) */
+	if (list_length(raw) == 1 && IsA(linitial_node(RawStmt, raw)->stmt, SelectStmt)) {
+		for (int pass = 0; pass < 2; pass++) {
+			r.resolve = pass == 1;
+			(void)CollectRangeVars(linitial_node(RawStmt, raw)->stmt, &r);
+		}
+		SelectStmt *select = (SelectStmt *)linitial_node(RawStmt, raw)->stmt;
+		RangeVar *table = select->fromClause != NIL ? FirstTable((Node *)linitial(select->fromClause)) : nullptr;
+		if (table != nullptr)
+			*source = RangeVarGetRelid(table, NoLock, true);
+	}
+	AtEOXact_GUC(false, level);
 	error_context_stack = context.previous;
-	if (list_length(raw) != 1 || !IsA(linitial_node(RawStmt, raw)->stmt, SelectStmt))
-		return InvalidOid;
-	SelectStmt *select = (SelectStmt *)linitial_node(RawStmt, raw)->stmt;
-	RangeVar *table = select->fromClause != NIL ? FirstTable((Node *)linitial(select->fromClause)) : nullptr;
-	return table != nullptr ? RangeVarGetRelid(table, NoLock, true) : InvalidOid;
+	return r.rels;
 }
 
 CounterDef *

@@ -130,9 +130,17 @@ struct CounterOptions {
 	bool building_has_mode; /* ... ending in a mode it names, */
 	Mode building_mode;
 	int building_max_slots; /* ... with these slots (sharded; -1: not named) */
+	const char *invalid;    /* why these options cannot be used as written (NULL: they can) */
 };
-/* Options from the catalog's jsonb (isnull: none); in CurrentMemoryContext. */
+/*
+ * Options from the catalog's jsonb (isnull: none); in CurrentMemoryContext. Reading never fails: a value that cannot
+ * be used (a max_slots out of range, a bound that is not a number) is left at its default and said in `invalid`, so
+ * that one row a superuser wrote by hand stops only its own counter (RequireValidOptions), never the reading of the
+ * catalog by every DDL statement and every other counter.
+ */
 const CounterOptions *ParseOptions(Datum options, bool isnull);
+/* 22023 naming the counter if its options are invalid: where a counter's options are used (compiling, maintaining). */
+void RequireValidOptions(const Counter *e);
 /* The options of counter `name` now (latest snapshot); none if there is no such counter. */
 const CounterOptions *CurrentOptions(const char *name);
 /* A callback as its options name it: the function, or InvalidOid when it no longer exists. */
@@ -154,6 +162,56 @@ Datum BuildingJsonb(Mode mode, int max_slots);
 ColumnBounds *WithColumnBounds(const ColumnBounds *bounds, int *n, const char *column, const ColumnBounds *entry);
 ColumnThresholds *WithColumnThresholds(const ColumnThresholds *thresholds, int *n, const char *column,
                                        const ColumnThresholds *entry);
+
+/*
+ * Authorize, then act. EnterOwner takes an Authorization, the proof that whoever started the work may make it run as
+ * that role, and only the Authorize functions below make one, each after its check (PostgreSQL's order for VACUUM,
+ * REINDEX and REFRESH MATERIALIZED VIEW: check the caller, then switch):
+ *   - AuthorizeDeclaration: `principal` (the caller; for a description, its view's owner) has the privileges of the
+ *     owner of every relation in `rels` -- every relation a definition names, found in its raw parse or its view's
+ *     rule before anything is analysed -- and the counter's owner `owner` has them too, and is a role `principal` has
+ *     the privileges of: declaring, redefining, adopting;
+ *   - AuthorizeMaintainer: the caller has the privileges of the owner of every relation of a counter: changing and
+ *     maintaining it;
+ *   - AuthorizedByCatalog: a counter read from the catalog, which only Register writes, after an AuthorizeDeclaration:
+ *     running the counter's own stored code (its definition, key types, callbacks) for whoever triggers it -- a writer
+ *     of its source, a reader of its keys, an event trigger, the background worker -- never code of the caller's;
+ *   - AuthorizeTableOwner: the caller has the privileges of a table's owner (its rules and policies run as it);
+ *   - AuthorizeCatalogOwner: the extension's own fixed statements over its catalog, as the catalog's owner;
+ *   - AuthorizeCaller: the caller itself, restricted.
+ */
+class Authorization {
+  public:
+	/* the role the work runs as */
+	Oid
+	role() const
+	{
+		return role_;
+	}
+	/* whose rights were checked (InvalidOid: the counter's catalog row, or the extension itself) */
+	Oid
+	principal() const
+	{
+		return principal_;
+	}
+
+  private:
+	Authorization(Oid role, Oid principal) : role_(role), principal_(principal) {}
+	Oid role_;
+	Oid principal_;
+	friend Authorization AuthorizeDeclaration(const char *counter, Oid principal, List *rels, Oid owner);
+	friend Authorization AuthorizeMaintainer(const Counter *e);
+	friend Authorization AuthorizedByCatalog(const Counter *e);
+	friend Authorization AuthorizeTableOwner(Oid rel);
+	friend Authorization AuthorizeCatalogOwner();
+	friend Authorization AuthorizeCaller();
+};
+Authorization AuthorizeDeclaration(const char *counter, Oid principal, List *rels, Oid owner);
+Authorization AuthorizeMaintainer(const Counter *e);
+Authorization AuthorizedByCatalog(const Counter *e);
+Authorization AuthorizeTableOwner(Oid rel);
+Authorization AuthorizeCatalogOwner();
+Authorization AuthorizeCaller();
 
 /* One row of counters.counter (catalog.cpp). Relations absent in the row are InvalidOid. */
 struct Counter {
@@ -217,11 +275,18 @@ Counter *LookupCounter(const char *name);
  */
 void CounterChanged(const char *name, Oid source);
 /*
- * Counter `name`'s catalog row written as the comment of its definition view (which a schema-only dump keeps), and the
- * counters so described declared again for a table with capture triggers and no counter (returns whether any was):
- * only descriptions of owners whose privileges the caller has, each declared with a declaration's checks.
+ * Counter `name`'s catalog row written as the comment of its definition view, "counters: {...}": what a dump keeps of
+ * a counter (the catalog's rows are not dumped), and what Adopt declares it again from.
  */
 void Describe(const char *name);
+/*
+ * The counters described by the views that read `rel` (or the root of its partition tree), declared again where the
+ * catalog has no row of that name: a restored database's. A description is data, not a declaration: it is honoured
+ * only when its view's owner has the privileges of the owner of every relation it names (the view's own rule
+ * included), and declared through Register, as that owner would declare it; any other (malformed, not honoured,
+ * inconsistent, its name taken) is skipped with a WARNING naming the view, and never fails the caller. Adopters
+ * queue (the first declares, the next find its rows). Returns whether any was declared.
+ */
 bool Adopt(Oid rel);
 /* SPI_connect, or an error. */
 void SpiConnect();
@@ -234,11 +299,44 @@ int QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const 
 uint64 ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, int expected,
                              bool exactly_one);
 /*
- * Catalog writes (catalog.cpp), each after checking the caller's rights on every relation the row names: record a
- * counter (returning its source, for the caller to compile it at once), remove it, remove a counter one of whose
- * relations is gone, change its mode and relations, set (or remove, isnull) one entry of its options.
+ * A counter as it is declared: its name, its relations, its mode and options (NULL: none), the whole row Register
+ * writes. The relations of modes other than `mode` are InvalidOid.
  */
-Oid Register(const char *name, Oid query, Oid target, bool owns); /* returns the source */
+struct Declaration {
+	const char *name;
+	Oid query; /* the definition view */
+	Oid target;
+	bool owns;
+	Mode mode;
+	Oid totals;
+	Oid log;
+	Oid crossings;
+	const CounterOptions *options;
+};
+/*
+ * 42602 unless `name` can name a counter: 1 to COUNTER_NAME_MAX_BYTES bytes (its relations are named after it).
+ */
+void CheckCounterName(const char *name);
+/*
+ * 42P17 unless existing table `target` has a unique index on exactly the keys of `def` (a counter kept in its columns
+ * updates the row of each key). Checked when a counter is declared; not when a restore declares one again, whose
+ * indexes the restore may create after its triggers.
+ */
+void RequireTargetKey(const char *name, const CounterDef *def, Oid target);
+/*
+ * The one way a counter enters the catalog (create_counter, a redefinition or retype, adoption of a description, the
+ * entry points of earlier versions): `auth` must authorize the owner of the table that holds its values for every
+ * relation the row names -- its view's rule's relations, target, totals, log, window state, checked again here before
+ * the view is analysed -- then the row is validated (name, relation kinds, the mode's shape, the view a definition
+ * whose columns the tables keep, options re-serialised from their typed form, those naming columns the definition
+ * lacks dropped with a NOTICE) and written whole. Returns the source, for the caller to compile it at once.
+ */
+Oid Register(const Declaration *d, const Authorization &auth);
+/*
+ * Catalog writes (catalog.cpp), each after checking the caller's rights on every relation the row names: remove a
+ * counter, remove a counter one of whose relations is gone, change its mode and relations, set (or remove, isnull)
+ * one entry of its options.
+ */
 void Unregister(const Counter *e);
 Counter *Forget(const char *name);
 void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
@@ -272,7 +370,8 @@ void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *
  * and constraints of its tables -- runs between EnterOwner and LeaveOwner: as the counter's owner, inside a
  * security-restricted operation, with the settings `pins` names pinned, whoever started the work. A function that
  * reaches SPI or the executor either enters the scope itself or calls RequireOwnerScope first; only catalog.cpp's
- * fixed queries of the catalogs are exempt (test/scripts/entries.sh checks both, function by function).
+ * fixed queries of the catalogs are exempt (test/scripts/entries.sh checks both, function by function). Entering
+ * takes an Authorization (above): no scope is entered before its check.
  */
 enum {
 	PIN_SEARCH_PATH = 1,  /* search_path = pg_catalog, pg_temp */
@@ -286,10 +385,17 @@ struct OwnerScope {
 	int saved_sec;
 	int level; /* the GUC nest level of the pinned settings, or 0 */
 };
-void EnterOwner(OwnerScope *scope, Oid owner, int pins);
+void EnterOwner(OwnerScope *scope, const Authorization &auth, int pins);
 void LeaveOwner(OwnerScope *scope);
 /* An internal error unless running as `owner` inside a security-restricted operation (between EnterOwner/Leave). */
 void RequireOwnerScope(Oid owner);
+/* An internal error unless inside some counter owner's scope (code that runs as whichever owner entered it). */
+void RequireRestricted();
+/*
+ * The caller's search_path as the caller resolves it, spelled out (its schemas in order, pg_catalog where it is
+ * implicitly searched, without its temporary schema, pg_temp last): what PIN_CALLER_PATH sets.
+ */
+char *CallerSearchPath();
 /*
  * Run one statement of this code base's making (SPI connected; search_path pinned); an internal error unless SPI
  * returns `expected`. Statements that run no code -- CREATE or DROP TRIGGER, GRANT, RENAME, COMMENT, DROP, LOCK,
@@ -336,6 +442,8 @@ void ColumnsByPosition(const CounterDef *def, Oid rel, const char ***names, Attr
 char *DefinitionViewName(const char *counter);
 char *DerivedName(const char *base, const char *suffix);
 const char *ColumnName(const CounterDef *def, int i);
+/* A definition's key columns, quoted, separated by ", ". */
+char *KeyNames(const CounterDef *def);
 
 /*
  * The capture triggers, in the order attach() creates them; a sink (counters.set_sink) has SINK_TRIGGER,
@@ -362,9 +470,19 @@ const char *CaptureTriggerName(int trigger);
  * The triggers on the parent of counters through a parent row: counters_parent_begin (BEFORE INSERT OR UPDATE OR
  * DELETE, for each statement: loads the library, so that the statement's frame is there), counters_parent_row (AFTER
  * UPDATE OR DELETE, for each row), counters_parent_insert (AFTER INSERT, new table), and counters_parent_truncate
- * (AFTER TRUNCATE).
+ * (AFTER TRUNCATE); and, enabled for the replica role only, counters_parent_replica (AFTER INSERT OR UPDATE OR DELETE,
+ * for each row) and counters_parent_replica_truncate (AFTER TRUNCATE), which refuse what that role writes to a parent
+ * (the others do not fire for it, and would miss it).
  */
-enum { PARENT_BEGIN_TRIGGER, PARENT_ROW_TRIGGER, PARENT_INSERT_TRIGGER, PARENT_TRUNCATE_TRIGGER, PARENT_TRIGGERS };
+enum {
+	PARENT_BEGIN_TRIGGER,
+	PARENT_ROW_TRIGGER,
+	PARENT_INSERT_TRIGGER,
+	PARENT_TRUNCATE_TRIGGER,
+	PARENT_REPLICA_TRIGGER,
+	PARENT_REPLICA_TRUNCATE_TRIGGER,
+	PARENT_TRIGGERS
+};
 const char *ParentTriggerName(int trigger);
 
 /* The trigger on an existing table that keeps counter-cache columns (see TargetKeyRow), and counters_guard (BEFORE
@@ -430,6 +548,12 @@ void RequireReadCommitted(const char *what);
  * it, forget(NULL) runs, for the caller to clear *cxt and its lists.
  */
 MemoryContext TransactionContext(MemoryContext *cxt, const char *name, void (*forget)(void *));
+/*
+ * Run body(arg) in a subtransaction of its own: NULL when it succeeded; else the subtransaction is rolled back and its
+ * error returned (in the caller's memory context) -- unless returned(error) says it is not the body's to return (by
+ * default: a cancel, or an operator's intervention such as a shutdown), which is raised again.
+ */
+ErrorData *TrySubtransaction(void (*body)(void *), void *arg, bool (*returned)(ErrorData *error) = nullptr);
 /* ", " (or `sep`) before every item but the first, in a statement being built. */
 void Sep(StringInfo buf, bool *first, const char *sep = ", ");
 
@@ -469,14 +593,21 @@ RegProcedure IndexColumnOperator(Relation index, int column, int16 strategy);
 Oid FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column,
                    bool *digested);
 /*
- * The table a definition counts, as the caller's search_path resolves its name, found without analysing it (no code
- * runs): its owner will own the counter. InvalidOid when there is none to find (DescribeDefinition says why).
+ * Every relation definition `definition` of counter `name` names (its FROM items, joins, subqueries, WITH queries),
+ * found in its raw parse and resolved as its analysis will resolve them -- with the caller's search_path spelled out,
+ * or (pinned) pg_catalog's -- without analysing it: no code runs. The relations to authorize before it is analysed.
+ * *source: the table it counts (its first FROM item; InvalidOid when there is none to find: DescribeDefinition says
+ * why), whose owner will own the counter. 42P01 for a name that resolves to no relation.
  */
-Oid DefinitionSource(const char *name, const char *definition);
+List *DefinitionRelations(const char *name, const char *definition, bool pinned, Oid *source);
+/* The relations view `view` reads, from its stored rule (nothing is analysed): what a description must authorize. */
+List *ViewRelations(Oid view);
 /* A key column's type as the counter table declares it (qualified, with typmod and a non-default collation). */
 char *KeyColumnType(const KeyDef *key);
-/* The analysed definition of counter `name`, stored as view `view`, planned as the counter's `owner`. */
-CounterDef *AnalyzeView(const char *name, Oid view, Oid owner);
+/* The analysed definition of counter `name`, stored as view `view`, planned as the role `auth` authorized. */
+CounterDef *AnalyzeView(const char *name, Oid view, const Authorization &auth);
+/* The analysed definition of a counter read from the catalog (as its owner, AuthorizedByCatalog). */
+CounterDef *DefinitionOf(const Counter *e);
 /* A relation's schema-qualified, quoted name. */
 char *QualifiedName(Oid relid);
 

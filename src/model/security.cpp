@@ -29,6 +29,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
+#include "nodes/makefuncs.h"
 }
 
 namespace counters {
@@ -48,11 +49,11 @@ Pin(const char *name, const char *value)
 	(void)set_config_option(name, value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
+} // namespace
+
 /*
- * The caller's search_path as the caller resolves it, spelled out: its schemas in the order the caller searches them
- * (pg_catalog where it is implicitly searched), without its temporary schema, and pg_temp last. Set as the owner's
- * search_path, names resolve as they did for the caller ("$user" included), and the caller's temporary objects cannot
- * stand in for anything.
+ * Set as the owner's search_path, names resolve as they did for the caller ("$user" included), and the caller's
+ * temporary objects cannot stand in for anything.
  */
 char *
 CallerSearchPath()
@@ -72,11 +73,12 @@ CallerSearchPath()
 	return path.data;
 }
 
-} // namespace
-
 void
-EnterOwner(OwnerScope *scope, Oid owner, int pins)
+EnterOwner(OwnerScope *scope, const Authorization &auth, int pins)
 {
+	Oid owner = auth.role();
+	if (unlikely(!OidIsValid(owner)))
+		elog(ERROR, "counters: entering a counter owner's scope without an authorization");
 	/* (resolved before the role changes: "$user" and the schemas the caller may use are the caller's) */
 	char *caller_path = (pins & PIN_CALLER_PATH) ? CallerSearchPath() : nullptr;
 	scope->owner = owner;
@@ -105,6 +107,13 @@ RequireOwnerScope(Oid owner)
 {
 	if (unlikely(!InSecurityRestrictedOperation() || GetUserId() != owner))
 		elog(ERROR, "counters: a counter's code must run as its owner %u in a security-restricted operation", owner);
+}
+
+void
+RequireRestricted()
+{
+	if (unlikely(!InSecurityRestrictedOperation()))
+		elog(ERROR, "counters: a counter's code must run in its owner's scope (a security-restricted operation)");
 }
 
 namespace {
@@ -292,6 +301,68 @@ Oid
 CounterOwner(const Counter *e)
 {
 	return OwnerOfTable(e->target, e->totals);
+}
+
+/* ---- authorizations: each checks, then hands out the proof EnterOwner takes ---- */
+
+Authorization
+AuthorizeDeclaration(const char *counter, Oid principal, List *rels, Oid owner)
+{
+	/*
+	 * The principal could act as the owner itself: running the counter's code as the owner gives it nothing. Every
+	 * relation is checked before anything of the definition is analysed (the callers collect them from its raw parse,
+	 * or from its view's rule, neither of which runs code).
+	 */
+	if (!OidIsValid(principal) || !OidIsValid(owner))
+		elog(ERROR, "counters: counter \"%s\": a declaration without a principal or an owner", counter);
+	ListCell *lc;
+	foreach (lc, rels)
+		RequireOwnerPrivileges(counter, lfirst_oid(lc), principal);
+	foreach (lc, rels)
+		RequireOwnerRights(counter, lfirst_oid(lc), owner);
+	if (!has_privs_of_role(principal, owner))
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("counter \"%s\": must have the privileges of role %s, its owner", counter,
+		                       quote_identifier(GetUserNameFromId(owner, false))),
+		                errdetail("A counter's code runs as its owner: only a role that could act as the owner may "
+		                          "declare it.")));
+	return Authorization(owner, principal);
+}
+
+Authorization
+AuthorizeMaintainer(const Counter *e)
+{
+	RequireMaintainer(e);
+	return Authorization(CounterOwner(e), GetUserId());
+}
+
+Authorization
+AuthorizedByCatalog(const Counter *e)
+{
+	/* (the row was written by Register, after an AuthorizeDeclaration of whoever declared it) */
+	return Authorization(CounterOwner(e), InvalidOid);
+}
+
+Authorization
+AuthorizeTableOwner(Oid rel)
+{
+	if (!HasOwnerPrivileges(rel))
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("must be owner of %s %s", RelationKind(rel), QualifiedName(rel))));
+	return Authorization(RelationOwner(rel), GetUserId());
+}
+
+Authorization
+AuthorizeCatalogOwner()
+{
+	Oid catalog = RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), AccessShareLock, false);
+	return Authorization(RelationOwner(catalog), InvalidOid);
+}
+
+Authorization
+AuthorizeCaller()
+{
+	return Authorization(GetUserId(), GetUserId());
 }
 
 } // namespace counters

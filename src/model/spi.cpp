@@ -8,6 +8,7 @@ extern "C" {
 #include "access/xact.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/resowner.h"
 }
 
 namespace counters {
@@ -51,6 +52,48 @@ RequireReadCommitted(const char *what)
 		                errmsg("%s must run at READ COMMITTED, not %s", what,
 		                       IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
 		                errhint("Its lock on the source must come before the snapshot it reads with.")));
+}
+
+namespace {
+
+/* A cancel or a shutdown is not the body's to return: it is raised again. */
+bool
+OwnError(ErrorData *error)
+{
+	return error->sqlerrcode != ERRCODE_QUERY_CANCELED &&
+	       ERRCODE_TO_CATEGORY(error->sqlerrcode) != ERRCODE_TO_CATEGORY(ERRCODE_OPERATOR_INTERVENTION);
+}
+
+} // namespace
+
+ErrorData *
+TrySubtransaction(void (*body)(void *), void *arg, bool (*returned)(ErrorData *error))
+{
+	MemoryContext caller = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData *volatile error = nullptr;
+	BeginInternalSubTransaction(nullptr);
+	MemoryContextSwitchTo(caller);
+	PG_TRY();
+	{
+		body(arg);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller);
+		error = CopyErrorData();
+		if (!(returned != nullptr ? returned : OwnError)(error))
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+	return error;
 }
 
 MemoryContext

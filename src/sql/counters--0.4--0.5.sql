@@ -235,15 +235,18 @@ COMMENT ON FUNCTION counters.set_keep_zero(text, boolean) IS
 -- owner, dumped with the counter's tables.
 ALTER TABLE counters.counter ADD COLUMN crossings regclass;
 
--- A row of counters.counter inserted by a role other than the catalog's owner: a restore (pg_restore, psql) by a role
--- that is not a superuser, the owner of the counters it restores. Such a row is accepted only if that role has the
--- privileges of the owner of every relation it names -- what declaring the counter would have required -- and its
--- source's counters are compiled again. The extension's functions write the catalog as its owner.
+-- The catalog's rows are no longer dumped: a dump keeps each counter as the comment of its definition view, from which
+-- a restored database declares it again, as the view's owner could (no role needs to write the catalog to restore).
+-- Dropping the table from the extension and adding it back takes it out of the extension's configuration tables.
+ALTER EXTENSION counters DROP TABLE counters.counter;
+ALTER EXTENSION counters ADD TABLE counters.counter;
+-- A row of counters.counter inserted by anyone but the extension's functions (only a superuser may: a restore of a
+-- dump made by an earlier version, which dumped the rows, or a row typed by hand) is a declaration like any other: it
+-- is validated as declaring validates it, for the inserting role, and its options are written back in their typed form.
 CREATE FUNCTION counters._catalog_row() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'counters_catalog_row'
 	LANGUAGE C;
 CREATE TRIGGER catalog_row BEFORE INSERT ON counters.counter FOR EACH ROW EXECUTE FUNCTION counters._catalog_row();
-GRANT INSERT ON counters.counter TO PUBLIC;
 
 -- Thresholds on a sliding-window sum: for each prefix (the key columns but `bucket_column`, a date/timestamp/timestamptz
 -- key), the sum of `column_name` over the rows whose bucket is later than now() - `width`. Crossings up and down are
@@ -327,14 +330,15 @@ COMMENT ON FUNCTION counters._replica_changed() IS
 
 -- ---- views with a check option over sinks are refused ----
 -- counters_ddl_end fires after CREATE VIEW and ALTER VIEW too: a view whose check option would never be checked on
--- the rows of a sink is refused; and after ALTER SCHEMA, whose rename the definition views' descriptions follow (an
--- event trigger's tags cannot be altered: it is created again).
+-- the rows of a sink is refused; after ALTER SCHEMA, whose rename the definition views' descriptions follow; and after
+-- CREATE TRIGGER, when a restore creates the triggers of counters the catalog has no row of, which it declares again
+-- from their descriptions (an event trigger's tags cannot be altered: it is created again).
 DROP EVENT TRIGGER counters_ddl_end;
 CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
-	WHEN TAG IN ('ALTER SCHEMA', 'ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE VIEW')
+	WHEN TAG IN ('ALTER SCHEMA', 'ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE TRIGGER', 'CREATE VIEW')
 	EXECUTE FUNCTION counters._on_ddl_end();
 COMMENT ON EVENT TRIGGER counters_ddl_end IS
-	'counters: gives new partitions of counted tables their triggers, follows renamed counter-cache columns, declares counters again after the type of a counted column changed';
+	'counters: gives new partitions of counted tables their triggers, follows renamed counter-cache columns, declares counters again after the type of a counted column changed or from their descriptions when a restore creates their triggers';
 -- ---- end of views over sinks ----
 
 -- ---- a counter's own relations are guarded ----

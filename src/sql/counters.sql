@@ -15,11 +15,12 @@ COMMENT ON SCHEMA counters IS 'declarative, exact, transactional counters (the c
 -- catalog
 -- ---------------------------------------------------------------------------------------------------------------
 
--- One row per counter. Dumped by pg_dump (pg_extension_config_dump); the relations are stored as regclass, which
--- pg_dump writes as names and pg_upgrade keeps, never as OIDs or node strings. The definition itself lives in the view
--- named by "query": PostgreSQL records its dependencies on the source columns and functions, keeps it correct across
--- renames, and pg_dump dumps it as SQL text. Readable by everyone; written only by the extension's C functions, as
--- the catalog's owner, after they have checked the caller's rights on every relation a row names.
+-- One row per counter. The relations are stored as regclass, which pg_upgrade keeps, never as OIDs or node strings. The
+-- definition itself lives in the view named by "query": PostgreSQL records its dependencies on the source columns and
+-- functions, keeps it correct across renames, and pg_dump dumps it as SQL text. Readable by everyone; written only by
+-- the extension's C functions, as the catalog's owner, after they have authorized the caller for every relation a row
+-- names (no role is granted a write). Not dumped: a dump keeps each counter as the comment of its definition view
+-- ("counters: {...}", its row as JSON), from which a restored database declares it again, as the view's owner could.
 CREATE TABLE counters.counter (
 	name        text PRIMARY KEY,
 	source      regclass NOT NULL,
@@ -40,19 +41,16 @@ CREATE TABLE counters.counter (
 	CHECK ((mode IN ('log', 'sharded')) = (log IS NOT NULL AND totals IS NOT NULL))
 );
 CREATE INDEX counter_source_idx ON counters.counter (source);
-SELECT pg_catalog.pg_extension_config_dump('counters.counter', '');
 GRANT SELECT ON counters.counter TO PUBLIC;
 COMMENT ON TABLE counters.counter IS
 	'one row per counter: its source, the relation to read, the definition view, mode and options';
--- A row of counters.counter inserted by a role other than the catalog's owner: a restore (pg_restore, psql) by a role
--- that is not a superuser, the owner of the counters it restores. Such a row is accepted only if that role has the
--- privileges of the owner of every relation it names -- what declaring the counter would have required -- and its
--- source's counters are compiled again. The extension's functions write the catalog as its owner.
+-- A row of counters.counter inserted by anyone but the extension's functions (only a superuser may: a restore of a
+-- dump made by an earlier version, which dumped the rows, or a row typed by hand) is a declaration like any other: it
+-- is validated as declaring validates it, for the inserting role, and its options are written back in their typed form.
 CREATE FUNCTION counters._catalog_row() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'counters_catalog_row'
 	LANGUAGE C;
 CREATE TRIGGER catalog_row BEFORE INSERT ON counters.counter FOR EACH ROW EXECUTE FUNCTION counters._catalog_row();
-GRANT INSERT ON counters.counter TO PUBLIC;
 
 -- What maintenance last did to each counter (counters.stats shows it). Written by verify(), compact() and rebuild()
 -- unless their transaction is read-only, without waiting on a concurrent run of the same counter. Not dumped: a
@@ -373,15 +371,17 @@ COMMENT ON FUNCTION counters._on_ddl_start() IS
 -- After a column of an existing target was renamed: the definition's alias follows. After DETACH PARTITION: the
 -- table that left loses its triggers. After CREATE VIEW or ALTER VIEW: a view with a check option over a sink is
 -- refused (a sink's rows are never stored, so the option would never be checked). After ALTER SCHEMA ... RENAME: the
--- descriptions of counters with a relation in it name it anew.
+-- descriptions of counters with a relation in it name it anew. After CREATE TRIGGER of counters' triggers on a table
+-- without counters (a restore creates them after loading the data): the counters the descriptions of its views
+-- describe are declared again (Adopt).
 CREATE FUNCTION counters._on_ddl_end() RETURNS event_trigger
 	AS 'MODULE_PATHNAME', 'counters_on_ddl_end'
 	LANGUAGE C;
 CREATE EVENT TRIGGER counters_ddl_end ON ddl_command_end
-	WHEN TAG IN ('ALTER SCHEMA', 'ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE VIEW')
+	WHEN TAG IN ('ALTER SCHEMA', 'ALTER TABLE', 'ALTER VIEW', 'CREATE TABLE', 'CREATE TRIGGER', 'CREATE VIEW')
 	EXECUTE FUNCTION counters._on_ddl_end();
 COMMENT ON EVENT TRIGGER counters_ddl_end IS
-	'counters: gives new partitions of counted tables their triggers, follows renamed counter-cache columns, declares counters again after the type of a counted column changed';
+	'counters: gives new partitions of counted tables their triggers, follows renamed counter-cache columns, declares counters again after the type of a counted column changed or from their descriptions when a restore creates their triggers';
 COMMENT ON FUNCTION counters._on_ddl_end() IS
 	'event trigger (counters_ddl_end): new partitions get the capture triggers, renamed target columns are followed';
 

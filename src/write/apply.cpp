@@ -85,7 +85,7 @@ Require(bool ok, const char *what, const CompiledCounter *c, int ret)
 void
 ApplyAppend(CompiledCounter *c, Datum *params, char *nulls)
 {
-	RequireOwnerScope(c->owner);
+	RequireOwnerScope(c->auth.role());
 	int ret = SPI_execute_plan(c->plans[PLAN_APPLY], params, nulls, false, 0);
 	Require(ret == SPI_OK_INSERT, "logging a delta of", c, ret);
 }
@@ -94,7 +94,7 @@ ApplyAppend(CompiledCounter *c, Datum *params, char *nulls)
 void
 ApplyUpdate(CompiledCounter *c, Datum *params, char *nulls)
 {
-	RequireOwnerScope(c->owner);
+	RequireOwnerScope(c->auth.role());
 	int ret = SPI_execute_plan(c->plans[PLAN_APPLY], params, nulls, false, 0);
 	Require(ret == SPI_OK_UPDATE_RETURNING, "applying a delta to", c, ret);
 	for (uint64 row = 0; row < SPI_processed; row++)
@@ -110,7 +110,7 @@ ApplyUpdate(CompiledCounter *c, Datum *params, char *nulls)
 void
 ApplyUpsert(CompiledCounter *c, Datum *params, char *nulls, int free_slot)
 {
-	RequireOwnerScope(c->owner);
+	RequireOwnerScope(c->auth.role());
 	const CounterDef *def = c->def;
 	if (c->mode == ApplyMode::Sharded) {
 		params[def->nkeys + def->nvalues] = Int32GetDatum(free_slot);
@@ -184,7 +184,7 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 void
 DeleteZeroRows(CompiledCounter *c, Datum *scratch)
 {
-	RequireOwnerScope(c->owner);
+	RequireOwnerScope(c->auth.role());
 	SPITupleTable *written = SPI_tuptable;
 	uint64 nrows = SPI_processed;
 	const CounterDef *def = c->def;
@@ -223,7 +223,7 @@ void
 ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params)
 {
 	CompiledCounter *c = r->c;
-	RequireOwnerScope(c->owner);
+	RequireOwnerScope(c->auth.role());
 	const CounterDef *def = c->def;
 	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
 	bool *elem_nulls = (bool *)palloc(sizeof(bool) * n);
@@ -278,7 +278,7 @@ RetentionHorizon(const CompiledCounter *c)
 uint32
 DropExpired(const CompiledCounter *c, DeltaEntry **entries, uint32 n)
 {
-	RequireOwnerScope(c->owner);
+	RequireOwnerScope(c->auth.role());
 	int rk = c->retention_key;
 	if (rk < 0)
 		return n;
@@ -323,7 +323,7 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls, WrittenPrefixes **prefix
 	 * index expressions the owner put on its table run, as the owner (restricted).
 	 */
 	OwnerScope owner;
-	EnterOwner(&owner, c->owner, 0);
+	EnterOwner(&owner, c->auth, 0);
 	uint32 n;
 	DeltaEntry **sorted = NonzeroDeltas(r, &n);
 	n = DropExpired(c, sorted, n);

@@ -80,7 +80,7 @@ IntegerDatum(Oid type, Datum d)
 void
 CountRowFor(Run *run, CounterRun *r, int sign)
 {
-	RequireOwnerScope(r->c->owner);
+	RequireOwnerScope(r->c->auth.role());
 	ExprContext *econtext = run->econtext;
 	CounterDef *def = r->c->def;
 	if (OidIsValid(def->parent)) {
@@ -160,7 +160,7 @@ CountRow(Run *run, int sign)
 			continue; /* (its publisher's counts arrive by logical replication: see CountsHere) */
 		run->counting = ci;
 		OwnerScope owner;
-		EnterOwner(&owner, r->c->owner, 0);
+		EnterOwner(&owner, r->c->auth, 0);
 		CountRowFor(run, r, sign);
 		LeaveOwner(&owner);
 	}
@@ -234,7 +234,7 @@ StartRun(SourceCounters *sc, MemoryContext parent)
 		r->c = c;
 		/* (as the owner: compiling an expression checks the EXECUTE privilege of its functions) */
 		OwnerScope owner;
-		EnterOwner(&owner, c->owner, 0);
+		EnterOwner(&owner, c->auth, 0);
 		r->quals = def->quals ? ExecInitQual((List *)ForRun(def, (Expr *)def->quals), nullptr) : nullptr;
 		r->key_exprs = (ExprState **)palloc(sizeof(ExprState *) * def->nkeys);
 		for (int k = 0; k < def->nkeys; k++)
@@ -442,7 +442,7 @@ ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
 	SpiConnect();
 	/* (row-level security that would hide a parent makes this fail, rather than count its rows as orphans) */
 	OwnerScope owner;
-	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
+	EnterOwner(&owner, r->c->auth, PIN_ROW_SECURITY);
 	Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
 	int ret = SPI_execute_snapshot(FetchPlan(r->c, PLAN_PARENT_ROWS, 1, argtypes), &array, nullptr, latest,
 	                               InvalidSnapshot, false, false, 0);

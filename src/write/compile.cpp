@@ -240,7 +240,7 @@ FetchPlan(CompiledCounter *c, Plan plan, int nargs, Oid *argtypes)
 {
 	if (c->plans[plan] != nullptr)
 		return c->plans[plan];
-	RequireOwnerScope(c->owner);
+	RequireOwnerScope(c->auth.role());
 	const char *sql;
 	switch (plan) {
 	case PLAN_WINDOW_SUMS:
@@ -276,7 +276,7 @@ PreparePlans(CompiledCounter *c)
 	for (int p = 0; p < NUM_APPLY_PLANS; p++) {
 		PlanStatement st = ApplyStatement(c, (Plan)p);
 		if (st.sql != nullptr)
-			c->plans[p] = PrepareKept(c->owner, st.sql, st.nargs, st.argtypes);
+			c->plans[p] = PrepareKept(c->auth.role(), st.sql, st.nargs, st.argtypes);
 	}
 }
 
@@ -409,15 +409,12 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 				entry->nfollowed++;
 			c->write_rel = WriteRelation(name, c->mode, e->target, e->log, entry->relid, source);
 			c->totals = log_mode ? e->totals : InvalidOid;
-			c->owner = OwnerOfTable(e->target, c->totals);
-			c->def = AnalyzeView(name, e->query, c->owner);
+			/* (its own code, as the catalog row says, runs for whoever writes its source) */
+			c->auth = AuthorizedByCatalog(e);
+			c->def = AnalyzeView(name, e->query, c->auth);
+			/* (options are validated when set; a row written by hand stops this counter only) */
+			RequireValidOptions(e);
 			c->max_slots = o->max_slots;
-			/* (options are validated when set; the catalog row is trusted no further than that) */
-			if (c->max_slots < MAX_SLOTS_MIN || c->max_slots > MAX_SLOTS_MAX)
-				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				                errmsg("counter \"%s\": max_slots must be from %d to %d, not %d", name, MAX_SLOTS_MIN,
-				                       MAX_SLOTS_MAX, c->max_slots),
-				                errhint("Set it with counters.alter_counter().")));
 			c->retention_key = -1;
 			if (o->retention_column != nullptr && o->retention_keep != nullptr) {
 				for (int k = 0; k < c->def->nkeys; k++)
@@ -449,7 +446,7 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 				c->window = ReadWindow(e);
 			/* Statements are analysed with the owner's privileges, as they will run (e.g. USAGE on its schema). */
 			OwnerScope as;
-			EnterOwner(&as, c->owner, PIN_SEARCH_PATH);
+			EnterOwner(&as, c->auth, PIN_SEARCH_PATH);
 			PreparePlans(c);
 			LeaveOwner(&as);
 			/* SPI calls leave CurrentMemoryContext at SPI's procedure context: come back to ours. */

@@ -105,7 +105,7 @@ CrossingKey(const Crossing *x)
 	Oid *types = (Oid *)palloc(sizeof(Oid) * def->nkeys);
 	for (int k = 0; k < def->nkeys; k++)
 		types[k] = def->keys[k].type;
-	return RenderKey(x->c->owner, def->nkeys, x->c->key_columns, x->keys, x->key_nulls, types);
+	return RenderKey(x->c->auth.role(), def->nkeys, x->c->key_columns, x->keys, x->key_nulls, types);
 }
 
 /*
@@ -171,7 +171,7 @@ CallCallback(const Crossing *x)
 	                     c->callback_missing[x->v], &flinfo))
 		return;
 	OwnerScope owner;
-	EnterOwner(&owner, c->owner, PIN_SEARCH_PATH | PIN_OUTPUT);
+	EnterOwner(&owner, c->auth, PIN_SEARCH_PATH | PIN_OUTPUT);
 	Datum fields[ALL_CROSSING_FIELDS];
 	bool nulls[ALL_CROSSING_FIELDS];
 	CrossingFields(x, fields, nulls);
@@ -227,10 +227,10 @@ PrepareCallback(const CompiledCounter *c, const char *kind, const char *column, 
 		                            : "Set the thresholds again with counters.set_thresholds().")));
 	if (!OidIsValid(callback))
 		return false;
-	if (compat::FunctionAclCheck(callback, c->owner, ACL_EXECUTE) != ACLCHECK_OK)
+	if (compat::FunctionAclCheck(callback, c->auth.role(), ACL_EXECUTE) != ACLCHECK_OK)
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 		                errmsg("counter \"%s\": its owner %s may not execute the %s callback %s", c->def->name,
-		                       GetUserNameFromId(c->owner, false), kind, format_procedure(callback))));
+		                       GetUserNameFromId(c->auth.role(), false), kind, format_procedure(callback))));
 	fmgr_info(callback, flinfo);
 	return true;
 }
@@ -238,7 +238,7 @@ PrepareCallback(const CompiledCounter *c, const char *kind, const char *column, 
 void
 InvokeCallback(const CompiledCounter *c, FmgrInfo *flinfo, const Datum *fields, const bool *nulls)
 {
-	RequireOwnerScope(c->owner);
+	RequireOwnerScope(c->auth.role());
 	/* (seven arguments, or all nine: IsThresholdCallback() said so) */
 	int nargs = flinfo->fn_nargs;
 	/* (a STRICT callback is not called with a NULL argument, as SQL would not call it) */
@@ -286,7 +286,7 @@ CheckBounds(CompiledCounter *c, int v, Datum value, Oid type, Datum *keys, const
 	if (!below && !above)
 		return;
 	/* (the keys' text, for the message: their types' output functions run as the owner) */
-	RequireOwnerScope(c->owner);
+	RequireOwnerScope(c->auth.role());
 	CounterDef *def = c->def;
 	StringInfoData names, vals;
 	initStringInfo(&names);

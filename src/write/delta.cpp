@@ -92,7 +92,7 @@ KeysEqual(const CounterRun *r, const Datum *a, const Datum *b)
 bool
 SameKeysBut(const CompiledCounter *c, const DeltaEntry *a, const DeltaEntry *b, int skip)
 {
-	RequireOwnerScope(c->owner);
+	RequireOwnerScope(c->auth.role());
 	return KeysEqualBut(c, a->key, b->key, skip);
 }
 
@@ -278,7 +278,7 @@ CompareItems(const void *pa, const void *pb, void *arg)
 int
 CompareKeyValues(const CompiledCounter *c, int i, Datum a, bool anull, Datum b, bool bnull)
 {
-	RequireOwnerScope(c->owner);
+	RequireOwnerScope(c->auth.role());
 	return CompareKey(c, i, a, anull, b, bnull);
 }
 

@@ -44,13 +44,17 @@ CountsHere(Relation rel, SourceCounters *sc, bool replica)
 			                 "tables out of its publication), and this node counts its own writes: see "
 			                 "docs/replication.md.")));
 		if (c->followed == nullptr && OidIsValid(c->def->parent))
-			ereport(ERROR,
-			        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			         errmsg("counter \"%s\" counts through a parent row and cannot count changes applied by logical "
-			                "replication",
-			                c->def->name),
-			         errhint("Publish the counter's tables with its source, so that the publisher's counts arrive: see "
-			                 "docs/replication.md.")));
+			ereport(
+			    ERROR,
+			    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			     errmsg("counter \"%s\" counts through a parent row and cannot count changes made under the "
+			            "replica role",
+			            c->def->name),
+			     errdetail("Logical replication's apply worker and sessions with session_replication_role = replica "
+			               "fire row triggers only, which cannot move a parent's rows with their children."),
+			     errhint("Publish the counter's tables with its source, so that the publisher's counts arrive (see "
+			             "docs/replication.md), or write %s with the origin role.",
+			             QualifiedName(RelationGetRelid(rel)))));
 	}
 	return sc->nfollowed < sc->ncounters;
 }

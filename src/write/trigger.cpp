@@ -137,21 +137,38 @@ SinkXactCallback(XactEvent event, void *)
 
 /* A relation that carries the capture triggers must feed a counter: otherwise they count nothing, silently. */
 void
-RequireCounters(Relation rel, SourceCounters *sc)
+RequireCounters(Relation rel, SourceCounters *sc, bool parent = false)
 {
 	if (sc->ncounters > 0)
 		return;
 	ereport(ERROR,
 	        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-	         errmsg("table %s has the triggers of counters, but no counter is declared on it",
-	                QualifiedName(RelationGetRelid(rel))),
-	         errdetail("counters.counter has no row for it, and no definition view that reads it describes a "
-	                   "counter whose owner's privileges the writing role has: a schema-only dump (pg_dump "
-	                   "--schema-only) does not contain the rows of the extension's catalog, and the first write by "
-	                   "a role with those privileges declares them again from their views."),
-	         errhint("Write as the counters' owner, restore counters.counter (a full dump, or pg_dump --data-only "
-	                 "--table=counters.counter), or remove the triggers with SELECT counters.detach('%s').",
+	         errmsg("table %s has the triggers of counters, but no counter %s it", QualifiedName(RelationGetRelid(rel)),
+	                parent ? "joins" : "is declared on"),
+	         errdetail("counters.counter has no row for it, and no definition view that reads it describes a counter "
+	                   "that could be declared again: a dump does not contain the rows of the extension's catalog, "
+	                   "only each counter's description (the comment of its definition view), which the first write "
+	                   "declares again when the view's owner may declare it."),
+	         errhint("Declare its counters again with counters.create_counter(), or remove the triggers with SELECT "
+	                 "counters.detach('%s').",
 	                 QualifiedName(RelationGetRelid(rel)))));
+}
+
+/*
+ * The counters that join `rel` as the parent of their rows. A parent keeps its triggers only while a counter joins it:
+ * none means a restored database (its counters are adopted from their descriptions, as a source's first write
+ * adopts), or an error rather than a write that moves no child.
+ */
+SourceCounters *
+ParentCounters(Relation rel)
+{
+	SourceCounters *pc = GetParentCounters(RelationGetRelid(rel));
+	if (pc->ncounters > 0)
+		return pc;
+	(void)Adopt(RelationGetRelid(rel));
+	pc = GetParentCounters(RelationGetRelid(rel));
+	RequireCounters(rel, pc, true);
+	return pc;
 }
 
 } // namespace
@@ -190,7 +207,7 @@ ZeroCounters(SourceCounters *sc)
 		if (c->followed != nullptr)
 			continue; /* (its publisher's counts arrive by logical replication: see CountsHere) */
 		OwnerScope owner;
-		EnterOwner(&owner, c->owner, 0);
+		EnterOwner(&owner, c->auth, 0);
 		if (c->mode == ApplyMode::Log || c->mode == ApplyMode::Sharded)
 			LockRelationOid(c->write_rel, ShareUpdateExclusiveLock);
 		Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
@@ -240,6 +257,32 @@ static void
 SinkRow(TriggerData *td)
 {
 	Relation rel = td->tg_relation;
+	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA) {
+		/*
+		 * The replica role (the apply worker, a loader with session_replication_role = replica): counters_sink_end
+		 * does not fire for it (the apply worker fires no statement trigger), so the row is counted at once, as a
+		 * statement of one row, as the replica trigger counts a table's rows. (Enabled ALWAYS, this trigger fires.)
+		 */
+		RequireSinkShape(rel);
+		if (RelationGetDescr(rel)->constr != nullptr) {
+			EState *estate = CreateExecutorState();
+			ResultRelInfo *rri = makeNode(ResultRelInfo);
+			InitResultRelInfo(rri, rel, 0, nullptr, 0);
+			ExecConstraints(rri, td->tg_trigslot, estate);
+			FreeExecutorState(estate);
+		}
+		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
+		SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
+		if (sc->ncounters == 0) {
+			(void)Adopt(RelationGetRelid(rel));
+			sc = GetSourceCounters(RelationGetRelid(rel));
+		}
+		RequireCounters(rel, sc);
+		if (CountsHere(rel, sc, true))
+			CountReplicaRow(td, sc);
+		UnpinSettings(level);
+		return;
+	}
 	SinkRows *w = WaitingRows(rel);
 	if (unlikely(w->rri->ri_RelationDesc != rel)) {
 		/*
@@ -352,7 +395,7 @@ CountChildren(Run *run, CounterRun *r, const int64 *keys, int n, HeapTuple paren
 	Datum array = Int64Array(keys, n);
 	SpiConnect();
 	OwnerScope owner;
-	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
+	EnterOwner(&owner, r->c->auth, PIN_ROW_SECURITY);
 	Oid argtypes[1] = {INT8ARRAYOID};
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 	snapshot->curcid = cid;
@@ -431,8 +474,9 @@ MoveChildren(Run *run, CounterRun *r, const int64 *keys, int n, HeapTuple minus,
 		return;
 	Relation source = table_open(def->source, AccessShareLock);
 	/* (an owner who may not read the source gets the statement's error, as before) */
-	Oid index_oid = pg_class_aclcheck(def->source, r->c->owner, ACL_SELECT) == ACLCHECK_OK ? ChildKeyIndex(source, def)
-	                                                                                       : InvalidOid;
+	Oid index_oid = pg_class_aclcheck(def->source, r->c->auth.role(), ACL_SELECT) == ACLCHECK_OK
+	                    ? ChildKeyIndex(source, def)
+	                    : InvalidOid;
 	if (!OidIsValid(index_oid)) {
 		table_close(source, AccessShareLock);
 		if (minus != nullptr)
@@ -445,7 +489,7 @@ MoveChildren(Run *run, CounterRun *r, const int64 *keys, int n, HeapTuple minus,
 	RegProcedure eq = type == INT2OID ? F_INT2EQ : type == INT4OID ? F_INT4EQ : F_INT8EQ;
 	Relation index = index_open(index_oid, AccessShareLock);
 	OwnerScope owner;
-	EnterOwner(&owner, r->c->owner, PIN_ROW_SECURITY);
+	EnterOwner(&owner, r->c->auth, PIN_ROW_SECURITY);
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 	snapshot->curcid = cid;
 	TupleTableSlot *slot = table_slot_create(source, nullptr);
@@ -553,9 +597,7 @@ static void
 ParentRow(TriggerData *td)
 {
 	Relation rel = td->tg_relation;
-	SourceCounters *pc = GetParentCounters(RelationGetRelid(rel));
-	if (pc->ncounters == 0)
-		return;
+	SourceCounters *pc = ParentCounters(rel);
 	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
 	HeapTuple old_tuple = td->tg_trigtuple;
 	HeapTuple new_tuple = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : nullptr;
@@ -603,6 +645,7 @@ enum class Role {
 	ParentRow,
 	ParentInsert,
 	ParentTruncate,
+	ParentReplica,
 	Replica
 };
 
@@ -610,7 +653,8 @@ enum class Role {
 Role
 RoleOf(const char *tgname)
 {
-	static const Role parent_roles[] = {Role::ParentBegin, Role::ParentRow, Role::ParentInsert, Role::ParentTruncate};
+	static const Role parent_roles[] = {Role::ParentBegin,    Role::ParentRow,     Role::ParentInsert,
+	                                    Role::ParentTruncate, Role::ParentReplica, Role::ParentReplica};
 	static_assert(lengthof(parent_roles) == PARENT_TRIGGERS, "a role for every parent trigger");
 	for (int t = 0; t < PARENT_TRIGGERS; t++)
 		if (strcmp(tgname, ParentTriggerName(t)) == 0)
@@ -638,11 +682,17 @@ Capture(TriggerData *td, Role role)
 	Relation rel = td->tg_relation;
 	/* The statement triggers on the parent of counters through a parent row. */
 	if (role == Role::ParentBegin || role == Role::ParentRow || role == Role::ParentInsert ||
-	    role == Role::ParentTruncate) {
-		SourceCounters *pc = GetParentCounters(RelationGetRelid(rel));
+	    role == Role::ParentTruncate || role == Role::ParentReplica) {
+		SourceCounters *pc = ParentCounters(rel);
 		/* (counters_parent_begin, BEFORE the statement, loads this library before its AFTER triggers: nothing else) */
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
-		if (pc->nfollowed > 0 && role != Role::ParentBegin)
+		/*
+		 * Under the replica role the other parent triggers do not fire: a counter that counts here refuses the write
+		 * (0A000) rather than miss it; one that follows its publisher lets it through.
+		 */
+		if (role == Role::ParentReplica)
+			(void)CountsHere(rel, pc, true);
+		else if (pc->nfollowed > 0 && role != Role::ParentBegin)
 			(void)CountsHere(rel, pc, false);
 		if (pc->ncounters > 0 && role == Role::ParentInsert) {
 			if (td->tg_newtable == nullptr)
@@ -694,9 +744,12 @@ Capture(TriggerData *td, Role role)
 	}
 	if (sc->ncounters == 0) {
 		citus::RefuseCapture(rel);
-		/* (a schema-only restore: the counters its definition views describe, declared again) */
-		if (Adopt(RelationGetRelid(rel)))
-			sc = GetSourceCounters(RelationGetRelid(rel));
+		/*
+		 * (a restored database: the counters its definition views describe, declared again -- here, or by a concurrent
+		 * first writer this one queued behind)
+		 */
+		(void)Adopt(RelationGetRelid(rel));
+		sc = GetSourceCounters(RelationGetRelid(rel));
 	}
 	RequireCounters(rel, sc);
 	if (role != Role::Replica && SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA &&
@@ -780,8 +833,8 @@ TargetKeyRow(TriggerData *td)
 		Counter *e = (Counter *)lfirst(lc);
 		if (e->owns_target || e->target != relid)
 			continue;
-		Oid owner = CounterOwner(e);
-		CounterDef *def = AnalyzeView(e->name, e->query, owner);
+		Authorization auth = AuthorizedByCatalog(e);
+		CounterDef *def = AnalyzeView(e->name, e->query, auth);
 		Datum *keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
 		char *key_nulls = (char *)palloc(sizeof(char) * def->nkeys);
 		Oid *types = (Oid *)palloc(sizeof(Oid) * def->nkeys);
@@ -801,7 +854,7 @@ TargetKeyRow(TriggerData *td)
 		MemoryContext caller = CurrentMemoryContext;
 		SpiConnect();
 		OwnerScope scope;
-		EnterOwner(&scope, owner, PIN_ROW_SECURITY);
+		EnterOwner(&scope, auth, PIN_ROW_SECURITY);
 		SPIPlanPtr plan = SPI_prepare(KeyRecountStatement(def, e->query, relid), def->nkeys, types);
 		if (plan == nullptr)
 			elog(ERROR, "counters: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
@@ -835,7 +888,7 @@ Fire(TriggerData *td)
 {
 	TriggerEvent ev = td->tg_event;
 	Role role = RoleOf(td->tg_trigger->tgname);
-	if (role == Role::Replica) {
+	if (role == Role::Replica || role == Role::ParentReplica) {
 		/*
 		 * Under the replica role only, where the statement triggers do not fire (ENABLE TRIGGER ALL may have enabled
 		 * it for every role: then it leaves the counting to them).

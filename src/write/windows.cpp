@@ -167,7 +167,7 @@ SumsByQuery(CompiledCounter *c, const WindowConfig *w, int bucket, Datum *prefix
 		}
 	}
 	OwnerScope owner;
-	EnterOwner(&owner, c->owner, 0);
+	EnterOwner(&owner, c->auth, 0);
 	int ret;
 	if (prefixes != nullptr) {
 		/* (the latest snapshot, and this command's writes: what others committed to the prefix's other buckets) */
@@ -353,7 +353,7 @@ SumsDirect(CompiledCounter *c, WindowConfig *w, int bucket, const WrittenPrefixe
 		return false;
 	int nkeys = def->nkeys;
 	OwnerScope owner;
-	EnterOwner(&owner, c->owner, 0);
+	EnterOwner(&owner, c->auth, 0);
 	Relation rel = table_open(c->write_rel, AccessShareLock);
 	Relation crel = table_open(w->crossings, AccessShareLock);
 	WindowDirect *d = w->direct != nullptr ? w->direct : PrepareDirect(c, w, bucket, rel, crel);
@@ -437,7 +437,7 @@ SumsDirect(CompiledCounter *c, WindowConfig *w, int bucket, const WrittenPrefixe
 			}
 		}
 		/* The prefix as the state table has it, and which of each column's thresholds are recorded as reached. */
-		Datum prefix = RenderKey(c->owner, nkeys - 1, c->key_columns, key, nullptr, types);
+		Datum prefix = RenderKey(c->auth.role(), nkeys - 1, c->key_columns, key, nullptr, types);
 		Datum digest = KeyDigest(DirectFunctionCall1(textin, DirectFunctionCall1(jsonb_out, prefix)), TEXTOID);
 		bool changed = false;
 		for (int i = 0; i < w->ncolumns && !changed; i++) {
@@ -500,7 +500,7 @@ Announce(CompiledCounter *c, const WindowConfig *w, const WindowRows *rows, bool
 		    PointerGetDatum(construct_array(rows->prefixes, (int)rows->n, JSONBOID, -1, false, TYPALIGN_INT)),
 		    PointerGetDatum(construct_array(rows->sums[i], (int)rows->n, NUMERICOID, -1, false, TYPALIGN_INT)),
 		    w->thresholds[i], BoolGetDatum(all)};
-		EnterOwner(&owner, c->owner, 0);
+		EnterOwner(&owner, c->auth, 0);
 		int ret = SPI_execute_plan(FetchPlan(c, PLAN_WINDOW_STATE, 5, state_types), state_args, nullptr, false, 0);
 		LeaveOwner(&owner);
 		if (ret != SPI_OK_SELECT)
@@ -525,7 +525,7 @@ Announce(CompiledCounter *c, const WindowConfig *w, const WindowRows *rows, bool
 				                   NumericGetDatum(int64_to_numeric(1))};
 				bool nulls[9] = {false, false, false, true, false, false, false, true, false};
 				OwnerScope as;
-				EnterOwner(&as, c->owner, PIN_SEARCH_PATH | PIN_OUTPUT);
+				EnterOwner(&as, c->auth, PIN_SEARCH_PATH | PIN_OUTPUT);
 				InvokeCallback(c, &flinfo, fields, nulls);
 				LeaveOwner(&as);
 			}

@@ -80,7 +80,8 @@ struct CompiledCounter {
 	Oid totals;
 	int max_slots;          /* sharded mode: write_rel holds up to max_slots rows per key, */
 	AttrNumber slot_attnum; /* numbered in this column */
-	Oid owner;              /* owner of write_rel: deltas are applied, definitions evaluated, with its privileges */
+	/* owner of write_rel: deltas are applied, definitions evaluated, with its privileges (AuthorizedByCatalog) */
+	Authorization auth;
 	/* per key: comparison, hashing and equality support */
 	FmgrInfo *key_cmp;
 	FmgrInfo *key_hash;

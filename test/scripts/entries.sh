@@ -12,6 +12,13 @@
 # A call anywhere else fails the check, naming the file, line, function and call. An entry of entries.allow that no
 # longer matches a function needing it fails too, so that the list stays what the code needs.
 #
+# Authorize, then act (docs/security.md#one-way-in-checked). A scope is entered only with an authorization:
+#   - every EnterOwner() passes, as the role to run as, an Authorization -- made by one of security.cpp's Authorize
+#     functions (their call, or a variable or field named auth) -- never a role's OID; the compiler checks the type,
+#     this check the habit, so that a new call path reads as authorized (or fails here);
+#   - only security.cpp changes the user id (SetUserIdAndSecContext, SetUserIdAndContext, SetSessionUserId), and only
+#     it makes an Authorization.
+#
 # The check is lexical (the code base's format: a function's name at the start of a line, its body between a "{" and
 # a "}" at the start of lines; clang-format keeps it so). It proves itself first: a seeded bypass must be reported.
 #
@@ -29,7 +36,10 @@ my ($allow_file, @files) = @ARGV;
 my $primitive = qr/\b(SPI_execute\w*|SPI_prepare\w*|SPI_cursor_open\w*|FunctionCallInvoke|FunctionCall\d+Coll|
 	OidFunctionCall\d+Coll|OidFunctionCall\d+|OutputFunctionCall|OidOutputFunctionCall|InputFunctionCall|
 	OidInputFunctionCall|ExecEvalExpr\w*|ExecQual|ExecProject|ExecInsertIndexTuples|ExecutorStart|parse_analyze\w*|
-	pg_analyze_and_rewrite\w*|pg_plan_query|QueryLatest|QueryValue|QueryRow)\s*\(/x;
+	pg_analyze_and_rewrite\w*|pg_plan_query|expression_planner|eval_const_expressions|QueryLatest|QueryValue|
+	QueryRow)\s*\(/x;
+# (what an authorization looks like where a scope is entered: the result of an Authorize function, or a name for one)
+my $authorization = qr/^\s*(?:(?:\w+::)*Authoriz\w*\s*\(|(?:\w+(?:->|\.))*\w*auth\w*\s*,)/x;
 my %allow;
 open my $a, "<", $allow_file or die "$allow_file: $!\n";
 while (<$a>) {
@@ -61,7 +71,22 @@ for my $file (@files) {
 		@scopes = grep { $_->[0] <= $indent } @scopes if $code =~ /\S/;
 		push @scopes, [$indent, 1] while $code =~ /\b(EnterOwner|BeginChange)\s*\(/g;
 		push @scopes, [$indent, -1] while $code =~ /\b(LeaveOwner|EndChange)\s*\(/g;
-		$asserted = 1 if $code =~ /\bRequireOwnerScope\s*\(/;
+		$asserted = 1 if $code =~ /\b(RequireOwnerScope|RequireRestricted)\s*\(/;
+		# a scope entered with something else than an authorization (its second argument, maybe on the next line)
+		while ($code =~ /\bEnterOwner\s*\(\s*[^,]*,/g) {
+			my $arg = substr($code, pos($code));
+			$arg .= $lines[$i + 1] // "" if $arg !~ /\S/;
+			next if $arg =~ $authorization;
+			printf "%s:%d: %s() enters an owner\x27s scope without an authorization\n", $file, $i + 1, $name;
+			$bad = 1;
+		}
+		# the user id changed, or an authorization made, outside security.cpp
+		if ($short ne "security.cpp" && $code =~ /\b(SetUserIdAndSecContext|SetUserIdAndContext|SetSessionUserId)\s*\(|
+			\breturn\s+Authorization\s*\(|\bAuthorization\s*\{/x) {
+			printf "%s:%d: %s() changes the user id or makes an authorization: only security.cpp may\n", $file, $i + 1,
+			    $name;
+			$bad = 1;
+		}
 		my $depth = 0;
 		$depth += $_->[1] for @scopes;
 		while ($code =~ /$primitive/g) {
@@ -100,10 +125,26 @@ void
 Scoped(const char *sql, Oid owner)
 {
 	OwnerScope s;
-	EnterOwner(&s, owner, 0);
+	EnterOwner(&s, AuthorizeMaintainer(e), 0);
 	(void)SPI_execute(sql, false, 0);
 	LeaveOwner(&s);
 	(void)SPI_execute("SELECT 1", true, 0);
+}
+EOF
+# ... and a scope entered as a role nobody authorized, and the user id changed by hand: both reported.
+cat >"$fixture/unauthorized.cpp" <<'EOF'
+void
+AsTheTableOwner(Oid rel)
+{
+	OwnerScope s;
+	EnterOwner(&s, RelationOwner(rel), 0);
+	LeaveOwner(&s);
+}
+
+void
+ByHand(Oid role)
+{
+	SetUserIdAndSecContext(role, SECURITY_RESTRICTED_OPERATION);
 }
 EOF
 : >"$fixture/empty.allow"
@@ -116,6 +157,17 @@ if [ "$(printf '%s\n' "$out" | grep -c .)" != 1 ] || ! grep -q "Seeded() calls S
 	printf '%s\n' "$out" >&2
 	exit 1
 fi
+if out=$(check "$fixture/empty.allow" "$fixture/unauthorized.cpp"); then
+	echo "entries.sh: the check did not report a scope entered without an authorization" >&2
+	exit 1
+fi
+if [ "$(printf '%s\n' "$out" | grep -c .)" != 2 ] ||
+	! grep -q "AsTheTableOwner() enters an owner's scope without an authorization" <<<"$out" ||
+	! grep -q "ByHand() changes the user id" <<<"$out"; then
+	echo "entries.sh: the check reported the unauthorized fixture wrongly:" >&2
+	printf '%s\n' "$out" >&2
+	exit 1
+fi
 
 if [ $# -eq 0 ]; then
 	set -- src/*.cpp src/*/*.cpp
@@ -124,4 +176,5 @@ if ! check test/scripts/entries.allow "$@"; then
 	echo "entries.sh: code that can run a counter's code must run it as the counter's owner (see the header)" >&2
 	exit 1
 fi
-echo "entries.sh: every call that can run a counter's code is in its owner's scope, fixed SQL, or allowed"
+echo "entries.sh: every call that can run a counter's code is in its owner's scope, fixed SQL, or allowed; every" \
+	"scope is entered with an authorization"

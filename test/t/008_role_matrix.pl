@@ -12,7 +12,9 @@
 # turn by the owner, by a role that is a member of the owner (m_admin), and by a superuser; writes also by a role that
 # may only write the sources (m_writer), which may do nothing else (42501); then the background worker compacts.
 # After each step: every record says m_owner and restricted; the code the step must run did run (the probes are
-# reached); and every counter equals a recount of its source that calls none of the planted code.
+# reached); and every counter equals a recount of its source that calls none of the planted code. Then a tenant
+# without rights names its own planted function at every entry point that takes SQL text, over the owner's tables:
+# each is refused before the text is parsed or planned, and its code never runs, as anyone.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -271,6 +273,48 @@ for my $sql (
 	like($stderr, qr/ERROR:.*(must be owner|permission denied)/, "writer: $sql is refused");
 }
 check_audit('writer: refusals');
+
+# A caller without rights: a tenant with CREATE on a schema of its own (and USAGE on the owner's) plants an IMMUTABLE
+# function and names it at every entry point that takes SQL text, over the owner's tables. Each is refused before
+# anything of the text is parsed or planned, as anyone: the planted code never runs -- not as the owner, not as the
+# tenant, not as a superuser.
+$node->safe_psql(
+	$db, q{
+CREATE ROLE m_tenant LOGIN;
+CREATE SCHEMA t AUTHORIZATION m_tenant;
+GRANT USAGE ON SCHEMA m TO m_tenant;
+SET ROLE m_tenant;
+CREATE FUNCTION t.planted() RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+	INSERT INTO m.audit VALUES ('tenant', 'tenant code', current_user, false);
+	RETURN true;
+END $$;
+GRANT EXECUTE ON FUNCTION t.planted() TO PUBLIC;
+CREATE FUNCTION t.on_event(counter text, key jsonb, column_name text, old numeric, new numeric, threshold numeric,
+                           direction text) RETURNS void LANGUAGE plpgsql AS $$BEGIN PERFORM t.planted(); END$$;
+CREATE TABLE t.own (id int PRIMARY KEY, grp int NOT NULL);
+CREATE INDEX ON t.own (grp);
+});
+for my $sql (
+	"SELECT counters.create_counter('x_tenant', 'SELECT grp, count(*) AS n FROM m.items WHERE t.planted() GROUP BY grp')",
+	"SELECT counters.create_counter('x_tenant', 'SELECT g.region, count(*) AS n FROM t.own o JOIN m.groups g ON o.grp = g.id WHERE t.planted() GROUP BY 1')",
+	"SELECT counters.create_counter('x_tenant', 'SELECT id, count(*) AS n FROM t.own WHERE t.planted() GROUP BY id', target => 'm.blogs')",
+	"SELECT counters.create_counter('x_tenant', 'SELECT id, count(*) AS n FROM t.own WHERE id IN (SELECT id FROM m.items WHERE t.planted()) GROUP BY id')",
+	"CALL counters.create_counter_concurrently('x_tenant', 'SELECT grp, count(*) AS n FROM m.items WHERE t.planted() GROUP BY grp')",
+	"SELECT counters.alter_counter('c_exact', definition => 'SELECT v % 3 AS b, k, count(*) AS n, sum(v) AS s FROM m.items WHERE t.planted() GROUP BY 1, 2')",
+	"CALL counters.alter_counter_concurrently('c_log', 'SELECT v % 3 AS b, k, count(*) AS n FROM m.items WHERE t.planted() GROUP BY 1, 2')",
+	"SELECT counters.rebuild('c_exact', 'b = 0 AND t.planted()')",
+	"SELECT counters.set_thresholds('c_exact', 'n', '{1}', 't.on_event(text, jsonb, text, numeric, numeric, numeric, text)')",
+	"SELECT counters.set_window_thresholds('c_window', 'n', '{1}', 'day', '1 day', 't.on_event(text, jsonb, text, numeric, numeric, numeric, text)')",
+	"SELECT * FROM counters.verify('c_exact')",
+	"SELECT counters.attach('m.items')")
+{
+	my ($ret, $stdout, $stderr) = $node->psql($db, $sql, extra_params => [ '-U', 'm_tenant' ]);
+	like($stderr, qr/ERROR:.*(must be owner|permission denied|must have the privileges)/, "tenant: $sql is refused");
+}
+is($node->safe_psql($db, "SELECT string_agg(DISTINCT who, ', ') FROM m.audit WHERE what = 'tenant code'"),
+	'', 'tenant: its planted code never ran, as anyone');
+check_audit('tenant: refusals');
 
 # The background worker (connected as the bootstrap superuser) compacts: pending log rows, slots crossing thresholds.
 $node->safe_psql(
