@@ -264,10 +264,10 @@ COMMIT PREPARED 'counters_edge';
 SELECT * FROM differs('per_grp_exact', 'SELECT grp, count(*) FROM clicks GROUP BY grp');
 
 --
--- 9. Triggers without a catalog row (a database made from pg_dump --schema-only, which does not carry the
--- extension's catalog rows). The definition view's comment describes the counter: the first write (by a role with its
--- owner's privileges) declares it again from there, in its mode and with its options, and is counted. Without the
--- description, writes fail, saying so, instead of counting nothing.
+-- 9. Triggers without a catalog row (a restored database: the extension's catalog rows are not dumped). The
+-- definition view's comment describes the counter: the first write (by any role: the description is honoured as its
+-- view's owner could declare it) declares it again from there, in its mode and with its options, and is counted.
+-- Without the description, writes fail, saying so, instead of counting nothing.
 --
 CREATE TABLE orphan (id int PRIMARY KEY, k int);
 SELECT counters.create_counter('orphaned', 'SELECT k, count(*) AS n FROM orphan GROUP BY k', mode => 'log');

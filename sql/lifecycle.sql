@@ -517,7 +517,7 @@ INSERT INTO checks VALUES
 	 'SELECT c.id, (SELECT count(*) FROM comments p WHERE p.post_id = c.id)::int FROM posts_cache c');
 INSERT INTO comments (post_id) VALUES (3), (3);
 SELECT * FROM drift();
--- The extension's configuration tables, and the relations that are members of it.
+-- The extension's configuration tables (none: its catalog is not dumped), and the relations that are members of it.
 SELECT extconfig::regclass[] AS configuration_tables FROM pg_extension WHERE extname = 'counters';
 SELECT d.objid::regclass AS member_relation FROM pg_depend d
  WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND d.classid = 'pg_class'::regclass

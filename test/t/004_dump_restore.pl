@@ -11,10 +11,12 @@
 # between keys and DELETE after the restore are counted (verify and recount again); bounds still refuse.
 # Every path is checked in a subtest of its own, which stops at its first failed check (later ones would only repeat
 # it); the other paths still run.
+# The catalog's rows are not dumped: each counter is declared again from its description (the comment of its
+# definition view) when the restore creates its triggers, as the view's owner could declare it.
 # The parallel and split paths guard against a bug fixed in 17ac51a: the DDL event trigger, run after every
-# ALTER TABLE, dropped capture triggers from every table without a row in counters.counter; the catalog is an
-# extension configuration table whose rows are restored with the data, so an ALTER TABLE (a primary key, a foreign
-# key, --disable-triggers) that ran after CREATE TRIGGER and before the catalog's data removed them.
+# ALTER TABLE, dropped capture triggers from every table without a row in counters.counter; an ALTER TABLE (a primary
+# key, a foreign key, --disable-triggers) that ran after CREATE TRIGGER and before the catalog had its rows removed
+# them.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -311,37 +313,61 @@ SELECT counters.compact();
 };
 
 # A schema-only dump (Rails' structure.sql, a test database made from migrations' output) carries each counter's
-# catalog row in its definition view's comment: restored as the owner into an empty database, the first write
-# declares the counters again, in their mode and with their options, and counts. A view of another role describing a
-# counter over the owner's table is not read. (Before 0.5, every write failed until counters.counter was restored.)
-subtest 'schema-only dump: the first write declares the counters again from their descriptions' => sub {
+# catalog row in its definition view's comment. A tenant of the source database -- a role with CREATE on one schema --
+# put descriptions of its own on views over the owner's table (a view needs no privilege on the table it reads), one
+# naming a table of the owner as its target, one a superuser's table, their views calling a planted IMMUTABLE function.
+# The DBA dumps the schema and restores it as a superuser (pg_dump -s | psql), then writes: the owner's counters are
+# declared again as the owner, in their mode and with their options, when the restore creates their triggers; the
+# tenant's descriptions are not honoured (a WARNING each); the planted code never runs, as anyone; and the DBA's
+# writes count. (Before 0.5, every write failed until counters.counter was restored; before this test's change, the
+# tenant's description became a superuser's counter, which ran its code as the superuser.)
+subtest 'schema-only dump, restored by a superuser: the counters declared again, a tenant\'s descriptions not' => sub {
 	$node->safe_psql('postgres', 'CREATE DATABASE counters_schema OWNER counters_owner TEMPLATE template0;
 CREATE ROLE counters_other LOGIN');
-	command_passes([ 'pg_dump', @as_owner, '--schema-only', '-f', "$dir/schema.sql", 'counters_owned' ],
-		'pg_dump --schema-only as the owner') or return;
-	command_passes(
-		[ 'psql', @as_owner, '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'counters_schema', '-f', "$dir/schema.sql" ],
-		'the schema loads as the owner') or return;
-	is($node->safe_psql('counters_schema', 'SELECT count(*) FROM counters.counter'), '0',
-		'no catalog row is restored') or return;
-	# another role's view over the owner's table, describing a counter that would write into the owner's table
-	my ($ret, $stdout, $stderr) = $node->psql('counters_schema', q{
-GRANT SELECT ON uses TO counters_other; GRANT CREATE ON SCHEMA public TO counters_other;
+	my ($ret, $stdout, $stderr) = $node->psql('counters_owned', q{
+CREATE TABLE public.vault (tag text PRIMARY KEY, uses bigint NOT NULL DEFAULT 0);
+CREATE SCHEMA tenant AUTHORIZATION counters_other;
+CREATE TABLE public.audit (who name, superuser boolean);
+GRANT INSERT ON public.audit TO PUBLIC;
 SET ROLE counters_other;
-CREATE VIEW forged AS SELECT tag, count(*) AS uses FROM uses GROUP BY tag;
-COMMENT ON VIEW forged IS 'counters: {"name": "forged", "mode": "exact", "target": "public.tag_log_totals", "options": {}, "owns_target": true}';
+CREATE FUNCTION tenant.planted() RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+	INSERT INTO public.audit SELECT current_user, r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+	BEGIN
+		EXECUTE 'ALTER ROLE counters_other SUPERUSER';
+	EXCEPTION WHEN OTHERS THEN NULL;
+	END;
+	RETURN true;
+END $$;
+CREATE VIEW tenant.forged AS SELECT tag, count(*) AS uses FROM public.uses WHERE tenant.planted() GROUP BY tag;
+COMMENT ON VIEW tenant.forged IS 'counters: {"name": "forged", "mode": "exact", "target": "public.tag_log_totals", "options": {}, "owns_target": true}';
+CREATE VIEW tenant.forged_vault AS SELECT tag, count(*) AS uses FROM public.uses WHERE tenant.planted() GROUP BY tag;
+COMMENT ON VIEW tenant.forged_vault IS 'counters: {"name": "forged_vault", "mode": "exact", "target": "public.vault", "options": {}, "owns_target": false}';
 });
-	is($ret, 0, 'another role describes a counter over the owner\'s table') or return diag($stderr);
-	($ret, $stdout, $stderr) = $node->psql('counters_schema', q{SET ROLE counters_owner;
+	is($ret, 0, 'a tenant describes counters over the owner\'s table') or return diag($stderr);
+	command_passes([ 'pg_dump', '--schema-only', '-f', "$dir/schema.sql", 'counters_owned' ],
+		'pg_dump --schema-only') or return;
+	($ret, $stdout, $stderr) = $node->psql('counters_schema', undef,
+		extra_params => [ '-X', '-q', '-v', 'ON_ERROR_STOP=1', '--single-transaction', '-f', "$dir/schema.sql" ]);
+	is($ret, 0, 'the schema loads as a superuser, in one transaction') or return diag($stderr);
+	like($stderr, qr/WARNING:  the description of view tenant\.forged, owned by counters_other, is not honoured/,
+		'the tenant\'s description naming the owner\'s table is not honoured');
+	like($stderr, qr/WARNING:  the description of view tenant\.forged_vault, owned by counters_other, is not honoured/,
+		'the tenant\'s description naming the superuser\'s table is not honoured');
+	is( $node->safe_psql('counters_schema',
+			q{SELECT string_agg(k.name || ' ' || k.mode || ' ' || (k.options ? 'bounds')::text || ' ' || (k.options ? 'window')::text || ' ' || pg_get_userbyid(c.relowner), ', ' ORDER BY k.name) FROM counters.counter k JOIN pg_class c ON c.oid = k.target}),
+		'tag_hourly exact true true counters_owner, tag_log log false false counters_owner, tag_sharded sharded false false counters_owner',
+		'the restore declared the counters again, as the owner, in their modes, with their bounds and window thresholds; not the forged ones');
+	($ret, $stdout, $stderr) = $node->psql('counters_schema', q{
 INSERT INTO uses (tag) SELECT 't' || g % 4 FROM generate_series(1, 30) g;
 DELETE FROM uses WHERE id % 7 = 0;
 SELECT counters.compact();
 });
-	is($ret, 0, 'the owner\'s writes succeed') or return diag($stderr);
-	is( $node->safe_psql('counters_schema',
-			q{SELECT string_agg(name || ' ' || mode || ' ' || (options ? 'bounds')::text || ' ' || (options ? 'window')::text, ', ' ORDER BY name) FROM counters.counter}),
-		'tag_hourly exact true true, tag_log log false false, tag_sharded sharded false false',
-		'the counters are declared again in their modes, with their bounds and window thresholds; not the forged one');
+	is($ret, 0, 'the superuser\'s writes succeed') or return diag($stderr);
+	is($node->safe_psql('counters_schema', 'SELECT count(*) FROM public.audit'), '0',
+		'the planted code never ran, as anyone');
+	is($node->safe_psql('counters_schema', "SELECT rolsuper FROM pg_roles WHERE rolname = 'counters_other'"), 'f',
+		'the tenant is not a superuser');
 	is($node->safe_psql('counters_schema', $owned_recount), '0', 'the counters agree with a recount') or return;
 	is($node->safe_psql('counters_schema', 'SELECT count(*) FROM counters.verify()'), '0', 'verify() is empty');
 	return;
