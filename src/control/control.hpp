@@ -87,6 +87,7 @@ bool DigestsKeys(const CounterDef *def);
 char *FillStatement(const CounterDef *def, Oid table, Oid view);
 char *ZeroTargetStatement(const CounterDef *def, Oid target);
 char *FillTargetStatement(const CounterDef *def, Oid target, Oid view);
+char *ReplicaIdentityStatement(Oid rel, bool full);
 char *ReplicaIdentityFullStatement(Oid rel);
 char *RenameStatement(Oid rel, const char *name);
 char *CreateLikeStatement(const char *schema, const char *name, Oid like);
@@ -126,8 +127,35 @@ enum class Names {
 Mode ParseMode(const char *name, const char *mode);
 bool CounterExists(const char *name);
 Oid RelationIn(const char *schema, const char *name);
+/*
+ * A counter's own table kept through its declaration again (redefine.cpp): the table (an exact counter's, or the
+ * totals), and what it was made for: each column's name in the definition, role, and attribute number (by position).
+ */
+struct KeptTable {
+	Oid table;
+	int ncolumns;
+	const char **def_names;
+	bool *is_key;
+	AttrNumber *attnums;
+};
+/* What a counter's table is now (before its definition view is dropped), in CurrentMemoryContext. */
+KeptTable *KeepTable(const Counter *e);
+/*
+ * The kept table emptied and reshaped for definition `def` (SPI connected, in the owner's scope, the counter out of
+ * the catalog): columns the definition no longer has dropped, new ones added after the others, retyped ones retyped.
+ * Refused (0A000, 2BP01) before anything changes when the new definition moves a column it keeps, or when something
+ * of the user's (an index, a view, a constraint) uses a column that would go or change type. Returns whether the keys
+ * changed: the counter's key index was dropped, to be built again once the table is filled.
+ */
+bool ReshapeTable(const char *name, const KeptTable *kept, const CounterDef *def);
+/*
+ * What the user made of a counter's table that a new table would not have (indexes but the counter's, triggers but
+ * the counters', policies, views over it, publications naming it, renamed columns), as a list for a message, or NULL:
+ * what alter_counter_concurrently(), which declares the counter again into new tables, refuses to lose.
+ */
+char *UserMadeProperties(const Counter *e);
 Oid DeclareCounter(const char *name, const char *definition, const char *target, const char *mode, Oid owner,
-                   Names names);
+                   Names names, const KeptTable *kept = nullptr);
 void CounterConcurrently(const char *name, const char *definition, const char *mode, Oid owner);
 
 /* Declaring, switching and dropping counters, attaching their triggers (declare.cpp). */
@@ -149,9 +177,11 @@ void *SaveAndDrop(const Counter *e);
 void DeclareSaved(void *saved, const char *why);
 /* CALL counters.alter_counter_concurrently (SPI connected non-atomic). */
 void AlterCounterConcurrently(const char *name, const char *definition);
-/* counters.drop_counter(); keep_triggers: the source keeps its triggers (a counter declared again in this transaction).
+/*
+ * counters.drop_counter(); keep_triggers: the source keeps its triggers, keep_tables: the counter's tables stay (a
+ * counter declared again in this transaction, into the table it keeps).
  */
-void DropCounter(const char *name, bool keep_triggers = false);
+void DropCounter(const char *name, bool keep_triggers = false, bool keep_tables = false);
 /* counters.attach(): Attach for a table that has counters, by a caller with its owner's privileges. */
 void AttachCounted(Oid relid);
 void Attach(Oid source);

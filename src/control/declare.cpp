@@ -221,7 +221,8 @@ RefuseTemporaryTarget(const char *name, Oid target, const char *schema, const ch
  * rights, and the relations created belong to the owner.
  */
 static void
-Declare(const char *name, const char *definition, const char *target, bool fill, bool exact, Oid owner, Names names)
+Declare(const char *name, const char *definition, const char *target, bool fill, bool exact, Oid owner, Names names,
+        const KeptTable *kept)
 {
 	if (definition == nullptr)
 		ereport(ERROR,
@@ -276,7 +277,11 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	bool owns = !OidIsValid(tgt);
 	if (OidIsValid(tgt))
 		schema = get_namespace_name(get_rel_namespace(tgt));
-	else if (table == nullptr) {
+	else if (kept != nullptr) {
+		/* (declared again: in the schema of the table it keeps) */
+		schema = get_namespace_name(get_rel_namespace(kept->table));
+		table = get_rel_name(kept->table);
+	} else if (table == nullptr) {
 		schema = get_namespace_name(get_rel_namespace(def->source));
 		table = pstrdup(name);
 	}
@@ -298,17 +303,25 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 		bool all_keys_not_null = true;
 		for (int k = 0; k < def->nkeys; k++)
 			all_keys_not_null &= def->keys[k].not_null;
-		Execute(CreateCounterTableStatement(def, schema, table), SPI_OK_UTILITY);
-		tgt = RelationIn(schema, table);
+		/* (declared again: the table it keeps, emptied and reshaped; else a new one) */
+		bool keys_change = true;
+		if (kept != nullptr) {
+			tgt = kept->table;
+			keys_change = ReshapeTable(name, kept, def);
+		} else {
+			Execute(CreateCounterTableStatement(def, schema, table), SPI_OK_UTILITY);
+			tgt = RelationIn(schema, table);
+		}
 		/*
 		 * A published table needs a replica identity to publish updates and deletes; NULL keys cannot make one, nor
 		 * can an index of keys by their digest. (Citus: no digests, its distribution column must be a plain one.)
 		 */
 		bool digest = placement == citus::Placement::Local;
-		if (!all_keys_not_null || (digest && DigestsKeys(def)))
-			Execute(ReplicaIdentityFullStatement(tgt), SPI_OK_UTILITY);
+		bool full = !all_keys_not_null || (digest && DigestsKeys(def));
+		if (keys_change && (full || kept != nullptr))
+			Execute(ReplicaIdentityStatement(tgt, full), SPI_OK_UTILITY);
 		/* Citus: distributed co-located with the source (or a reference table) before it is filled */
-		if (placement != citus::Placement::Local)
+		if (placement != citus::Placement::Local && kept == nullptr)
 			citus::DistributeCounterTable(tgt, placement, colocate_with, distribution_column);
 		/* (compiled now: anything the trigger could not run fails the declaration, not a later write) */
 		Declaration declared = {name, view, tgt, owns, Mode::Exact, InvalidOid, InvalidOid, InvalidOid, nullptr};
@@ -318,7 +331,8 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 		UnpinSettings(level);
 		if (ret != SPI_OK_INSERT)
 			elog(ERROR, "counters: filling counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
-		Execute(CounterKeyStatement(def, tgt, all_keys_not_null, digest), SPI_OK_UTILITY);
+		if (keys_change)
+			Execute(CounterKeyStatement(def, tgt, all_keys_not_null, digest), SPI_OK_UTILITY);
 	} else {
 		/*
 		 * (Register checks the target's columns and key types; a declaration needs its unique key now; compiled now:
@@ -358,7 +372,8 @@ StoppedContext(void *arg)
 
 /* A counter declared in `mode`, as owner `owner` (InvalidOid: a new counter), its names resolved as `names` says. */
 Oid
-DeclareCounter(const char *name, const char *definition, const char *target, const char *mode, Oid owner, Names names)
+DeclareCounter(const char *name, const char *definition, const char *target, const char *mode, Oid owner, Names names,
+               const KeptTable *kept)
 {
 	RequireReadCommitted("counters.create_counter()");
 	CheckCounterName(name);
@@ -371,7 +386,8 @@ DeclareCounter(const char *name, const char *definition, const char *target, con
 	context.arg = (void *)name;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	Declare(name, definition, target, true, mode == nullptr || ParseMode(name, mode) == Mode::Exact, owner, names);
+	Declare(name, definition, target, true, mode == nullptr || ParseMode(name, mode) == Mode::Exact, owner, names,
+	        kept);
 	AlterCounter(name, mode, -1);
 	error_context_stack = context.previous;
 	return LookupCounter(name)->target;
@@ -408,7 +424,7 @@ CounterConcurrently(const char *name, const char *definition, const char *mode, 
 	context.previous = error_context_stack;
 	error_context_stack = &context;
 	ConcurrentStep(name, "1 of 3: declaring in log mode (writers wait for the triggers)");
-	Declare(name, definition, nullptr, false, false, owner, Names::Caller);
+	Declare(name, definition, nullptr, false, false, owner, Names::Caller, nullptr);
 	AlterCounter(name, "log", -1);
 	MarkBuilding(name, ParseMode(name, mode), -1);
 	error_context_stack = context.previous;
@@ -425,7 +441,7 @@ CounterConcurrently(const char *name, const char *definition, const char *mode, 
 }
 
 void
-DropCounter(const char *name, bool keep_triggers)
+DropCounter(const char *name, bool keep_triggers, bool keep_tables)
 {
 	/* (writers in flight apply their deltas first, to the relations dropped here) */
 	Change change;
@@ -452,7 +468,8 @@ DropCounter(const char *name, bool keep_triggers)
 	CreatedRelation own[COUNTER_RELATIONS];
 	int n = CreatedRelations(c, own);
 	for (int i = 0; i < n; i++)
-		Execute(DropStatement(own[i].kind, own[i].rel), SPI_OK_UTILITY);
+		if (!keep_tables || strcmp(own[i].kind, "TABLE") != 0)
+			Execute(DropStatement(own[i].kind, own[i].rel), SPI_OK_UTILITY);
 	SPI_finish();
 	EndChange(&change);
 }

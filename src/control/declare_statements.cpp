@@ -154,12 +154,44 @@ DigestsKeys(const CounterDef *def)
 	return false;
 }
 
+namespace {
+
+/*
+ * The columns of `table` that hold definition `def`'s keys and values, by position (renames followed), quoted: what
+ * the statements below name, so that a table whose columns its owner renamed is written by their names.
+ */
+struct TableNames {
+	const char **keys;   /* quoted, in key order */
+	const char **values; /* quoted, in value order */
+	char *key_list;      /* the keys, separated by ", " */
+};
+
+TableNames
+NamesIn(const CounterDef *def, Oid table)
+{
+	const char **names;
+	ColumnsByPosition(def, table, &names, nullptr);
+	TableNames t = {(const char **)palloc0(sizeof(char *) * Max(def->nkeys, 1)),
+	                (const char **)palloc0(sizeof(char *) * Max(def->nvalues, 1)), nullptr};
+	for (int i = 0; i < def->ncolumns; i++)
+		(def->columns[i].is_key ? t.keys : t.values)[def->columns[i].index] = quote_identifier(names[i]);
+	StringInfoData list;
+	initStringInfo(&list);
+	for (int k = 0; k < def->nkeys; k++)
+		appendStringInfo(&list, "%s%s", k ? ", " : "", t.keys[k]);
+	t.key_list = list.data;
+	return t;
+}
+
+} // namespace
+
 char *
 CounterKeyStatement(const CounterDef *def, Oid table, bool all_keys_not_null, bool digest)
 {
+	TableNames names = NamesIn(def, table);
 	if (!digest || !DigestsKeys(def))
 		return psprintf("ALTER TABLE %s ADD %s (%s)", QualifiedName(table),
-		                all_keys_not_null ? "PRIMARY KEY" : "UNIQUE NULLS NOT DISTINCT", KeyNames(def));
+		                all_keys_not_null ? "PRIMARY KEY" : "UNIQUE NULLS NOT DISTINCT", names.key_list);
 	/*
 	 * A key of an unbounded string type is indexed by its digest (no length limit), and found by its own hash index
 	 * (for readers: WHERE url = ...); the keys stay NOT NULL where they are.
@@ -172,7 +204,7 @@ CounterKeyStatement(const CounterDef *def, Oid table, bool all_keys_not_null, bo
 	const char *t = QualifiedName(table);
 	for (int k = 0; k < def->nkeys; k++) {
 		const KeyDef *key = &def->keys[k];
-		const char *col = quote_identifier(key->column_name);
+		const char *col = names.keys[k];
 		bool digested = DigestedKeyType(key->type, key->typmod, key->collation);
 		appendStringInfo(&elements, "%s%s", k ? ", " : "", KeyIndexElement(col, digested));
 		if (digested)
@@ -203,22 +235,24 @@ NonzeroCondition(const CounterDef *def, const char *alias)
 
 } // namespace
 
+/* INSERT INTO public.blog_posts (blog_id, posts) SELECT q.blog_id, COALESCE(q.posts, 0) FROM ..._definition q WHERE ...
+ */
 char *
 FillStatement(const CounterDef *def, Oid table, Oid view)
 {
+	TableNames names = NamesIn(def, table);
 	StringInfoData values, value_list;
 	initStringInfo(&values);
 	initStringInfo(&value_list);
 	for (int v = 0; v < def->nvalues; v++) {
-		const char *col = quote_identifier(def->values[v].column_name);
-		appendStringInfo(&value_list, "%s%s", v ? ", " : "", col);
-		appendStringInfo(&values, "%sCOALESCE(q.%s, 0)", v ? ", " : "", col);
+		appendStringInfo(&value_list, "%s%s", v ? ", " : "", names.values[v]);
+		appendStringInfo(&values, "%sCOALESCE(q.%s, 0)", v ? ", " : "", quote_identifier(def->values[v].column_name));
 	}
 	StringInfoData keys;
 	initStringInfo(&keys);
 	for (int k = 0; k < def->nkeys; k++)
 		appendStringInfo(&keys, "%sq.%s", k ? ", " : "", quote_identifier(def->keys[k].column_name));
-	return psprintf("INSERT INTO %s (%s, %s) SELECT %s, %s FROM %s q WHERE %s", QualifiedName(table), KeyNames(def),
+	return psprintf("INSERT INTO %s (%s, %s) SELECT %s, %s FROM %s q WHERE %s", QualifiedName(table), names.key_list,
 	                value_list.data, keys.data, values.data, QualifiedName(view), NonzeroCondition(def, "q"));
 }
 
@@ -254,7 +288,14 @@ FillTargetStatement(const CounterDef *def, Oid target, Oid view)
 char *
 ReplicaIdentityFullStatement(Oid rel)
 {
-	return psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", QualifiedName(rel));
+	return ReplicaIdentityStatement(rel, true);
+}
+
+/* ALTER TABLE public.blog_posts REPLICA IDENTITY FULL (or DEFAULT: its primary key) */
+char *
+ReplicaIdentityStatement(Oid rel, bool full)
+{
+	return psprintf("ALTER TABLE %s REPLICA IDENTITY %s", QualifiedName(rel), full ? "FULL" : "DEFAULT");
 }
 
 char *

@@ -8,6 +8,7 @@
 #include "compat.hpp"
 
 extern "C" {
+#include "commands/comment.h"
 #include "access/genam.h"
 #include "access/reloptions.h"
 #include "pgstat.h"
@@ -161,9 +162,12 @@ RenameWithIndexes(Oid rel, const char *name, const char *from, const char *to)
 	}
 }
 
-/* Counter `from` takes the name `to` (free): its catalog row and the relations named after it. */
+/*
+ * Counter `from` takes the name `to` (free): its catalog row and the relations named after it, the relation users
+ * read named `table` (and those derived from it after it).
+ */
 void
-RenameCounter(const char *from, const char *to)
+RenameCounter(const char *from, const char *to, const char *table)
 {
 	Counter *e = LookupCounter(from);
 	RequireMaintainer(e);
@@ -171,13 +175,13 @@ RenameCounter(const char *from, const char *to)
 	EnterOwner(&as, AuthorizeMaintainer(e), PIN_SEARCH_PATH);
 	SpiConnect();
 	RenameWithIndexes(e->query, DefinitionViewName(to), from, to);
-	RenameWithIndexes(e->target, to, from, to);
+	RenameWithIndexes(e->target, table, from, to);
 	if (e->mode != Mode::Exact) {
-		RenameWithIndexes(e->totals, DerivedName(to, "_totals"), from, to);
-		RenameWithIndexes(e->log, DerivedName(to, e->mode == Mode::Log ? "_log" : "_slots"), from, to);
+		RenameWithIndexes(e->totals, DerivedName(table, "_totals"), from, to);
+		RenameWithIndexes(e->log, DerivedName(table, e->mode == Mode::Log ? "_log" : "_slots"), from, to);
 	}
 	if (OidIsValid(e->crossings))
-		RenameWithIndexes(e->crossings, DerivedName(to, "_crossings"), from, to);
+		RenameWithIndexes(e->crossings, DerivedName(table, "_crossings"), from, to);
 	SPI_finish();
 	LeaveOwner(&as);
 	Oid argtypes[2] = {TEXTOID, TEXTOID};
@@ -260,6 +264,29 @@ GiveBack(const char *name, const Kept *k)
 
 } // namespace
 
+namespace {
+
+/* Whether a counter declared again keeps its table (redefine.cpp): one of its own, not a Citus table's. */
+bool
+KeepsTable(const Counter *c)
+{
+	return c->owns_target && !citus::IsCitusRelation(c->source);
+}
+
+/*
+ * A counter about to be declared again into the table it keeps: in exact mode first (a log or sharded counter folds
+ * its pending rows into its totals, which take the table's name back), so that its table is the one it writes.
+ */
+Counter *
+ToExact(const Counter *c)
+{
+	if (c->mode != Mode::Exact)
+		AlterCounter(c->name, "exact", -1);
+	return LookupCounter(c->name);
+}
+
+} // namespace
+
 void
 AlterDefinition(const char *name, const char *definition, const char *mode)
 {
@@ -267,14 +294,26 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	if (definition == nullptr)
 		ereport(ERROR,
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter \"%s\": the definition is null", name)));
+	Counter *c = LookupCounter(name);
+	RequireMaintainer(c);
+	Mode final_mode = mode != nullptr ? ParseMode(name, mode) : c->mode;
+	/* (what going through exact mode forgets: max_slots, the log's or slots' storage settings) */
+	const CounterOptions *options = c->options;
+	List *log_storage = c->mode != Mode::Exact ? StorageOf(c->log) : NIL;
+	if (KeepsTable(c) && !IsSink(c->source))
+		c = ToExact(c);
 	/* (writers wait until the transaction ends: the counter is dropped and declared again in it) */
 	Change change;
-	Counter *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
+	c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
 	if (IsSink(c->source))
 		RefuseSinkRecount(c, "redefined");
 	(void)MayWriteHere(c, true, "redefine");
 	Kept kept;
 	Keep(c, &kept);
+	kept.options = options;
+	if (log_storage != NIL)
+		kept.log_storage = log_storage;
+	KeptTable *table = KeepsTable(c) ? KeepTable(c) : nullptr;
 	/* (the owner stays: the new definition's code runs as the counter's owner, not as whoever changes it) */
 	Oid owner = CounterOwner(c);
 	/* (the new definition is parsed with the caller's search_path, resolved as the caller: out of the scope again) */
@@ -283,11 +322,11 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	EndChange(&change);
 	/*
 	 * The triggers stay while the counter is declared again (dropping them would lock the source ACCESS EXCLUSIVE,
-	 * and readers out); they leave a table the new definition no longer reads.
+	 * and readers out); they leave a table the new definition no longer reads. So does its table, reshaped.
 	 */
-	DropCounter(name, true);
-	DeclareCounter(name, definition, c->owns_target ? nullptr : QualifiedName(c->target),
-	               mode != nullptr ? mode : ModeName(c->mode), owner, Names::Caller);
+	DropCounter(name, true, table != nullptr);
+	DeclareCounter(name, definition, c->owns_target ? nullptr : QualifiedName(c->target), ModeName(final_mode), owner,
+	               Names::Caller, table);
 	GiveBack(name, &kept);
 	if (ReadCatalogOfSource(source) == NIL)
 		Detach(source);
@@ -303,18 +342,29 @@ struct Saved {
 	const char *mode;
 	Oid owner;
 	Kept kept;
+	KeptTable *table; /* the table it keeps (NULL: a new one) */
 };
 
 void *
 SaveAndDrop(const Counter *e)
 {
 	RequireMaintainer(e);
+	const char *mode = ModeName(e->mode);
+	/* (read again: in this memory context, which lives until the counter is declared again) */
+	const CounterOptions *options = CurrentOptions(e->name);
+	List *log_storage = e->mode != Mode::Exact ? StorageOf(e->log) : NIL;
+	if (KeepsTable(e) && !IsSink(e->source))
+		e = ToExact(e);
 	Saved *s = (Saved *)palloc0(sizeof(Saved));
 	s->name = pstrdup(e->name);
 	s->target = e->owns_target ? nullptr : pstrdup(QualifiedName(e->target));
-	s->mode = ModeName(e->mode);
+	s->mode = mode;
 	s->owner = CounterOwner(e);
 	Keep(e, &s->kept);
+	s->kept.options = options;
+	if (log_storage != NIL)
+		s->kept.log_storage = log_storage;
+	s->table = KeepsTable(e) && !IsSink(e->source) ? KeepTable(e) : nullptr;
 	/* (with search_path pinned: every name the definition uses comes out qualified) */
 	int level = PinSettings(PIN_SEARCH_PATH);
 	MemoryContext caller = CurrentMemoryContext;
@@ -328,7 +378,7 @@ SaveAndDrop(const Counter *e)
 	s->definition = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 	SPI_finish();
 	UnpinSettings(level);
-	DropCounter(e->name);
+	DropCounter(e->name, false, s->table != nullptr);
 	return s;
 }
 
@@ -352,7 +402,7 @@ DeclareSaved(void *saved, const char *why)
 	context.previous = error_context_stack;
 	error_context_stack = &context;
 	/* (as its owner, whoever retyped the column; the text re-read with the search_path it was deparsed with) */
-	DeclareCounter(s->name, s->definition, s->target, s->mode, s->owner, Names::Pinned);
+	DeclareCounter(s->name, s->definition, s->target, s->mode, s->owner, Names::Pinned, s->table);
 	error_context_stack = context.previous;
 	GiveBack(s->name, &s->kept);
 	ereport(NOTICE, (errmsg("counter \"%s\" was declared again %s, and recounted", s->name, why)));
@@ -381,6 +431,19 @@ AlterCounterConcurrently(const char *name, const char *definition)
 		                errhint("Use counters.alter_counter('%s', definition => ...): it locks writers out while it "
 		                        "runs.",
 		                        name)));
+	/*
+	 * The new definition is counted into new tables, which take the counter's names at the end: what the user made
+	 * of the old ones (but their name, comment, storage settings and SELECT grants, which are carried) would be lost.
+	 */
+	char *made = UserMadeProperties(c);
+	if (made != nullptr)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\" cannot be redefined concurrently: its table %s has %s", name,
+		                       QualifiedName(c->target), made),
+		                errdetail("A concurrent redefinition counts into new tables, which would not have them."),
+		                errhint("Use counters.alter_counter('%s', definition => ...), which keeps the table as it is "
+		                        "(writers wait while it runs); or drop them, and create them again after.",
+		                        name)));
 	/* (the name's first bytes: the temporary name is a counter name too, at most COUNTER_NAME_MAX_BYTES) */
 	const char *prefix = "counters_redefining_";
 	char *tmp = psprintf("%s%.*s", prefix,
@@ -401,10 +464,21 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
 	Kept kept;
 	Keep(c, &kept);
+	/* (the relation users read keeps its name, which may be the counter's or one its owner gave it; and its comment) */
+	char *table = pstrdup(get_rel_name(c->target));
+	char *comment = GetComment(c->target, RelationRelationId, 0);
 	EndChange(&change);
 	DropCounter(name);
-	RenameCounter(tmp, name);
+	RenameCounter(tmp, name, table);
 	GiveBack(name, &kept);
+	if (comment != nullptr) {
+		Counter *e = LookupCounter(name);
+		SpiConnect();
+		Execute(psprintf("COMMENT ON TABLE %s IS %s", QualifiedName(e->mode == Mode::Exact ? e->target : e->totals),
+		                 quote_literal_cstr(comment)),
+		        SPI_OK_UTILITY);
+		SPI_finish();
+	}
 	ConcurrentStep(name, nullptr);
 }
 
@@ -448,6 +522,8 @@ RefreshConcurrently(const char *name, const char *step)
 	 */
 	LockRelationOid(e->log, ShareUpdateExclusiveLock);
 	CounterShape *s = BuildShape(e);
+	/* (the log's rows go with this snapshot's fill, as a compaction folds them: counters.stats.oldest_pending) */
+	NoteCompactionStart(e->query);
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 	const char *statements[3] = {DeleteAllStatement(e->totals), FillStatement(s->def, e->totals, e->query),
 	                             DeleteAllStatement(e->log)};
