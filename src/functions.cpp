@@ -53,6 +53,12 @@ _PG_init(void)
 	                        "A statement that touches more keys applies its deltas in several sorted batches.",
 	                        &counters::statement_memory_kb, 65536, 64, MAX_KILOBYTES, PGC_USERSET, GUC_UNIT_KB, nullptr,
 	                        nullptr, nullptr);
+	DefineCustomBoolVariable("counters.suspend",
+	                         "Suspends the counting of this session's writes, for a data load by the counters' owner.",
+	                         "For pg_restore --data-only into a database whose counters hold the restored values: only "
+	                         "a role with the privileges of each counter's owner may suspend it; each suspended write "
+	                         "is noted, and shown by counters.stats and verify().",
+	                         &counters::counting_suspended, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	counters::InitWorkers();
 	counters::InitStats();
 	counters::InitMaintenance();

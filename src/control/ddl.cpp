@@ -576,6 +576,25 @@ OidsOf(MemoryContext cxt, const char *sql)
 
 } // namespace
 
+namespace {
+
+/* CREATE TABLE ... PARTITION OF, or ALTER TABLE ... ATTACH PARTITION. */
+bool
+AddsPartition(Node *parsetree)
+{
+	if (IsA(parsetree, CreateStmt))
+		return ((CreateStmt *)parsetree)->partbound != nullptr;
+	if (!IsA(parsetree, AlterTableStmt))
+		return false;
+	ListCell *lc;
+	foreach (lc, ((AlterTableStmt *)parsetree)->cmds)
+		if (((AlterTableCmd *)lfirst(lc))->subtype == AT_AttachPartition)
+			return true;
+	return false;
+}
+
+} // namespace
+
 /*
  * After CREATE TABLE ... PARTITION OF and ATTACH PARTITION: new partitions of a counted table get the triggers. After
  * a column of an existing target was renamed: the definition's alias that named it follows. After DETACH PARTITION:
@@ -702,8 +721,14 @@ OnDdlEnd(EventTriggerData *trigger)
 	SPI_finish();
 	foreach (lc, sinks)
 		RefuseCheckOptionViews(lfirst_oid(lc), false);
-	foreach (lc, sources)
-		Attach(lfirst_oid(lc));
+	/*
+	 * New partitions get the triggers: after CREATE TABLE ... PARTITION OF and ATTACH PARTITION only. Any other DDL on
+	 * a partition leaves triggers alone: a restore creates each partition's triggers itself, one statement at a time
+	 * (ALTER TABLE ... ENABLE REPLICA TRIGGER between them), and must not find the next one made already.
+	 */
+	if (AddsPartition(trigger->parsetree))
+		foreach (lc, sources)
+			Attach(lfirst_oid(lc));
 	foreach (lc, changed_sources)
 		KeepReplicaTriggers(lfirst_oid(lc));
 	foreach (lc, leftovers)

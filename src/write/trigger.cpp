@@ -43,6 +43,8 @@ extern "C" {
 
 namespace counters {
 
+bool counting_suspended = false;
+
 namespace {
 
 /*
@@ -152,6 +154,36 @@ RequireCounters(Relation rel, SourceCounters *sc, bool parent = false)
 	         errhint("Declare its counters again with counters.create_counter(), or remove the triggers with SELECT "
 	                 "counters.detach('%s').",
 	                 QualifiedName(RelationGetRelid(rel)))));
+}
+
+/*
+ * counters.suspend: a data load by the counters' owner (pg_restore --data-only into a database whose counter tables
+ * it also loads) is not counted on top of the loaded values. Only a role with the privileges of the owner of every
+ * relation of each counter the write would count for may suspend them (42501 otherwise, naming the counter: a writer
+ * may not skip a counter it could not rebuild); each suspended write is noted in counters.maintenance.suspended_at,
+ * which counters.stats shows (last_suspended) and verify() reports. A sink's rows, which are stored nowhere, are
+ * counted anyway.
+ */
+bool
+Suspended(SourceCounters *sc)
+{
+	if (!counting_suspended || sc->ncounters == 0)
+		return false;
+	for (int i = 0; i < sc->ncounters; i++) {
+		const Counter *e = sc->counters[i].counter;
+		if (!MayMaintain(e))
+			ereport(ERROR,
+			        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			         errmsg("counter \"%s\": counters.suspend is for a role with its owner's privileges", e->name),
+			         errdetail("A write by this role with counters.suspend on would leave the counter wrong."),
+			         errhint("RESET counters.suspend, or load the data as the counters' owner.")));
+	}
+	const char *columns[1] = {"suspended_at"};
+	Oid types[1] = {TIMESTAMPTZOID};
+	Datum values[1] = {TimestampTzGetDatum(GetCurrentTimestamp())};
+	for (int i = 0; i < sc->ncounters; i++)
+		NoteMaintenance(sc->counters[i].counter->name, 1, columns, types, values, nullptr);
+	return true;
 }
 
 /*
@@ -598,6 +630,8 @@ ParentRow(TriggerData *td)
 {
 	Relation rel = td->tg_relation;
 	SourceCounters *pc = ParentCounters(rel);
+	if (counting_suspended && Suspended(pc))
+		return;
 	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
 	HeapTuple old_tuple = td->tg_trigtuple;
 	HeapTuple new_tuple = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : nullptr;
@@ -690,6 +724,10 @@ Capture(TriggerData *td, Role role)
 		 * Under the replica role the other parent triggers do not fire: a counter that counts here refuses the write
 		 * (0A000) rather than miss it; one that follows its publisher lets it through.
 		 */
+		if (role != Role::ParentBegin && Suspended(pc)) {
+			UnpinSettings(level);
+			return;
+		}
 		if (role == Role::ParentReplica)
 			(void)CountsHere(rel, pc, true);
 		else if (pc->nfollowed > 0 && role != Role::ParentBegin)
@@ -752,6 +790,10 @@ Capture(TriggerData *td, Role role)
 		sc = GetSourceCounters(RelationGetRelid(rel));
 	}
 	RequireCounters(rel, sc);
+	if (role != Role::SinkEnd && Suspended(sc)) {
+		UnpinSettings(level);
+		return;
+	}
 	if (role != Role::Replica && SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA &&
 	    ReplicaTriggerFires(rel, ev)) {
 		UnpinSettings(level);

@@ -264,6 +264,8 @@ char *WindowStateStatement(Oid crossings);
 
 /* counters.statement_memory: deltas held per statement before they are applied in a batch (kB). */
 extern int statement_memory_kb;
+/* counters.suspend: this session's writes are not counted, for a data load by the counters' owner (trigger.cpp). */
+extern bool counting_suspended;
 
 /* A key of a counter: one value and null flag per key column, in definition order; the flags follow the values. */
 struct DeltaKey {

@@ -1,10 +1,11 @@
 # Dump and restore with the real pg_dump / pg_restore. A database with counters in every mode (exact with its own
 # table, a counter-cache target `blogs`, sharded, log with an expression key date_trunc('day', created_at)), bounds,
-# thresholds and retention, and pending log and slot rows, is dumped and restored into fresh databases (created from
-# template0: the extension is available but not created) along every path a backup takes:
-#   plain format through psql, plain format through psql --single-transaction, custom format through pg_restore,
-#   pg_restore -j 2, pg_restore --section=pre-data / data / post-data, and pg_restore --schema-only followed by
-#   pg_restore --data-only --disable-triggers.
+# thresholds and retention, pending log and slot rows, and a counted partitioned table, is dumped and restored into
+# fresh databases (created from template0: the extension is available but not created) along every path a backup
+# takes, each with its errors fatal (psql -v ON_ERROR_STOP=1, pg_restore --exit-on-error):
+#   plain format through psql, plain format through psql --single-transaction, custom format through pg_restore (also
+#   --single-transaction), pg_restore -j 2, pg_restore --section=pre-data / data / post-data, and pg_restore
+#   --schema-only followed by pg_restore --data-only --disable-triggers.
 # In each restored database: the same counters are declared (counters.counters equals the original), the counter
 # tables (and their log and slot rows) hold the original data, counters.verify() is empty and a hand-written recount
 # of each counter agrees, the capture triggers on the source exist exactly once each, and INSERT, UPDATE moving rows
@@ -29,7 +30,7 @@ use CountersTest;
 my $node = start_node('dump');
 
 my $src = 'counters_dump_src';
-my @paths = qw(plain plain_1 custom parallel sections split);
+my @paths = qw(plain plain_1 custom custom_1 parallel sections split);
 my $dir = PostgreSQL::Test::Utils::tempdir;
 
 create_database($node, $src);
@@ -66,6 +67,12 @@ CREATE TABLE page_views (id int PRIMARY KEY, path text NOT NULL);
 INSERT INTO page_views SELECT g, '/posts/' || g || repeat('/x', 20) FROM generate_series(1, 100000) g;
 CREATE TABLE tags (id int PRIMARY KEY, name text NOT NULL);
 INSERT INTO tags SELECT g, 'tag ' || g FROM generate_series(1, 300) g;
+-- A counted partitioned table: each partition carries the triggers, which the restore creates one by one.
+CREATE TABLE visits (id int NOT NULL, day date NOT NULL, page int NOT NULL) PARTITION BY RANGE (day);
+CREATE TABLE visits_1 PARTITION OF visits FOR VALUES FROM ('2026-01-01') TO ('2026-07-01');
+CREATE TABLE visits_2 PARTITION OF visits FOR VALUES FROM ('2026-07-01') TO ('2027-01-01');
+INSERT INTO visits SELECT g, date '2026-01-01' + g % 360, g % 7 FROM generate_series(1, 700) g;
+SELECT counters.create_counter('page_visits', 'SELECT page, count(*) AS n FROM visits GROUP BY page');
 });
 $node->safe_psql($src, 'VACUUM ANALYZE');
 
@@ -106,7 +113,8 @@ my $recount = 'SELECT * FROM ('
 	pair(
 		'daily_log',
 		"SELECT date_trunc('day', created_at), count(*), sum(rating) FROM posts GROUP BY 1",
-		'SELECT day, n, r FROM daily_log WHERE n <> 0 OR r <> 0'))
+		'SELECT day, n, r FROM daily_log WHERE n <> 0 OR r <> 0'),
+	pair('page_visits', 'SELECT page, count(*) FROM visits GROUP BY 1', 'SELECT page, n FROM page_visits'))
   . ') d LIMIT 3';
 my $triggers = q{
 SELECT string_agg(tgname || '=' || tgfoid::regproc || ':' || tgenabled::text, ',' ORDER BY tgname) FROM pg_trigger
@@ -172,6 +180,7 @@ sub restore
 		plain => [ [ @psql, '-f', "$dir/plain.sql" ] ],
 		plain_1 => [ [ @psql, '--single-transaction', '-f', "$dir/plain.sql" ] ],
 		custom => [ [ @pg_restore, "$dir/custom.dump" ] ],
+		custom_1 => [ [ @pg_restore, '--single-transaction', "$dir/custom.dump" ] ],
 		parallel => [ [ @pg_restore, '-j', '2', "$dir/custom.dump" ] ],
 		sections => [ map { [ @pg_restore, "--section=$_", "$dir/custom.dump" ] } qw(pre-data data post-data) ],
 		split => [
@@ -213,6 +222,8 @@ UPDATE posts SET is_deleted = true WHERE id % 9 = 0;
 UPDATE posts SET blog_id = 1 + blog_id % 5, user_id = coalesce(user_id, 0) + 1 WHERE id % 13 = 0;
 UPDATE posts SET created_at = created_at - interval '1 day', rating = rating + 1 WHERE id % 7 = 0;
 DELETE FROM posts WHERE id % 19 = 0;
+INSERT INTO visits SELECT g, date '2026-03-01' + g % 200, g % 9 FROM generate_series(1001, 1100) g;
+DELETE FROM visits WHERE id % 11 = 0;
 });
 	is($ret, 0, 'writes after the restore succeed') or return diag($stderr);
 	is($node->safe_psql($db, 'SELECT count(*) FROM counters.verify()'),
@@ -253,7 +264,9 @@ CREATE DATABASE counters_owned_restored OWNER counters_owner TEMPLATE template0;
 my @as_owner = ('-U', 'counters_owner');
 my $owned = q{
 CREATE EXTENSION counters;
-CREATE TABLE uses (id serial PRIMARY KEY, tag text NOT NULL, used_at timestamp NOT NULL DEFAULT localtimestamp);
+CREATE TABLE tags (tag text PRIMARY KEY);
+INSERT INTO tags SELECT 't' || g FROM generate_series(0, 9) g;
+CREATE TABLE uses (id serial PRIMARY KEY, tag text NOT NULL REFERENCES tags, used_at timestamp NOT NULL DEFAULT localtimestamp);
 SELECT counters.create_counter('tag_hourly', $$SELECT tag, date_trunc('hour', used_at) AS hour, count(*) AS uses
 	FROM uses GROUP BY tag, date_trunc('hour', used_at)$$);
 SELECT counters.create_counter('tag_log', $$SELECT tag, count(*) AS uses FROM uses GROUP BY tag$$, mode => 'log');
@@ -312,6 +325,52 @@ SELECT counters.compact();
 	return;
 };
 
+# The split restore as the owner, of a schema with a foreign key: pg_restore --data-only --disable-triggers needs a
+# superuser (PostgreSQL lets only a superuser disable a foreign key's triggers), and without it the loaded rows would be
+# counted on top of the loaded counter tables. The owner loads the data with counters.suspend on instead: not
+# counted, noted (counters.stats.last_suspended, a NOTICE of verify()), and refused to a role without the owner's
+# privileges.
+subtest 'split restore as the owner of a schema with a foreign key: counters.suspend' => sub {
+	$node->safe_psql('postgres', 'CREATE DATABASE counters_split OWNER counters_owner TEMPLATE template0;
+CREATE ROLE counters_other LOGIN');
+	my $expected = $node->safe_psql('counters_owned', $owned_state);
+	my @restore = ('pg_restore', @as_owner, '--exit-on-error', '-d', 'counters_split');
+	command_passes([ @restore, '--schema-only', "$dir/owned.dump" ], 'pg_restore --schema-only as the owner')
+	  or return;
+	ok( !$node->run_log(
+			[ @restore, '--single-transaction', '--data-only', '--disable-triggers', "$dir/owned.dump" ]),
+		'pg_restore --data-only --disable-triggers as the owner fails: a foreign key\'s triggers');
+	{
+		local $ENV{PGOPTIONS} = '-c counters.suspend=on';
+		command_passes([ @restore, '--single-transaction', '--data-only', "$dir/owned.dump" ],
+			'pg_restore --data-only as the owner, with counters.suspend on')
+		  or return;
+	}
+	same_text($node->safe_psql('counters_split', $owned_state),
+		$expected, 'the counters hold the loaded values, not counted twice') or return;
+	is($node->safe_psql('counters_split', $owned_recount), '0', 'the counters agree with a recount') or return;
+	is( $node->safe_psql(
+			'counters_split', "SELECT count(*) FROM counters.stats WHERE last_suspended IS NOT NULL"),
+		'3', 'counters.stats shows the suspended writes of each counter');
+	my ($ret, $stdout, $stderr) = $node->psql('counters_split', 'SELECT count(*) FROM counters.verify()',
+		extra_params => [@as_owner]);
+	is($stdout, '0', 'verify() finds nothing wrong');
+	like($stderr, qr/counter "tag_hourly": writes to its source were left uncounted/, '... and says what was suspended');
+	($ret, $stdout, $stderr) = $node->psql('counters_split', q{
+INSERT INTO uses (tag) SELECT 't' || g % 5 FROM generate_series(1, 20) g;
+DELETE FROM uses WHERE id % 7 = 0;
+}, extra_params => [@as_owner]);
+	is($ret, 0, 'later writes succeed') or return diag($stderr);
+	is($node->safe_psql('counters_split', $owned_recount), '0', 'later writes are counted');
+	$node->safe_psql('counters_split', 'GRANT INSERT ON uses TO counters_other; GRANT USAGE ON SEQUENCE uses_id_seq TO counters_other');
+	($ret, $stdout, $stderr) = $node->psql('counters_split', "SET counters.suspend = on; INSERT INTO uses (tag) VALUES ('t1')",
+		extra_params => [ '-U', 'counters_other' ]);
+	like($stderr, qr/counters.suspend is for a role with its owner's privileges/,
+		'a role without the owner\'s privileges may not suspend the counters');
+	is($node->safe_psql('counters_split', $owned_recount), '0', 'and nothing went uncounted');
+	return;
+};
+
 # A schema-only dump (Rails' structure.sql, a test database made from migrations' output) carries each counter's
 # catalog row in its definition view's comment. A tenant of the source database -- a role with CREATE on one schema --
 # put descriptions of its own on views over the owner's table (a view needs no privilege on the table it reads), one
@@ -322,8 +381,7 @@ SELECT counters.compact();
 # writes count. (Before 0.5, every write failed until counters.counter was restored; before this test's change, the
 # tenant's description became a superuser's counter, which ran its code as the superuser.)
 subtest 'schema-only dump, restored by a superuser: the counters declared again, a tenant\'s descriptions not' => sub {
-	$node->safe_psql('postgres', 'CREATE DATABASE counters_schema OWNER counters_owner TEMPLATE template0;
-CREATE ROLE counters_other LOGIN');
+	$node->safe_psql('postgres', 'CREATE DATABASE counters_schema OWNER counters_owner TEMPLATE template0');
 	my ($ret, $stdout, $stderr) = $node->psql('counters_owned', q{
 CREATE TABLE public.vault (tag text PRIMARY KEY, uses bigint NOT NULL DEFAULT 0);
 CREATE SCHEMA tenant AUTHORIZATION counters_other;
@@ -359,6 +417,7 @@ COMMENT ON VIEW tenant.forged_vault IS 'counters: {"name": "forged_vault", "mode
 		'tag_hourly exact true true counters_owner, tag_log log false false counters_owner, tag_sharded sharded false false counters_owner',
 		'the restore declared the counters again, as the owner, in their modes, with their bounds and window thresholds; not the forged ones');
 	($ret, $stdout, $stderr) = $node->psql('counters_schema', q{
+INSERT INTO tags SELECT 't' || g FROM generate_series(0, 9) g;
 INSERT INTO uses (tag) SELECT 't' || g % 4 FROM generate_series(1, 30) g;
 DELETE FROM uses WHERE id % 7 = 0;
 SELECT counters.compact();
