@@ -203,6 +203,18 @@ SELECT counters.create_counter('blog_cache', 'SELECT blog_id AS id, count(*) AS 
                                target => 'blogs');
 -- (as a 0.4 library left it: without the trigger 0.5 gives an existing table that keeps counter-cache columns)
 DROP TRIGGER counters_target_key ON blogs;
+-- (and a counter the superuser declared under 0.4 over an application's table, which 0.4 made the superuser's: the
+-- library declares it as the application's now, so the test gives its relations to the superuser as 0.4 did)
+CREATE ROLE counters_upgrade_app;
+GRANT USAGE, CREATE ON SCHEMA upgrade_test TO counters_upgrade_app;
+CREATE TABLE app_posts (id serial PRIMARY KEY, blog_id int NOT NULL);
+ALTER TABLE app_posts OWNER TO counters_upgrade_app;
+INSERT INTO app_posts (blog_id) SELECT g % 3 FROM generate_series(1, 9) g;
+SELECT counters.create_counter('app_posts_su', 'SELECT blog_id, count(*) AS posts FROM app_posts GROUP BY blog_id', mode => 'log');
+ALTER TABLE app_posts_su_totals OWNER TO CURRENT_USER;
+ALTER TABLE app_posts_su_log OWNER TO CURRENT_USER;
+ALTER VIEW app_posts_su OWNER TO CURRENT_USER;
+ALTER VIEW app_posts_su_definition OWNER TO CURRENT_USER;
 -- a DBA took set_thresholds from PUBLIC, and gave it and alter_counter to one role: the update keeps both
 SELECT current_user AS installer \gset
 SET ROLE NONE;
@@ -228,6 +240,17 @@ DROP ROLE counters_upgrade_dba;
 SET ROLE :"installer";
 SELECT extversion FROM pg_extension WHERE extname = 'counters';
 SELECT * FROM member_diff;
+-- (the superuser's counter now belongs to the owner of the table it counts, who may change it)
+SELECT relname, pg_get_userbyid(relowner) AS owner
+  FROM pg_class WHERE relname LIKE 'app\_posts\_su%' AND relkind IN ('r', 'v') ORDER BY 1;
+SET ROLE counters_upgrade_app;
+SELECT counters.alter_counter('app_posts_su', 'exact');
+SELECT * FROM counters.verify('app_posts_su');
+SELECT counters.drop_counter('app_posts_su');
+SET ROLE :"installer";
+DROP TABLE app_posts;
+REVOKE ALL ON SCHEMA upgrade_test FROM counters_upgrade_app;
+DROP ROLE counters_upgrade_app;
 SELECT counter, column_name, thresholds, callback, every FROM counters.thresholds;
 -- (the update described every counter in its definition view's comment, which a schema-only dump carries)
 SELECT name, obj_description(query, 'pg_class') IS NOT NULL AS described FROM counters.counter ORDER BY 1;

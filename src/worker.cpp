@@ -128,7 +128,8 @@ CompactOnce(MemoryContext cxt)
 		}
 		PG_END_TRY();
 	}
-	pgstat_report_activity(STATE_IDLE, nullptr);
+	/* (idle: pg_stat_activity.query says so, instead of naming the last counter compacted) */
+	pgstat_report_activity(STATE_IDLE, "counters: waiting for the next round");
 	/*
 	 * The round's table statistics (the log's deletes, the totals' updates) reach pg_stat_all_tables now, as a
 	 * backend's do when it goes idle: counters.stats.log_rows would otherwise grow until autovacuum recounted it.

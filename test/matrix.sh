@@ -57,6 +57,15 @@ echo "matrix: ${#installs[@]} installation(s), suites: $suites; work directory $
 source "$repo/test/lib.sh"
 as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
+# The cluster run_one started, stopped (fast, else immediately); an interrupted run stops it too.
+running= running_ctl=
+stop_running() {
+	[ -n "$running" ] || return 0
+	as_pg "$running_ctl" -D "$running" -m fast -w stop >/dev/null 2>&1 ||
+		as_pg "$running_ctl" -D "$running" -m immediate stop >/dev/null 2>&1 || true
+	running=
+}
+
 # run_one minor bindir dir: build, install, cluster, suites; results in dir/results (name<TAB>status<TAB>note).
 run_one() {
 	local minor=$1 bindir=$2 dir=$3 pgc=$2/pg_config
@@ -90,6 +99,10 @@ run_one() {
 	CONF
 	as_pg "$bindir/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 120 start >/dev/null ||
 		{ tail -20 "$dir/server.log"; printf 'cluster\tfail\tthe server did not start\n' >>"$results"; return; }
+	# (stopped on every way out, an interrupted run's too)
+	running=$data running_ctl=$bindir/pg_ctl
+	trap 'stop_running' EXIT
+	trap 'stop_running; exit 130' INT TERM
 	case $bindir in
 	/usr/lib/postgresql/*/bin) ;;
 	*) skip="package pgxn_dist" why="Debian's own PostgreSQL only" ;;
@@ -108,7 +121,8 @@ run_one() {
 			[ ! -s "$diffs" ] || { echo "--- $diffs (first lines)"; head -n 80 "$diffs"; }
 		done
 	fi
-	as_pg "$bindir/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || as_pg "$bindir/pg_ctl" -D "$data" -m immediate stop
+	stop_running
+	trap - EXIT INT TERM
 	rm -rf "$data"
 }
 

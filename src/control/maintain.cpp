@@ -459,12 +459,49 @@ NoteCompaction(const Counter *e, ErrorData *error, int64 folded, TimestampTz sta
 		                   Float8GetDatum(ms)};
 		char nulls[7] = {' ', 'n', ' ', ' ', ' ', ' ', ' '};
 		NoteMaintenance(e->name, 7, columns, types, values, nulls);
+		const char *reset[1] = {"compact_failures"};
+		Oid reset_types[1] = {INT8OID};
+		Datum reset_values[1] = {(Datum)0};
+		NoteMaintenance(e->name, 1, reset, reset_types, reset_values, "n");
 	} else {
-		const char *columns[2] = {"compact_failed_at", "compact_error"};
-		Oid types[2] = {TIMESTAMPTZOID, TEXTOID};
-		Datum values[2] = {Now(), CStringGetTextDatum(error->message ? error->message : "unknown error")};
-		NoteMaintenance(e->name, 2, columns, types, values, nullptr);
+		const char *columns[3] = {"compact_failed_at", "compact_error", "+compact_failures"};
+		Oid types[3] = {TIMESTAMPTZOID, TEXTOID, INT8OID};
+		Datum values[3] = {Now(), CStringGetTextDatum(error->message ? error->message : "unknown error"),
+		                   Int64GetDatum(1)};
+		NoteMaintenance(e->name, 3, columns, types, values, nullptr);
 	}
+}
+
+/*
+ * The worker's rounds back off from a counter whose compaction keeps failing (a step that always outlasts
+ * counters.step_timeout, an owner's trigger that always fails): after n failed rounds in a row, the next tries it
+ * again only once
+ * 2^(n-1) times counters.step_timeout (at least a second, at most an hour) has passed since the last failure, so
+ * that it does not hold every other counter's round up by a step_timeout each time. Returns when it is tried again
+ * (0: now). compact() of the counter by name tries it at once.
+ */
+TimestampTz
+BackedOffUntil(const Counter *e)
+{
+	SpiConnect();
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(e->name)};
+	(void)QueryLatest("SELECT m.compact_failed_at, m.compact_failures FROM counters.maintenance m "
+	                  " WHERE m.counter OPERATOR(pg_catalog.=) $1 AND m.compact_failures > 0 "
+	                  "   AND m.compact_failed_at > COALESCE(m.compacted_at, '-infinity')",
+	                  1, argtypes, args, nullptr);
+	TimestampTz until = 0;
+	if (SPI_processed == 1) {
+		bool isnull;
+		TimestampTz failed =
+		    DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		int64 failures = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		int64 base_ms = Max(step_timeout_ms, 1000);
+		int64 wait_ms = Min(base_ms << Min(failures - 1, 20), (int64)3600 * 1000);
+		until = failed + wait_ms * 1000;
+	}
+	SPI_finish();
+	return until > GetCurrentTimestamp() ? until : 0;
 }
 
 bool
@@ -488,7 +525,15 @@ MaintainInRound(const Counter *e)
 {
 	int64 folded = 0, n;
 	CHECK_FOR_INTERRUPTS();
-	if (IsPending(e)) {
+	/* (the worker's rounds back off; compact() called by hand tries every counter) */
+	TimestampTz until = IsPending(e) && IsBackgroundWorker ? BackedOffUntil(e) : 0;
+	if (until != 0)
+		ereport(LOG, (errmsg("counter \"%s\": compaction skipped until %s: its last rounds' compactions failed",
+		                     e->name, timestamptz_to_str(until)),
+		              errdetail("The worker backs off from a counter whose compaction keeps failing, so that the "
+		                        "others are not held up; counters.compact('%s') tries it now.",
+		                        e->name)));
+	else if (IsPending(e)) {
 		ErrorData *error = nullptr;
 		TimestampTz started = GetCurrentTimestamp();
 		/* a skipped compaction is neither a success nor a failure: nothing noted */
@@ -601,6 +646,19 @@ VerifyOne(void *arg)
 		heap_deform_tuple(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	/* writes left uncounted by counters.suspend (a data load) since it was last verified: said */
+	(void)QueryLatest("SELECT m.suspended_at::pg_catalog.text FROM counters.maintenance m "
+	                  " WHERE m.counter OPERATOR(pg_catalog.=) $1 AND m.suspended_at IS NOT NULL "
+	                  "   AND m.suspended_at > COALESCE(m.verified_at, '-infinity')",
+	                  1, argtypes, args, nullptr);
+	if (SPI_processed == 1)
+		ereport(
+		    NOTICE,
+		    (errmsg("counter \"%s\": writes to its source were left uncounted since it was last verified, last at %s "
+		            "(counters.suspend)",
+		            e->name, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
+		     errdetail("A data load by its owner (pg_restore --data-only) suspends the counting of what it loads; "
+		               "verify() compares the counter with a recount all the same.")));
 	SPI_finish();
 	const char *columns[2] = {"verified_at", "verify_wrong"};
 	Oid types[2] = {TIMESTAMPTZOID, INT8OID};

@@ -25,7 +25,8 @@ END $$;
 -- counters.maintenance: the compactions' history (how many, rows folded, time; the last one's rows and time).
 ALTER TABLE counters.maintenance ADD COLUMN compactions bigint, ADD COLUMN compacted_rows bigint,
 	ADD COLUMN compact_time double precision, ADD COLUMN last_compact_rows bigint,
-	ADD COLUMN last_compact_time double precision;
+	ADD COLUMN last_compact_time double precision, ADD COLUMN compact_failures bigint,
+	ADD COLUMN suspended_at timestamptz;
 COMMENT ON TABLE counters.maintenance IS
 	'when verify(), compact() and rebuild() last ran for each counter, the last compaction error, and the compactions'' history';
 -- counters.stats: source_writes of a partitioned source add its partitions' writes; building and stats_reset; the
@@ -66,10 +67,13 @@ SELECT c.name AS counter,
        t.n_tup_upd AS rows_updated,
        t.n_tup_del AS rows_deleted,
        l.n_tup_ins AS log_appends,
-       (SELECT pg_catalog.sum(s.n_tup_ins OPERATOR(pg_catalog.+) s.n_tup_upd OPERATOR(pg_catalog.+) s.n_tup_del)::pg_catalog.int8
-          FROM (SELECT c.source::pg_catalog.oid AS relid
-                 UNION SELECT t.relid::pg_catalog.oid FROM pg_catalog.pg_partition_tree(c.source) t) p
-          JOIN pg_catalog.pg_stat_all_tables s ON s.relid OPERATOR(pg_catalog.=) p.relid) AS source_writes,
+       CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_trigger g WHERE g.tgrelid OPERATOR(pg_catalog.=) c.source
+                            AND g.tgname OPERATOR(pg_catalog.=) 'zz_counters_sink')
+            THEN w.counted_rows  -- (a sink stores no row: the rows it took are the ones counted)
+            ELSE (SELECT pg_catalog.sum(s.n_tup_ins OPERATOR(pg_catalog.+) s.n_tup_upd OPERATOR(pg_catalog.+) s.n_tup_del)::pg_catalog.int8
+                    FROM (SELECT c.source::pg_catalog.oid AS relid
+                           UNION SELECT t.relid::pg_catalog.oid FROM pg_catalog.pg_partition_tree(c.source) t) p
+                    JOIN pg_catalog.pg_stat_all_tables s ON s.relid OPERATOR(pg_catalog.=) p.relid) END AS source_writes,
        (SELECT f.calls FROM pg_catalog.pg_stat_user_functions f
          WHERE f.funcid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure::pg_catalog.oid) AS trigger_calls,
        m.rebuilt_at AS last_rebuild,
@@ -77,6 +81,8 @@ SELECT c.name AS counter,
        m.verify_wrong AS last_verify_wrong,
        m.compacted_at AS last_compact,
        m.compact_error AS last_compact_error,
+       COALESCE(m.compact_failures, 0) AS compact_failures,
+       m.suspended_at AS last_suspended,
        COALESCE(m.compactions, 0) AS compactions,
        COALESCE(m.compacted_rows, 0) AS compacted_rows,
        COALESCE(m.compact_time, 0) AS compact_time,
@@ -361,6 +367,35 @@ COMMENT ON EVENT TRIGGER counters_ddl_start IS
 -- counted table creates them (and changes nothing else: its other triggers exist).
 SELECT counters.attach(s.source) FROM (SELECT DISTINCT c.source FROM counters.counter c) s;
 -- ---- end of the triggers ----
+
+-- ---- a counter belongs to the owner of the table it counts ----
+-- 0.1 to 0.4 made a counter's tables and views the declaring role's: a superuser's declaration over an application's
+-- table left the application unable to read or change its counter, and ran the application's code as the superuser.
+-- The counter's own relations (its table, the view, totals and log of log and sharded mode, its definition view) now
+-- go to the owner of its source, as a new declaration would make them; a counter kept in columns of an existing table
+-- belongs to that table's owner already.
+DO $$
+DECLARE
+	c record;
+	rel pg_catalog.regclass;
+	kind pg_catalog.text;
+BEGIN
+	FOR c IN SELECT k.name, k.query, k.target, k.totals, k.log, s.relowner AS source_owner
+	           FROM counters.counter k
+	           JOIN pg_catalog.pg_class s ON s.oid OPERATOR(pg_catalog.=) k.source
+	           JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) COALESCE(k.totals, k.target)
+	          WHERE k.owns_target AND t.relowner OPERATOR(pg_catalog.<>) s.relowner
+	          ORDER BY k.name LOOP
+		FOR rel, kind IN SELECT r.oid, CASE WHEN r.relkind OPERATOR(pg_catalog.=) 'v' THEN 'VIEW' ELSE 'TABLE' END
+		                   FROM pg_catalog.pg_class r
+		                  WHERE r.oid OPERATOR(pg_catalog.=) ANY (ARRAY[c.query, c.target, c.totals, c.log]) LOOP
+			EXECUTE pg_catalog.format('ALTER %s %s OWNER TO %I', kind, rel, pg_catalog.pg_get_userbyid(c.source_owner));
+		END LOOP;
+		RAISE NOTICE 'counter "%": its tables and views now belong to %, the owner of the table it counts', c.name,
+			pg_catalog.pg_get_userbyid(c.source_owner);
+	END LOOP;
+END $$;
+-- ---- end of ownership ----
 
 COMMENT ON EVENT TRIGGER counters_sql_drop IS
 	'counters: a counter whose source, table or view was dropped goes with it';

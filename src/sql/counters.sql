@@ -69,7 +69,11 @@ CREATE TABLE counters.maintenance (
 	compacted_rows    bigint,
 	compact_time      double precision,
 	last_compact_rows bigint,
-	last_compact_time double precision
+	last_compact_time double precision,
+	-- the rounds of maintenance whose compaction failed since the last that succeeded: a round backs off from it
+	compact_failures  bigint,
+	-- the last write to its source that counters.suspend left uncounted (a data load by its owner)
+	suspended_at      timestamptz
 );
 GRANT SELECT ON counters.maintenance TO PUBLIC;
 COMMENT ON TABLE counters.maintenance IS
@@ -142,11 +146,14 @@ COMMENT ON VIEW counters.thresholds IS
 --   rows, log_rows          live rows of the counter table (totals in log and sharded mode) and of the log or slots
 --   rows_inserted/_updated/_deleted   writes the trigger (and compaction, rebuild) made to the counter table
 --   log_appends             delta rows appended to the log (log mode) or slot rows created (sharded)
---   source_writes           rows inserted, updated and deleted in the source since statistics were reset
+--   source_writes           rows inserted, updated and deleted in the source since statistics were reset (a sink,
+--                           which stores none: the rows its counters counted, as counted_rows)
 --   trigger_calls           calls of counters.capture() for all counters (track_functions = 'all' needed)
 --   last_rebuild            when counters.rebuild() last ran for this counter
 --   last_verify, last_verify_wrong      when counters.verify() last ran for it and how many wrong values it found
 --   last_compact, last_compact_error    when a compaction last succeeded, and the error of the last round if it failed
+--   compact_failures        the rounds whose compaction failed since one succeeded (rounds back off from it)
+--   last_suspended          the last write to the source left uncounted by counters.suspend (a data load)
 --   compactions ... last_compact_time   the compactions' history (counters.maintenance)
 --   building, stats_reset   being built concurrently; when the database's statistics were last reset
 --   calls, counted_rows, written_keys, total_time, calls_since   this counter's share of the write path: statements
@@ -192,10 +199,13 @@ SELECT c.name AS counter,
        t.n_tup_upd AS rows_updated,
        t.n_tup_del AS rows_deleted,
        l.n_tup_ins AS log_appends,
-       (SELECT pg_catalog.sum(s.n_tup_ins OPERATOR(pg_catalog.+) s.n_tup_upd OPERATOR(pg_catalog.+) s.n_tup_del)::pg_catalog.int8
-          FROM (SELECT c.source::pg_catalog.oid AS relid
-                 UNION SELECT t.relid::pg_catalog.oid FROM pg_catalog.pg_partition_tree(c.source) t) p
-          JOIN pg_catalog.pg_stat_all_tables s ON s.relid OPERATOR(pg_catalog.=) p.relid) AS source_writes,
+       CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_trigger g WHERE g.tgrelid OPERATOR(pg_catalog.=) c.source
+                            AND g.tgname OPERATOR(pg_catalog.=) 'zz_counters_sink')
+            THEN w.counted_rows  -- (a sink stores no row: the rows it took are the ones counted)
+            ELSE (SELECT pg_catalog.sum(s.n_tup_ins OPERATOR(pg_catalog.+) s.n_tup_upd OPERATOR(pg_catalog.+) s.n_tup_del)::pg_catalog.int8
+                    FROM (SELECT c.source::pg_catalog.oid AS relid
+                           UNION SELECT t.relid::pg_catalog.oid FROM pg_catalog.pg_partition_tree(c.source) t) p
+                    JOIN pg_catalog.pg_stat_all_tables s ON s.relid OPERATOR(pg_catalog.=) p.relid) END AS source_writes,
        (SELECT f.calls FROM pg_catalog.pg_stat_user_functions f
          WHERE f.funcid OPERATOR(pg_catalog.=) 'counters.capture()'::pg_catalog.regprocedure::pg_catalog.oid) AS trigger_calls,
        m.rebuilt_at AS last_rebuild,
@@ -203,6 +213,8 @@ SELECT c.name AS counter,
        m.verify_wrong AS last_verify_wrong,
        m.compacted_at AS last_compact,
        m.compact_error AS last_compact_error,
+       COALESCE(m.compact_failures, 0) AS compact_failures,
+       m.suspended_at AS last_suspended,
        COALESCE(m.compactions, 0) AS compactions,
        COALESCE(m.compacted_rows, 0) AS compacted_rows,
        COALESCE(m.compact_time, 0) AS compact_time,

@@ -5,7 +5,9 @@
 #  4. the worker connects as the bootstrap superuser: a trigger that a role that is not a superuser put on its own
 #     counter table, and that tries to make it a superuser, runs as that role (restricted) when the worker compacts;
 #  5. a counter whose compaction cannot end (a trigger on its totals that sleeps) holds up no other: the worker cancels
-#     its step after counters.step_timeout, shows why in counters.stats and goes on compacting the rest.
+#     its step after counters.step_timeout, shows why in counters.stats and goes on compacting the rest; rounds back
+#     off from it after it failed in a row (counters.stats.compact_failures), and an idle worker says so in
+#     pg_stat_activity.query.
 # Polls (poll_query_until, up to the harness's timeout): the worker runs every second, pg_cron every minute.
 # Without pg_cron for the PostgreSQL under test (test/matrix.sh runs source builds that have none), 2 is skipped.
 use strict;
@@ -152,6 +154,19 @@ ok( $node->poll_query_until(
 $node->safe_psql('counters_worker', 'INSERT INTO likes (post_id) VALUES (2), (3), (3)');
 ok($node->poll_query_until('counters_worker', 'SELECT count(*) = 0 FROM post_likes_log'),
 	'the worker goes on compacting the other counters of the database');
+# ... and backs off from it: after rounds that failed in a row, a round skips it (for 2^(n-1) step_timeouts), so that
+# the others are not held up by a step_timeout each round.
+ok( $node->poll_query_until(
+		'counters_worker', "SELECT compact_failures >= 2 FROM counters.stats WHERE counter = 'slow_n'"),
+	'counters.stats counts the rounds whose compaction failed in a row');
+ok(eval { $node->wait_for_log(qr/counter "slow_n": compaction skipped until/); 1 },
+	'the worker backs off from a counter whose compaction keeps failing, saying so in the server log');
+# Between rounds the worker says it waits (not the last counter it compacted).
+ok( $node->poll_query_until(
+		'counters_worker',
+		"SELECT bool_and(query = 'counters: waiting for the next round') FROM pg_stat_activity WHERE backend_type = 'counters compaction worker' AND state = 'idle'"
+	),
+	'an idle worker says so in pg_stat_activity.query');
 check_exact('counters_worker');
 is( $node->safe_psql(
 		'counters_worker', q{

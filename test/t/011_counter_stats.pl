@@ -140,6 +140,27 @@ SELECT count(*) FROM (SELECT rating, count(*) FROM posts GROUP BY rating) r
 	'0',
 	'per_rating equals a recount of posts');
 
+# Pending rows that a rebuild or a mode switch folded are no longer pending.
+as_app("INSERT INTO posts (blog, rating) VALUES (3, 3)");
+isnt(pending('per_rating'), 'none', 'a new append is pending');
+as_app("CALL counters.rebuild_concurrently('per_rating')");
+is(pending('per_rating'), 'none', 'oldest_pending: nothing after rebuild_concurrently');
+as_app("INSERT INTO posts (blog, rating) VALUES (4, 4)");
+as_app("SELECT counters.alter_counter('per_rating', 'exact')");
+as_app("SELECT counters.alter_counter('per_rating', 'log')");
+is(pending('per_rating'), 'none', 'oldest_pending: nothing after a switch to exact mode and back');
+
+# A sink stores no row: its source_writes are the rows its counters counted.
+as_app(q{
+CREATE TABLE clicks (post_id bigint NOT NULL);
+SELECT counters.create_counter('per_click', 'SELECT post_id, count(*) FROM clicks GROUP BY post_id');
+SELECT counters.set_sink('clicks');
+INSERT INTO clicks SELECT g % 3 FROM generate_series(1, 7) g;
+INSERT INTO clicks VALUES (1), (2);
+});
+is(as_app("SELECT source_writes, counted_rows, calls FROM counters.stats WHERE counter = 'per_click'"), '9|9|2',
+	'source_writes of a sink: the rows it took and counted');
+
 # Without the preload nothing is kept: the columns read NULL, and counting goes on.
 $node->append_conf('postgresql.conf', "shared_preload_libraries = ''");
 $node->restart;
