@@ -174,6 +174,16 @@ SELECT counters.alter_counter('tag_hourly', definition => $$
 	 GROUP BY region, date_trunc('hour', used_at)$$);
 SELECT count(*) AS recorded FROM counters.window_state('tag_hourly');
 
+-- The counter table's bucket column renamed (the docs call renames safe): writes go on counting and crossing, and the
+-- window is checked as before. (Every write failed before: "its window's bucket column "hour" is gone".)
+ALTER TABLE tag_hourly RENAME COLUMN hour TO hour_bucket;
+INSERT INTO uses (region, tag, used_at) SELECT 'yy', 'pg', localtimestamp FROM generate_series(1, 6);
+SELECT key, threshold, direction FROM announced();
+SELECT prefix, threshold FROM counters.window_state('tag_hourly') WHERE prefix ->> 'region' = 'yy';
+DELETE FROM uses WHERE region = 'yy';
+SELECT key, threshold, direction FROM announced();
+ALTER TABLE tag_hourly RENAME COLUMN hour_bucket TO hour;
+
 -- A window callback that no longer exists fails the write that crosses, naming the counter, as a threshold's does:
 -- an announcement is never lost without a word.
 BEGIN;

@@ -119,13 +119,17 @@ ReadWindow(const Counter *e)
 
 namespace {
 
-/* The window's bucket key of counter `c` (an error if its column is gone, or the state table is). */
+/*
+ * The window's bucket key of counter `c` (an error if the definition has no such key any more, or the state table is
+ * gone). The options name it as the definition does, as compile.cpp finds it: the counter table's column may have been
+ * renamed since (it is followed by position).
+ */
 int
 RequireWindow(const CompiledCounter *c, const WindowConfig *w)
 {
 	int bucket = -1;
 	for (int k = 0; k < c->def->nkeys; k++)
-		if (strcmp(c->key_columns[k], w->bucket) == 0)
+		if (strcmp(c->def->keys[k].column_name, w->bucket) == 0)
 			bucket = k;
 	if (bucket < 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
