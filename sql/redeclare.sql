@@ -49,7 +49,10 @@ CREATE FUNCTION as_left() RETURNS TABLE (property text, value text) LANGUAGE sql
 	 WHERE a.attrelid = 'redeclare_test.queue_stats'::regclass AND a.attname = 'attempts'
 	UNION ALL SELECT 'trigger', t.tgname FROM pg_trigger t WHERE t.tgrelid = 'redeclare_test.queue_stats'::regclass AND t.tgname = 'audited'
 	UNION ALL SELECT 'grant', has_table_privilege('counters_redeclare_reader', 'redeclare_test.queue_stats', 'SELECT')::text
-	UNION ALL SELECT 'view', pg_get_viewdef('redeclare_test.busy_queues'::regclass)
+	UNION ALL SELECT 'view', string_agg(a.attname, ', ' ORDER BY a.attname) FROM pg_depend d
+	  JOIN pg_rewrite w ON w.oid = d.objid AND d.classid = 'pg_rewrite'::regclass
+	  JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+	 WHERE w.ev_class = 'redeclare_test.busy_queues'::regclass AND d.refobjid = 'redeclare_test.queue_stats'::regclass
 	UNION ALL SELECT 'publication', string_agg(p.pubname, ', ') FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid
 	 WHERE r.prrelid = 'redeclare_test.queue_stats'::regclass
 	ORDER BY 1 $$;

@@ -190,8 +190,8 @@ OwnIndexes(const KeptTable *kept)
 
 /*
  * What would go with column `attnum` of `table` (all that uses it; for a retype, only views and rules, which block
- * it: indexes and constraints follow a column's new type), but the counter's own indexes `own` and the column's
- * default: a list for a message, or NULL.
+ * it: indexes and constraints follow a column's new type), but the counter's own indexes `own`, the column's
+ * default and its NOT NULL (a constraint of its own from PostgreSQL 18 on): a list for a message, or NULL.
  */
 char *
 UsersOfColumn(Oid table, AttrNumber attnum, bool retype, List *own)
@@ -206,6 +206,11 @@ UsersOfColumn(Oid table, AttrNumber attnum, bool retype, List *own)
 	                  "   AND d.refobjid OPERATOR(pg_catalog.=) $1 AND d.refobjsubid OPERATOR(pg_catalog.=) $2 "
 	                  "   AND d.deptype OPERATOR(pg_catalog.=) ANY ('{n,a}') "
 	                  "   AND d.classid OPERATOR(pg_catalog.<>) 'pg_catalog.pg_attrdef'::pg_catalog.regclass "
+	                  "   AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint c "
+	                  "                    WHERE d.classid OPERATOR(pg_catalog.=) "
+	                  "                          'pg_catalog.pg_constraint'::pg_catalog.regclass "
+	                  "                      AND c.oid OPERATOR(pg_catalog.=) d.objid "
+	                  "                      AND c.contype OPERATOR(pg_catalog.=) 'n') "
 	                  "   AND (NOT $3 OR d.classid OPERATOR(pg_catalog.=) "
 	                  "        'pg_catalog.pg_rewrite'::pg_catalog.regclass) "
 	                  " ORDER BY 1",
