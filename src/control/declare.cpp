@@ -259,7 +259,7 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	const char *distribution_column;
 	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
 	if (!exact)
-		citus::RefuseFeature(name, def->source, "log and sharded mode");
+		RequireFeatureOf(name, def->source, !OidIsValid(tgt), Mode::Log, tgt, Feature::LogShardedMode);
 	if (placement != citus::Placement::Local)
 		citus::BeginDistributedChange();
 

@@ -64,7 +64,7 @@ BuildShape(const Counter *e)
 {
 	CounterShape *s = (CounterShape *)palloc0(sizeof(CounterShape));
 	s->e = e;
-	s->keep_zero = CurrentOptions(e->name)->keep_zero;
+	s->keep_zero = e->options->keep_zero;
 	s->def = DefinitionOf(e);
 	CounterDef *def = s->def;
 	int n = def->ncolumns;
@@ -78,37 +78,20 @@ BuildShape(const Counter *e)
 	}
 	s->table = OidIsValid(e->totals) ? e->totals : e->target;
 	if (e->owns_target) {
-		ColumnsByPosition(def, s->table, &s->table_names, nullptr);
-		if (e->target == s->table)
-			s->read_names = s->table_names;
-		else
-			ColumnsByPosition(def, e->target, &s->read_names, nullptr);
+		/* (and the keys the table's key index has by their digest: its ON CONFLICT targets, the log's and slots') */
+		RelationColumns table = ColumnsIn(def, s->table, true, false);
+		s->table_names = table.names;
+		s->read_names = e->target == s->table ? s->table_names : ColumnsIn(def, e->target, false, false).names;
 		if (OidIsValid(e->log))
-			ColumnsByPosition(def, e->log, &s->log_names, nullptr);
+			s->log_names = ColumnsIn(def, e->log, false, false).names;
+		if (table.digested != nullptr) {
+			s->digested = (bool *)palloc0(sizeof(bool) * n);
+			for (int i = 0; i < n; i++)
+				s->digested[i] = s->is_key[i] && table.digested[def->columns[i].index];
+		}
 	} else {
 		/* An existing table's columns are named by the definition's aliases (renames of them are followed). */
 		s->table_names = s->read_names = s->def_names;
-	}
-	/* The keys the table's key index has by their digest: its ON CONFLICT targets, and the log's and slots' index. */
-	if (e->owns_target) {
-		int nkeys = def->nkeys;
-		AttrNumber *attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * Max(nkeys, 1));
-		for (int i = 0; i < n; i++)
-			if (s->is_key[i])
-				attnums[def->columns[i].index] = get_attnum(s->table, s->table_names[i]);
-		int *key_of_column = (int *)palloc(sizeof(int) * Max(nkeys, 1));
-		bool *digested = (bool *)palloc0(sizeof(bool) * Max(nkeys, 1));
-		Relation rel = table_open(s->table, AccessShareLock);
-		bool any = false;
-		if (OidIsValid(FindKeyIndexOf(rel, nkeys, attnums, InvalidAttrNumber, key_of_column, digested)))
-			for (int k = 0; k < nkeys; k++)
-				any |= digested[k];
-		table_close(rel, AccessShareLock);
-		if (any) {
-			s->digested = (bool *)palloc0(sizeof(bool) * n);
-			for (int i = 0; i < n; i++)
-				s->digested[i] = s->is_key[i] && digested[def->columns[i].index];
-		}
 	}
 	s->retention_column = -1;
 	const char *retention = e->options->retention_column;

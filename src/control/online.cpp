@@ -56,10 +56,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 			SetOption(name, "max_slots", MaxSlotsJsonb(max_slots), false);
 		return;
 	}
-	if (!c->owns_target)
-		ereport(ERROR,
-		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		         errmsg("counter \"%s\": a counter kept in columns of an existing table can only be exact", name)));
+	RequireFeature(c, Feature::LogShardedMode);
 	/* (a standby's counters, or a subscriber's that follow their publisher, are written there only) */
 	(void)MayWriteHere(c, true, "switch the mode of");
 	/* (folding the log or slots after locking writers out must see every delta committed before the lock) */
@@ -419,18 +416,10 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	RequireReadCommitted("counters.alter_counter_concurrently()");
 	Counter *c = LookupCounter(name);
 	RequireMaintainer(c);
-	citus::RefuseFeature(name, c->source,
-	                     "alter_counter_concurrently() (it goes through log mode; alter_counter() works)");
+	RequireFeature(c, Feature::RedefineConcurrently);
 	(void)MayWriteHere(c, true, "redefine");
 	if (IsSink(c->source))
 		RefuseSinkRecount(c, "redefined");
-	if (!c->owns_target)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\" cannot be redefined concurrently: it is kept in columns of %s", name,
-		                       QualifiedName(c->target)),
-		                errhint("Use counters.alter_counter('%s', definition => ...): it locks writers out while it "
-		                        "runs.",
-		                        name)));
 	/*
 	 * The new definition is counted into new tables, which take the counter's names at the end: what the user made
 	 * of the old ones (but their name, comment, storage settings and SELECT grants, which are carried) would be lost.
@@ -590,18 +579,10 @@ RebuildConcurrently(const char *name)
 	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	RequireReadCommitted("counters.rebuild_concurrently()");
-	citus::RefuseFeature(name, e->source, "rebuild_concurrently() (it goes through log mode; rebuild() works)");
+	RequireFeature(e, Feature::RebuildConcurrently);
 	(void)MayWriteHere(e, true, "rebuild");
 	if (IsSink(e->source))
 		RefuseSinkRecount(e, "rebuilt");
-	if (!e->owns_target)
-		ereport(ERROR,
-		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		         errmsg("counter \"%s\" cannot be rebuilt concurrently: it is kept in columns of %s", name,
-		                QualifiedName(e->target)),
-		         errdetail("A concurrent rebuild logs the deltas of writers meanwhile (log mode); a counter kept in "
-		                   "an existing table is exact only."),
-		         errhint("Use counters.rebuild('%s'): it locks writers out while it runs.", name)));
 	/* (a rebuild or declaration that stopped after step 1 left the counter in log mode: it is completed to its mode) */
 	Mode mode;
 	int max_slots;

@@ -60,18 +60,6 @@ FindValueColumn(const Counter *e, const char *column)
 	return ValueColumn{s->def_names[found], s->table_names[found]};
 }
 
-void
-RequireExactMode(const Counter *e, const char *what)
-{
-	if (e->mode != Mode::Exact)
-		ereport(ERROR,
-		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		         errmsg("counter \"%s\" is in %s mode, whose values are not exact at write time: it cannot have %s",
-		                e->name, ModeName(e->mode), what),
-		         errhint("Switch it to exact mode first: SELECT counters.alter_counter(%s, 'exact');",
-		                 quote_literal_cstr(e->name))));
-}
-
 char *
 NumericText(Datum n)
 {
@@ -109,7 +97,7 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	ValueColumn col = FindValueColumn(e, column);
-	RequireExactMode(e, "bounds");
+	RequireFeature(e, Feature::Bounds);
 	if (!min_null && !max_null && DatumGetInt32(DirectFunctionCall2(numeric_cmp, min, max)) > 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": minimum %s of \"%s\" is above its maximum %s", name, NumericText(min),
@@ -119,7 +107,7 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 		/* No write slips in between the check and the bounds taking effect; the check reads as the owner. */
 		Change change;
 		e = BeginChange(&change, name, ShareLock, AccessShareLock);
-		RequireExactMode(e, "bounds");
+		RequireFeature(e, Feature::Bounds);
 		char *outside = BoundsViolation(col.table_name, min, min_null, max, max_null);
 		SpiConnect();
 		bool isnull;
@@ -149,8 +137,8 @@ void
 SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid callback, Datum every, bool every_null)
 {
 	Counter *e = LookupCounter(name);
-	citus::RefuseFeature(name, e->source, "thresholds");
 	RequireMaintainer(e);
+	RequireFeature(e, Feature::Thresholds);
 	ValueColumn col = FindValueColumn(e, column);
 	if ((thresholds == nullptr && every_null) || (thresholds != nullptr && array_contains_nulls(thresholds)))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -233,11 +221,7 @@ SetTouch(const char *name, const char *column)
 		SetOption(name, "touch", (Datum)0, true);
 		return;
 	}
-	if (e->owns_target)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\": touch applies to counter-cache columns of an existing table", name),
-		                errhint("Declare the counter with a target table (counters.create_counter(name, definition, "
-		                        "target)).")));
+	RequireFeature(e, Feature::Touch);
 	AttrNumber attnum = get_attnum(e->target, column);
 	if (attnum == InvalidAttrNumber)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\": table %s has no column \"%s\"", name,
@@ -272,19 +256,7 @@ SetKeepZero(const char *name, bool keep)
 		SetOption(name, "keep_zero", (Datum)0, true);
 		return;
 	}
-	if (!e->owns_target)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\" is kept in columns of %s: its rows are never deleted", name,
-		                       QualifiedName(e->target)),
-		                errdetail("keep_zero applies to counter tables, whose rows come and go with their keys.")));
-	if (e->mode != Mode::Exact)
-		ereport(ERROR,
-		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		         errmsg("counter \"%s\" is in %s mode: only exact mode keeps rows whose values are all zero", name,
-		                ModeName(e->mode)),
-		         errdetail("In log and sharded mode readers see totals plus pending deltas, and keys whose sum is "
-		                   "zero are left out."),
-		         errhint("Switch it to exact mode first: SELECT counters.alter_counter('%s', 'exact');", name)));
+	RequireFeature(e, Feature::KeepZero);
 	SetOption(name, "keep_zero", JsonbOf("true"), false);
 }
 
@@ -297,9 +269,7 @@ SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 		SetOption(name, "retention", (Datum)0, true);
 		return;
 	}
-	if (!e->owns_target)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\": retention applies to counters with a table of their own", name)));
+	RequireFeature(e, Feature::Retention);
 	CounterShape *s = BuildShape(e);
 	int found = -1;
 	for (int i = 0; i < s->ncolumns; i++) {
@@ -654,12 +624,8 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
                     Oid callback)
 {
 	Counter *e = LookupCounter(name);
-	citus::RefuseFeature(name, e->source, "window thresholds");
 	RequireMaintainer(e);
-	if (ApplyModeOf(e) != ApplyMode::Exact)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\": window thresholds need an exact counter with a table of its own", name),
-		                errdetail("The window sum is read from the counter's rows after each write.")));
+	RequireFeature(e, Feature::WindowThresholds);
 	CounterShape *s = BuildShape(e);
 	int value = -1;
 	for (int v = 0; v < s->def->nvalues; v++)

@@ -275,32 +275,18 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 	out->column_name = column;
 	out->arg = nullptr;
 	out->arg_type = InvalidOid;
-	out->accum = AccumKind::Int64;
-	switch (agg->aggfnoid) {
-	case F_COUNT_:
-		out->kind = ValueKind::CountStar;
-		break;
-	case F_COUNT_ANY:
-		out->kind = ValueKind::CountArg;
-		break;
-	case F_SUM_INT2:
-	case F_SUM_INT4:
-	case F_SUM_INT8:
-		out->kind = ValueKind::Sum;
-		break;
-	case F_SUM_NUMERIC:
-		out->kind = ValueKind::Sum;
-		out->accum = AccumKind::Numeric;
-		break;
-	case F_SUM_FLOAT4:
-	case F_SUM_FLOAT8:
+	const AggregateKind *kind = AggregateOfFunction(agg->aggfnoid);
+	if (kind != nullptr) {
+		out->kind = kind->kind;
+		out->aggregate = kind;
+		out->accum = kind->accum;
+	} else if (agg->aggfnoid == F_SUM_FLOAT4 || agg->aggfnoid == F_SUM_FLOAT8) {
 		what = psprintf("sum of a floating-point value in column \"%s\" is not supported", column);
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("counter \"%s\": %s", counter, what),
 		                errdetail("Offending expression: %s", DeparseSourceExpr((Node *)agg, source, varno)),
 		                errhint("Floating-point addition is not exact, so adding and subtracting deltas would "
 		                        "drift; sum a numeric value instead, e.g. sum(x::numeric).")));
-		break;
-	default:
+	} else {
 		/* Name it with its schema unless it is built in: a count() of another schema is not count(). */
 		what = psprintf("aggregate %s in column \"%s\" is not supported",
 		                get_func_namespace(agg->aggfnoid) == PG_CATALOG_NAMESPACE
@@ -311,7 +297,7 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 		       "Only count(*), count(expression) and sum() of integer or numeric expressions can be maintained "
 		       "exactly from each row's old and new version.");
 	}
-	if (out->kind != ValueKind::CountStar) {
+	if (out->aggregate->takes_arg) {
 		out->arg_type = getBaseType(exprType(arg));
 		what = psprintf("the argument of column \"%s\"", column);
 		RequireImmutable(counter, what, arg, source, varno);
@@ -604,7 +590,13 @@ AnalyzeView(const char *name, Oid view_oid, const Authorization &auth)
 CounterDef *
 DefinitionOf(const Counter *e)
 {
-	return AnalyzeView(e->name, e->query, AuthorizedByCatalog(e));
+	if (e->definition == nullptr) {
+		/* (where the Counter lives, so that what it keeps lives as long) */
+		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext((void *)e));
+		e->definition = AnalyzeView(e->name, e->query, AuthorizedByCatalog(e));
+		MemoryContextSwitchTo(old);
+	}
+	return e->definition;
 }
 
 namespace {

@@ -16,6 +16,26 @@ enum class ValueKind { CountStar, CountArg, Sum };
 /* How contributions are summed: exactly in int64 (overflow is an error) or as numeric. */
 enum class AccumKind { Int64, Numeric };
 
+/*
+ * The aggregate kinds a value column keeps, one row each (aggregates.cpp): the aggregate functions that declare it,
+ * whether it evaluates an argument (a NULL one contributes nothing), what a row that passes the WHERE and FILTER
+ * contributes -- one (counts) or its argument (sums) -- how contributions are summed, and the modes that keep it. A
+ * row's old version subtracts what its new one adds; deltas of one key add up; a stored value is checked and rebuilt
+ * by the definition view, which recomputes the aggregate. The analysis (definition.cpp) and the write path
+ * (capture.cpp) dispatch through it; a new kind is a new row.
+ */
+enum class Contribution { One, Argument };
+struct AggregateKind {
+	ValueKind kind;
+	const char *name; /* as the definition writes it */
+	bool takes_arg;
+	Contribution contributes;
+	AccumKind accum;
+	unsigned modes; /* bit (1 << (int)Mode) for each mode that keeps it */
+};
+/* The kind an aggregate function declares (its pg_aggregate OID), or NULL when no kind keeps it. */
+const AggregateKind *AggregateOfFunction(Oid aggfnoid);
+
 struct KeyDef {
 	const char *column_name;
 	Expr *expr; /* planned, Vars of the source at varno 1 */
@@ -28,6 +48,7 @@ struct KeyDef {
 struct ValueDef {
 	const char *column_name;
 	ValueKind kind;
+	const AggregateKind *aggregate; /* the row of its kind */
 	AccumKind accum;
 	Oid arg_type; /* base type of the summed expression */
 	Expr *arg;    /* planned; NULL for count(*) */
@@ -225,6 +246,8 @@ struct Counter {
 	Mode mode;
 	Oid crossings; /* window thresholds: which each prefix is at or above, as announced (a table) */
 	const CounterOptions *options;
+	/* its definition, analysed once (DefinitionOf), in the Counter's own memory context; NULL until asked for */
+	mutable CounterDef *definition;
 };
 /*
  * How a counter's deltas are written, from its row: the one place that derives it (a counter-cache counter is
@@ -593,6 +616,20 @@ RegProcedure IndexColumnOperator(Relation index, int column, int16 strategy);
 Oid FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column,
                    bool *digested);
 /*
+ * A counter's columns in one of its relations `rel` -- its counter table or totals, its log or slots, the view users
+ * read -- by position (ColumnsByPosition: names and attribute numbers, in definition order); and of a table with a
+ * key index (keyed), the keys that index has by their digest (by key number; NULL: none), and of sharded mode's slots
+ * (slots), the slot column (the integer column after the definition's, last in the key index). The one place that
+ * finds them: the write plane compiles from it, the control plane builds its statements from it.
+ */
+struct RelationColumns {
+	const char **names;
+	AttrNumber *attnums;
+	bool *digested;
+	AttrNumber slot;
+};
+RelationColumns ColumnsIn(const CounterDef *def, Oid rel, bool keyed, bool slots);
+/*
  * Every relation definition `definition` of counter `name` names (its FROM items, joins, subqueries, WITH queries),
  * found in its raw parse and resolved as its analysis will resolve them -- with the caller's search_path spelled out,
  * or (pinned) pg_catalog's -- without analysing it: no code runs. The relations to authorize before it is analysed.
@@ -606,7 +643,10 @@ List *ViewRelations(Oid view);
 char *KeyColumnType(const KeyDef *key);
 /* The analysed definition of counter `name`, stored as view `view`, planned as the role `auth` authorized. */
 CounterDef *AnalyzeView(const char *name, Oid view, const Authorization &auth);
-/* The analysed definition of a counter read from the catalog (as its owner, AuthorizedByCatalog). */
+/*
+ * The analysed definition of a counter read from the catalog (as its owner, AuthorizedByCatalog): analysed once per
+ * Counter, kept with it (callers share it: they do not change it).
+ */
 CounterDef *DefinitionOf(const Counter *e);
 /* A relation's schema-qualified, quoted name. */
 char *QualifiedName(Oid relid);

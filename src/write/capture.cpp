@@ -111,12 +111,13 @@ CountRowFor(Run *run, CounterRun *r, int sign)
 			continue;
 		bool isnull = false;
 		Datum d = (Datum)0;
-		if (vd->kind != ValueKind::CountStar) {
+		/* (what the row contributes, as the aggregate kinds' table says: model.hpp) */
+		if (vd->aggregate->takes_arg) {
 			d = ExecEvalExprSwitchContext(r->arg_exprs[v], econtext, &isnull);
 			if (isnull)
 				continue;
 		}
-		if (vd->kind == ValueKind::Sum) {
+		if (vd->aggregate->contributes == Contribution::Argument) {
 			if (vd->accum == AccumKind::Int64) {
 				run->row_ints[v] = IntegerDatum(vd->arg_type, d);
 				if (run->row_ints[v] == 0)

@@ -193,44 +193,21 @@ ResolveColumns(CompiledCounter *c)
 		return;
 	c->key_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nkeys);
 	c->value_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nvalues);
-	const char **names;
-	AttrNumber *attnums;
-	ColumnsByPosition(def, c->write_rel, &names, &attnums);
+	/* (and the keys its key index has by their digest, exact: the counter table, sharded: the slots: ON CONFLICT) */
+	bool keyed = c->mode == ApplyMode::Exact || c->mode == ApplyMode::Sharded;
+	RelationColumns columns = ColumnsIn(def, c->write_rel, keyed, c->mode == ApplyMode::Sharded);
 	for (int col = 0; col < def->ncolumns; col++) {
 		ColumnDef *cd = &def->columns[col];
 		if (cd->is_key) {
-			c->key_columns[cd->index] = names[col];
-			c->key_attnums[cd->index] = attnums[col];
+			c->key_columns[cd->index] = columns.names[col];
+			c->key_attnums[cd->index] = columns.attnums[col];
 		} else {
-			c->value_columns[cd->index] = names[col];
-			c->value_attnums[cd->index] = attnums[col];
+			c->value_columns[cd->index] = columns.names[col];
+			c->value_attnums[cd->index] = columns.attnums[col];
 		}
 	}
-	Relation rel = table_open(c->write_rel, AccessShareLock);
-	TupleDesc desc = RelationGetDescr(rel);
-	/* sharded mode: the slot number is the integer column after the definition's */
-	AttrNumber last = Max(c->key_attnums[def->nkeys - 1], c->value_attnums[def->nvalues - 1]);
-	for (int a = 0; c->mode == ApplyMode::Sharded && a < desc->natts && c->slot_attnum == InvalidAttrNumber; a++) {
-		Form_pg_attribute att = TupleDescAttr(desc, a);
-		if (!att->attisdropped && att->attnum > last && att->atttypid == INT4OID)
-			c->slot_attnum = att->attnum;
-	}
-	/* The keys its key index has by their digest (exact: the counter table; sharded: the slots): ON CONFLICT targets.
-	 */
-	c->key_digested = nullptr;
-	if (c->mode == ApplyMode::Exact || c->mode == ApplyMode::Sharded) {
-		int *key_of_column = (int *)palloc(sizeof(int) * def->nkeys);
-		bool *digested = (bool *)palloc0(sizeof(bool) * def->nkeys);
-		bool any = false;
-		if (OidIsValid(FindKeyIndexOf(rel, def->nkeys, c->key_attnums,
-		                              c->mode == ApplyMode::Sharded ? c->slot_attnum : InvalidAttrNumber, key_of_column,
-		                              digested)))
-			for (int k = 0; k < def->nkeys; k++)
-				any |= digested[k];
-		if (any)
-			c->key_digested = digested;
-	}
-	table_close(rel, AccessShareLock);
+	c->slot_attnum = columns.slot;
+	c->key_digested = columns.digested;
 }
 
 } // namespace
@@ -411,7 +388,7 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 			c->totals = log_mode ? e->totals : InvalidOid;
 			/* (its own code, as the catalog row says, runs for whoever writes its source) */
 			c->auth = AuthorizedByCatalog(e);
-			c->def = AnalyzeView(name, e->query, c->auth);
+			c->def = DefinitionOf(e);
 			/* (options are validated when set; a row written by hand stops this counter only) */
 			RequireValidOptions(e);
 			c->max_slots = o->max_slots;

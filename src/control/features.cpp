@@ -1,0 +1,180 @@
+/*
+ * features.cpp: what a kind of counter may do, decided in one table.
+ *
+ * Each row names a feature (an option, a mode, an online operation), what it needs of the counter -- exact mode, a
+ * table of its own, counter-cache columns of an existing table, a source that is not a Citus table -- and, for each
+ * need the counter lacks, the refusal (0A000, naming the counter). Every refusal of a feature goes through
+ * RequireFeature, in the order the table's needs are listed: Citus first, then the kind of table, then the mode.
+ * New kinds of counters (aggregates, depths, deferral) add rows and needs here, not refusal sites.
+ *
+ * docs/modes.md shows the same matrix ("What each kind of counter may do"): test/scripts/features.sh reads the rows
+ * below (one FEATURE(...) per line: its docs name and its needs) and fails when the docs say otherwise.
+ */
+#include "control/control.hpp"
+#include "citus/citus.hpp"
+
+extern "C" {
+#include "utils/builtins.h"
+}
+
+namespace counters {
+
+namespace {
+
+enum Need : unsigned {
+	NEED_LOCAL = 1,     /* not a Citus table (citus::RefuseFeature says why, with `what`) */
+	NEED_OWN_TABLE = 2, /* a table of its own (not counter-cache columns of an existing table) */
+	NEED_CACHE = 4,     /* counter-cache columns of an existing table */
+	NEED_EXACT = 8      /* exact mode */
+};
+
+/* A refusal: its message, detail and hint, with %c for the counter, %m its mode, %t its table, %q the quoted name. */
+struct Refusal {
+	const char *message;
+	const char *detail;
+	const char *hint;
+};
+
+struct FeatureRule {
+	Feature feature;
+	const char *name; /* as docs/modes.md names it */
+	unsigned needs;
+	const char *citus_what; /* NEED_LOCAL: what citus::RefuseFeature says is not supported */
+	Refusal table;          /* NEED_OWN_TABLE or NEED_CACHE unmet */
+	Refusal mode;           /* NEED_EXACT unmet */
+};
+
+const Refusal none = {nullptr, nullptr, nullptr};
+const Refusal switch_first = {
+    "counter %c is in %m mode, whose values are not exact at write time: it cannot have bounds", nullptr,
+    "Switch it to exact mode first: SELECT counters.alter_counter(%q, 'exact');"};
+const Refusal window_table = {"counter %c: window thresholds need an exact counter with a table of its own",
+                              "The window sum is read from the counter's rows after each write.", nullptr};
+
+/* (each row starts a line with "{Feature::": test/scripts/features.sh reads its docs name and needs) */
+const FeatureRule RULES[] = {
+    {Feature::Bounds, "bounds", NEED_EXACT, nullptr, none, switch_first},
+    {Feature::Thresholds, "thresholds", NEED_LOCAL, "thresholds", none, none},
+    {Feature::WindowThresholds, "window thresholds", NEED_LOCAL | NEED_OWN_TABLE | NEED_EXACT, "window thresholds",
+     window_table, window_table},
+    {Feature::KeepZero,
+     "keep_zero",
+     NEED_OWN_TABLE | NEED_EXACT,
+     nullptr,
+     {"counter %c is kept in columns of %t: its rows are never deleted",
+      "keep_zero applies to counter tables, whose rows come and go with their keys.", nullptr},
+     {"counter %c is in %m mode: only exact mode keeps rows whose values are all zero",
+      "In log and sharded mode readers see totals plus pending deltas, and keys whose sum is zero are left out.",
+      "Switch it to exact mode first: SELECT counters.alter_counter(%q, 'exact');"}},
+    {Feature::Retention,
+     "retention",
+     NEED_OWN_TABLE,
+     nullptr,
+     {"counter %c: retention applies to counters with a table of their own", nullptr, nullptr},
+     none},
+    {Feature::Touch,
+     "touch",
+     NEED_CACHE,
+     nullptr,
+     {"counter %c: touch applies to counter-cache columns of an existing table", nullptr,
+      "Declare the counter with a target table (counters.create_counter(name, definition, target))."},
+     none},
+    {Feature::LogShardedMode,
+     "log and sharded mode",
+     NEED_LOCAL | NEED_OWN_TABLE,
+     "log and sharded mode",
+     {"counter %c: a counter kept in columns of an existing table can only be exact", nullptr, nullptr},
+     none},
+    {Feature::RebuildConcurrently,
+     "rebuild_concurrently()",
+     NEED_LOCAL | NEED_OWN_TABLE,
+     "rebuild_concurrently() (it goes through log mode; rebuild() works)",
+     {"counter %c cannot be rebuilt concurrently: it is kept in columns of %t",
+      "A concurrent rebuild logs the deltas of writers meanwhile (log mode); a counter kept in an existing table is "
+      "exact only.",
+      "Use counters.rebuild(%q): it locks writers out while it runs."},
+     none},
+    {Feature::RedefineConcurrently,
+     "alter_counter_concurrently()",
+     NEED_LOCAL | NEED_OWN_TABLE,
+     "alter_counter_concurrently() (it goes through log mode; alter_counter() works)",
+     {"counter %c cannot be redefined concurrently: it is kept in columns of %t", nullptr,
+      "Use counters.alter_counter(%q, definition => ...): it locks writers out while it runs."},
+     none},
+};
+
+const FeatureRule *
+RuleOf(Feature feature)
+{
+	for (const FeatureRule &rule : RULES)
+		if (rule.feature == feature)
+			return &rule;
+	elog(ERROR, "counters: no rule for feature %d", (int)feature);
+	pg_unreachable();
+}
+
+/* A template of the table above, filled in for counter `name`. */
+char *
+Fill(const char *text, const char *name, Mode mode, Oid table)
+{
+	if (text == nullptr)
+		return nullptr;
+	StringInfoData out;
+	initStringInfo(&out);
+	for (const char *p = text; *p != '\0'; p++) {
+		if (p[0] != '%' || p[1] == '\0') {
+			appendStringInfoChar(&out, *p);
+			continue;
+		}
+		switch (*++p) {
+		case 'c':
+			appendStringInfo(&out, "\"%s\"", name);
+			break;
+		case 'm':
+			appendStringInfoString(&out, ModeName(mode));
+			break;
+		case 't':
+			appendStringInfoString(&out, QualifiedName(table));
+			break;
+		case 'q':
+			appendStringInfoString(&out, quote_literal_cstr(name));
+			break;
+		default:
+			appendStringInfoChar(&out, '%');
+			appendStringInfoChar(&out, *p);
+		}
+	}
+	return out.data;
+}
+
+void
+Refuse(const Refusal *r, const char *name, Mode mode, Oid table)
+{
+	char *detail = Fill(r->detail, name, mode, table);
+	char *hint = Fill(r->hint, name, mode, table);
+	ereport(ERROR,
+	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg_internal("%s", Fill(r->message, name, mode, table)),
+	         detail != nullptr ? errdetail_internal("%s", detail) : 0, hint != nullptr ? errhint("%s", hint) : 0));
+}
+
+} // namespace
+
+void
+RequireFeatureOf(const char *name, Oid source, bool owns_target, Mode mode, Oid table, Feature feature)
+{
+	const FeatureRule *rule = RuleOf(feature);
+	if (rule->needs & NEED_LOCAL)
+		citus::RefuseFeature(name, source, rule->citus_what);
+	if (((rule->needs & NEED_OWN_TABLE) && !owns_target) || ((rule->needs & NEED_CACHE) && owns_target))
+		Refuse(&rule->table, name, mode, table);
+	if ((rule->needs & NEED_EXACT) && mode != Mode::Exact)
+		Refuse(&rule->mode, name, mode, table);
+}
+
+void
+RequireFeature(const Counter *e, Feature feature)
+{
+	RequireFeatureOf(e->name, e->source, e->owns_target, e->mode, e->target, feature);
+}
+
+} // namespace counters

@@ -1,0 +1,48 @@
+/*
+ * aggregates.cpp: the aggregate kinds a value column keeps, one row each (model.hpp says what a row holds). The
+ * universal formula keeps what a row's old and new versions add and subtract exactly: counts of the rows (that pass
+ * the WHERE and FILTER, and whose argument is not NULL) and sums of integers and numerics. New kinds (min and max,
+ * averages, distinct counts) are rows here, with what they need of a mode; the analysis and the write path follow.
+ */
+#include "model/model.hpp"
+
+extern "C" {
+#include "utils/fmgroids.h"
+}
+
+namespace counters {
+
+namespace {
+
+constexpr unsigned ALL_MODES = (1u << (int)Mode::Exact) | (1u << (int)Mode::Log) | (1u << (int)Mode::Sharded);
+
+const AggregateKind COUNT_STAR = {ValueKind::CountStar, "count(*)",       false,
+                                  Contribution::One,    AccumKind::Int64, ALL_MODES};
+const AggregateKind COUNT_ARG = {ValueKind::CountArg, "count(expression)", true,
+                                 Contribution::One,   AccumKind::Int64,    ALL_MODES};
+const AggregateKind SUM_INTEGER = {ValueKind::Sum,         "sum(integer)",   true,
+                                   Contribution::Argument, AccumKind::Int64, ALL_MODES};
+const AggregateKind SUM_NUMERIC = {ValueKind::Sum,         "sum(numeric)",     true,
+                                   Contribution::Argument, AccumKind::Numeric, ALL_MODES};
+
+/* The aggregate functions, by their OID, and the kind each declares. */
+const struct {
+	Oid function;
+	const AggregateKind *kind;
+} FUNCTIONS[] = {
+    {F_COUNT_, &COUNT_STAR},    {F_COUNT_ANY, &COUNT_ARG},  {F_SUM_INT2, &SUM_INTEGER},
+    {F_SUM_INT4, &SUM_INTEGER}, {F_SUM_INT8, &SUM_INTEGER}, {F_SUM_NUMERIC, &SUM_NUMERIC},
+};
+
+} // namespace
+
+const AggregateKind *
+AggregateOfFunction(Oid aggfnoid)
+{
+	for (const auto &f : FUNCTIONS)
+		if (f.function == aggfnoid)
+			return f.kind;
+	return nullptr;
+}
+
+} // namespace counters
