@@ -203,27 +203,6 @@ ParentCounters(Relation rel)
 	return pc;
 }
 
-} // namespace
-
-void
-CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
-{
-	/*
-	 * Every row is evaluated, also for an UPDATE that sets no column a counter reads: its old and new rows cancel out
-	 * in the delta table and nothing is written. (tg_updatedcols cannot be trusted to skip the work: BEFORE row
-	 * triggers change other columns, and two UPDATEs of the table in one query fire one trigger with the columns of
-	 * the last.)
-	 */
-	Run *run = StatementRun(sc);
-	RowReader rd;
-	InitReader(&rd, rel, run->source, &TTSOpsMinimalTuple);
-	CountTuplestores(run, &rd, old_rows, new_rows);
-	DropReader(&rd);
-	EndStatementRun(run);
-}
-
-namespace {
-
 /*
  * TRUNCATE of a source: every counter of it is emptied. A log or sharded counter first waits for a compaction in
  * progress (which holds the log's SHARE UPDATE EXCLUSIVE lock until it commits), so that the rows it folded into the

@@ -438,7 +438,7 @@ Datum Int64Array(const int64 *keys, int n);
 /* Row `i` of a ParentRowsStatement or ChildRowsStatement result: its key, and its row (of `relid`) in *tuple. */
 int64 KeyedRow(uint64 i, Oid relid, HeapTupleData *tuple);
 void InitFrames();
-/* A statement's transition tables (either may be NULL) of `rel`, one of `sc`'s relations, counted (trigger.cpp). */
+/* A statement's transition tables (either may be NULL) of `rel`, one of `sc`'s relations, counted. */
 void CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
 
 /*
