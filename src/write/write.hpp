@@ -3,6 +3,7 @@
  *
  *   trigger.cpp           which trigger role fired, and what each does: a statement, a sink's rows (counted at the
  *                         statement's end, never stored), a parent's write, a counter-cache key
+ *   sink.cpp              a sink's rows, kept per sink and subtransaction until its statement's end counts them
  *   capture.cpp           rows of the statement's transition tables -> each counter's deltas (the universal formula),
  *                         collected across the statement's events in one frame
  *   compile.cpp           a counter's executable form in this backend, cached and invalidated; its plans
@@ -18,6 +19,7 @@
 #include "model/model.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "nodes/execnodes.h"
 #include "portability/instr_time.h"
 #include "utils/tuplestore.h"
@@ -196,6 +198,24 @@ HeapTuple Fire(TriggerData *td);
 void InitCapture();
 /* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
 void CountRelationRows(Relation rel, Oid source, int sign);
+/*
+ * 55000 when relation `rel`, which carries the capture triggers, feeds no counter (`sc` has none; parent: `rel` is the
+ * parent of counters through a parent row).
+ */
+void RequireCounters(Relation rel, SourceCounters *sc, bool parent = false);
+
+/*
+ * A sink's rows (sink.cpp): SinkRow checks the row the sink trigger fired for and keeps it, unstored, until
+ * CountSinkRows (counters_sink_end) counts the statement's rows (under the replica role it counts the row at once); the
+ * transaction callbacks forget the rows of a subtransaction that aborts, and fail a commit that leaves rows uncounted.
+ * RequireSinkShape: 0A000 if sink `rel` has what a sink cannot keep: a foreign key, row-level security, a generated
+ * column.
+ */
+void SinkRow(TriggerData *td);
+void CountSinkRows(Relation rel, SourceCounters *sc);
+void SinkXactCallback(XactEvent event, void *arg);
+void SinkSubXactCallback(SubXactEvent event, SubTransactionId subxid, SubTransactionId parent, void *arg);
+void RequireSinkShape(Relation rel);
 
 /*
  * Raise check_violation (23514) if value column `v` of counter `c` would become `value` (of type `type`: an integer
@@ -237,9 +257,6 @@ char *ChildRowsStatement(const CounterDef *def);
 
 /* The recount counters_target_key runs for a row that takes another key (trigger.cpp). */
 char *KeyRecountStatement(const CounterDef *def, Oid view, Oid target);
-
-/* 0A000 if sink `rel` has what a sink cannot keep: a foreign key, row-level security, a generated column. */
-void RequireSinkShape(Relation rel);
 
 /*
  * Window thresholds on a statement's write (windows.cpp): the prefixes (keys but the bucket, one array per key column)
