@@ -4,6 +4,7 @@
  *   trigger.cpp           which trigger role fired, and what each does: a statement, a sink's rows (counted at the
  *                         statement's end, never stored), a parent's write, a counter-cache key
  *   sink.cpp              a sink's rows, kept per sink and subtransaction until its statement's end counts them
+ *   parent.cpp            counters through a parent row, the parent's side: a parent's write moves its children
  *   capture.cpp           rows of the statement's transition tables -> each counter's deltas (the universal formula),
  *                         collected across the statement's events in one frame
  *   compile.cpp           a counter's executable form in this backend, cached and invalidated; its plans
@@ -203,6 +204,11 @@ void CountRelationRows(Relation rel, Oid source, int sign);
  * parent of counters through a parent row).
  */
 void RequireCounters(Relation rel, SourceCounters *sc, bool parent = false);
+/*
+ * counters.suspend: whether a write to `sc`'s relations is left uncounted (and noted in counters.maintenance); 42501
+ * for a role without the privileges of each counter's owner.
+ */
+bool Suspended(SourceCounters *sc);
 
 /*
  * A sink's rows (sink.cpp): SinkRow checks the row the sink trigger fired for and keeps it, unstored, until
@@ -457,6 +463,16 @@ int64 KeyedRow(uint64 i, Oid relid, HeapTupleData *tuple);
 void InitFrames();
 /* A statement's transition tables (either may be NULL) of `rel`, one of `sc`'s relations, counted. */
 void CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
+
+/*
+ * Counters through a parent row, the parent's side (parent.cpp): ParentCounters, the counters that join `rel` as the
+ * parent of their rows (adopted from their descriptions when there are none, else 55000); ParentInserted, a statement's
+ * new parent rows, whose children count in; ParentRow (counters_parent_row), a parent row updated or deleted, whose
+ * children move to the new row or away.
+ */
+SourceCounters *ParentCounters(Relation rel);
+void ParentInserted(Relation rel, SourceCounters *pc, Tuplestorestate *new_rows);
+void ParentRow(TriggerData *td);
 
 /*
  * Logical replication on a subscriber (replica.cpp). CountsHere: whether `sc`'s counters count a write to `rel` on this
