@@ -5,6 +5,7 @@
  *                         statement's end, never stored), a parent's write, a counter-cache key
  *   sink.cpp              a sink's rows, kept per sink and subtransaction until its statement's end counts them
  *   parent.cpp            counters through a parent row, the parent's side: a parent's write moves its children
+ *   target_key.cpp        a counter-cache row that takes another key: its counter columns recounted for the new key
  *   capture.cpp           rows of the statement's transition tables -> each counter's deltas (the universal formula),
  *                         collected across the statement's events in one frame
  *   compile.cpp           a counter's executable form in this backend, cached and invalidated; its plans
@@ -224,6 +225,12 @@ void SinkSubXactCallback(SubXactEvent event, SubTransactionId subxid, SubTransac
 void RequireSinkShape(Relation rel);
 
 /*
+ * counters_target_key (target_key.cpp): a row of an existing table that keeps counter-cache columns, updated to another
+ * key, with its counter columns recounted for the new key; the row the trigger returns.
+ */
+HeapTuple TargetKeyRow(TriggerData *td);
+
+/*
  * Raise check_violation (23514) if value column `v` of counter `c` would become `value` (of type `type`: an integer
  * type or numeric) outside its bounds for the key in keys/nulls ('n' = NULL, as SPI takes them).
  */
@@ -261,7 +268,7 @@ Datum RenderKey(Oid owner, int n, const char *const *names, const Datum *values,
 char *ParentRowsStatement(const CounterDef *def);
 char *ChildRowsStatement(const CounterDef *def);
 
-/* The recount counters_target_key runs for a row that takes another key (trigger.cpp). */
+/* The recount counters_target_key runs for a row that takes another key (target_key.cpp). */
 char *KeyRecountStatement(const CounterDef *def, Oid view, Oid target);
 
 /*
