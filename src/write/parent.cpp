@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "access/table.h"

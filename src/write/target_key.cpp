@@ -5,6 +5,7 @@
 #include "write/write.hpp"
 
 extern "C" {
+#include "access/heapam.h"
 #include "commands/trigger.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"

@@ -1,44 +1,21 @@
 /*
- * trigger.cpp: the trigger roles of counters.capture() -- a source's statement triggers, a sink's row and statement
- * triggers, a parent's triggers (counters through a parent row), the guard of a counter's own tables and the
- * counter-cache key trigger -- each counting through the statement's run (capture.cpp).
+ * trigger.cpp: counters.capture(), the trigger function of every trigger counters creates: which role a trigger has,
+ * from its name, and what each role does -- a source's statement triggers, a sink's row and statement triggers
+ * (sink.cpp), a parent's triggers (counters through a parent row: parent.cpp), the guard of a counter's own tables and
+ * the counter-cache key trigger (target_key.cpp) -- each counting through the statement's run (capture.cpp).
  */
 #include "write/write.hpp"
 #include "citus/citus.hpp"
-#include "compat.hpp"
 
 extern "C" {
-#include "access/genam.h"
-#include "access/heapam.h"
-#include "access/relscan.h"
-#include "access/stratnum.h"
-#include "access/table.h"
 #include "access/tableam.h"
-#include "access/tupconvert.h"
 #include "access/xact.h"
-#include "catalog/pg_am.h"
-#include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
-#include "executor/executor.h"
 #include "storage/lmgr.h"
-#include "tcop/utility.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "rewrite/rewriteManip.h"
-#include "utils/hsearch.h"
-#include "utils/lsyscache.h"
-#include "optimizer/optimizer.h"
-#include "utils/datum.h"
-#include "utils/acl.h"
-#include "utils/builtins.h"
-#include "utils/fmgroids.h"
-#include "utils/guc.h"
-#include "utils/memutils.h"
-#include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
-#include "utils/tuplestore.h"
 }
 
 namespace counters {
@@ -94,6 +71,31 @@ Suspended(SourceCounters *sc)
 	return true;
 }
 
+void
+CountRelationRows(Relation rel, Oid source, int sign)
+{
+	SourceCounters *sc = GetSourceCounters(source);
+	if (sc->ncounters == 0)
+		return;
+	Run *run = StartRun(sc, CurrentMemoryContext);
+	RowReader rd;
+	InitReader(&rd, rel, sc->source, table_slot_callbacks(rel));
+	/* The latest snapshot: rows committed by anyone before our lock on rel are in the table and must count. */
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
+	ErrorContextCallback context;
+	PushCountContext(&context, run);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, rd.slot)) {
+		CHECK_FOR_INTERRUPTS();
+		CountSlot(run, &rd, sign);
+	}
+	error_context_stack = context.previous;
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	DropReader(&rd);
+	FinishRun(run);
+}
+
 namespace {
 
 /*
@@ -125,35 +127,6 @@ ZeroCounters(SourceCounters *sc)
 	}
 	SPI_finish();
 }
-
-} // namespace
-
-void
-CountRelationRows(Relation rel, Oid source, int sign)
-{
-	SourceCounters *sc = GetSourceCounters(source);
-	if (sc->ncounters == 0)
-		return;
-	Run *run = StartRun(sc, CurrentMemoryContext);
-	RowReader rd;
-	InitReader(&rd, rel, sc->source, table_slot_callbacks(rel));
-	/* The latest snapshot: rows committed by anyone before our lock on rel are in the table and must count. */
-	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
-	ErrorContextCallback context;
-	PushCountContext(&context, run);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, rd.slot)) {
-		CHECK_FOR_INTERRUPTS();
-		CountSlot(run, &rd, sign);
-	}
-	error_context_stack = context.previous;
-	table_endscan(scan);
-	UnregisterSnapshot(snapshot);
-	DropReader(&rd);
-	FinishRun(run);
-}
-
-namespace {
 
 /* The roles of counters.capture()'s triggers; a source's statement triggers (Statement) by their event. */
 enum class Role {
