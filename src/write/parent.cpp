@@ -1,7 +1,7 @@
 /*
- * parent.cpp: counters through a parent row, the parent's side: a parent row updated or deleted (counters_parent_row),
- * or inserted, moves its children's contributions. A child's own write counts with its parent through the source's
- * capture (capture.cpp).
+ * parent.cpp: counters through a parent row. A source's statement counts its rows with their parents, read here with
+ * their keys locked (PrefetchParents, for capture.cpp); on the parent's side, a parent row updated or deleted
+ * (counters_parent_row), or inserted, moves its children's contributions.
  */
 #include "write/write.hpp"
 #include "compat.hpp"
@@ -18,6 +18,8 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -31,6 +33,161 @@ extern "C" {
 namespace counters {
 
 namespace {
+
+/*
+ * Parent keys. A child's statement that reads the parent of key k, and a parent's insert (or key change) to k, cannot
+ * see each other's rows until they commit: each alone would count the child nowhere (with a foreign key, the child's
+ * check fails instead). So they take locks of their own on (parent, k), held until their transactions end: a child's
+ * statement shares them, a parent's write takes them exclusively. The later one waits for the earlier to end, then
+ * reads with the latest snapshot and counts what it committed. They are advisory locks of the counters' own kind
+ * (pg_locks: locktype advisory, classid the parent's OID, objsubid PARENT_KEY_LOCK or PARENT_TABLE_LOCK). Past
+ * KEY_LOCKS_PER_TRANSACTION keys of one parent and side in a transaction, one lock on the whole parent takes their
+ * place (a child's share lock, a parent's exclusive one), so that bulk statements do not fill the lock table; the keys'
+ * side locks the whole parent weakly first (a child: row share, a parent: row exclusive), so that it waits for the
+ * other side's whole-parent lock.
+ */
+enum : uint16 { PARENT_TABLE_LOCK = 0x6370, PARENT_KEY_LOCK = 0x636B };
+enum { KEY_LOCKS_PER_TRANSACTION = 64 };
+
+struct KeyLocks {
+	Oid parent;
+	int keys[2]; /* key locks taken in this transaction: by children's statements, by parents' writes */
+};
+
+MemoryContext key_locks_cxt = nullptr; /* under TopTransactionContext */
+List *key_locks = NIL;                 /* KeyLocks * */
+
+void
+ForgetKeyLocks(void *)
+{
+	key_locks_cxt = nullptr;
+	key_locks = NIL;
+}
+
+KeyLocks *
+KeyLocksOf(Oid parent)
+{
+	ListCell *lc;
+	foreach (lc, key_locks)
+		if (((KeyLocks *)lfirst(lc))->parent == parent)
+			return (KeyLocks *)lfirst(lc);
+	MemoryContext old = MemoryContextSwitchTo(TransactionContext(&key_locks_cxt, "counters key locks", ForgetKeyLocks));
+	KeyLocks *held = (KeyLocks *)palloc0(sizeof(KeyLocks));
+	held->parent = parent;
+	key_locks = lappend(key_locks, held);
+	MemoryContextSwitchTo(old);
+	return held;
+}
+
+void
+LockParentTag(Oid parent, uint32 key, uint16 kind, LOCKMODE mode)
+{
+	LOCKTAG tag;
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, parent, key, kind);
+	(void)LockAcquire(&tag, mode, false, false);
+}
+
+/*
+ * Lock keys `keys` (n, sorted) of `parent`: shared for a child's statement, exclusively for a parent's write
+ * (parent_side). (A lock a transaction holds is taken again from its own table, without waiting: after a subtransaction
+ * rolled back, with the locks it took, the next statement takes them again.)
+ */
+void
+LockParentKeys(Oid parent, const int64 *keys, int n, bool parent_side)
+{
+	if (n == 0)
+		return;
+	KeyLocks *held = KeyLocksOf(parent);
+	int *taken = &held->keys[parent_side ? 1 : 0];
+	if (*taken + n > KEY_LOCKS_PER_TRANSACTION) {
+		LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? ExclusiveLock : ShareLock);
+		*taken = KEY_LOCKS_PER_TRANSACTION + 1;
+		return;
+	}
+	LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? RowExclusiveLock : RowShareLock);
+	for (int i = 0; i < n; i++)
+		LockParentTag(parent, (uint32)((uint64)keys[i] ^ ((uint64)keys[i] >> 32)), PARENT_KEY_LOCK,
+		              parent_side ? ExclusiveLock : ShareLock);
+	*taken += n;
+}
+
+/* Keys as the int8[] the parent-rows and child-rows statements take ($1). */
+Datum
+Int64Array(const int64 *keys, int n)
+{
+	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(keys[i]);
+	return PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}
+
+/* Row `i` of a ParentRowsStatement or ChildRowsStatement result: its key, and its row (of `relid`) in *tuple. */
+int64
+KeyedRow(uint64 i, Oid relid, HeapTupleData *tuple)
+{
+	bool isnull;
+	int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+	HeapTupleHeader th =
+	    DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	tuple->t_len = HeapTupleHeaderGetDatumLength(th);
+	ItemPointerSetInvalid(&tuple->t_self);
+	tuple->t_tableOid = relid;
+	tuple->t_data = th;
+	return key;
+}
+
+/*
+ * The parent rows of counter `r`'s rows with keys `keys` (n of them, sorted, distinct), read as the counter's owner
+ * with the latest snapshot, whatever the isolation level, and locked FOR SHARE: a concurrent change of a parent waits
+ * for this transaction, then counts this statement's rows itself; this statement waits for one in progress, then
+ * reads the parent as it committed (at REPEATABLE READ too: the count follows the parent as committed). A
+ * parent inserted, or given one of these keys, by a transaction this one cannot see yet waits for this one, or is
+ * waited for (LockParentKeys).
+ */
+void
+ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
+{
+	const CounterDef *def = r->c->def;
+	MemoryContext old = MemoryContextSwitchTo(run->cxt);
+	HASHCTL ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(ParentEntry);
+	ctl.hcxt = run->cxt;
+	if (r->parents != nullptr)
+		hash_destroy(r->parents);
+	r->parents = hash_create("counters parents", Max(n, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	MemoryContextSwitchTo(old);
+	if (n == 0)
+		return;
+	Datum array = Int64Array(keys, n);
+	Oid argtypes[1] = {INT8ARRAYOID};
+	LockParentKeys(def->parent, keys, n, false);
+	SpiConnect();
+	/* (row-level security that would hide a parent makes this fail, rather than count its rows as orphans) */
+	OwnerScope owner;
+	EnterOwner(&owner, r->c->auth, PIN_ROW_SECURITY);
+	Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+	int ret = SPI_execute_snapshot(FetchPlan(r->c, PLAN_PARENT_ROWS, 1, argtypes), &array, nullptr, latest,
+	                               InvalidSnapshot, false, false, 0);
+	UnregisterSnapshot(latest);
+	LeaveOwner(&owner);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the parents of counter \"%s\" failed: %s", def->name,
+		     SPI_result_code_string(ret));
+	for (uint64 i = 0; i < SPI_processed; i++) {
+		HeapTupleData tuple;
+		int64 key = KeyedRow(i, def->parent, &tuple);
+		ParentEntry *e = (ParentEntry *)hash_search(r->parents, &key, HASH_ENTER, nullptr);
+		e->tuple = (HeapTuple)MemoryContextAlloc(run->cxt, HEAPTUPLESIZE + tuple.t_len);
+		e->tuple->t_len = tuple.t_len;
+		e->tuple->t_self = tuple.t_self;
+		e->tuple->t_tableOid = tuple.t_tableOid;
+		e->tuple->t_data = (HeapTupleHeader)((char *)e->tuple + HEAPTUPLESIZE);
+		memcpy(e->tuple->t_data, tuple.t_data, tuple.t_len);
+	}
+	SPI_finish();
+}
 
 /*
  * Counters through a parent row, the parent's side. A parent's UPDATE or DELETE moves its children's contributions
@@ -228,6 +385,45 @@ MoveChildren(Run *run, CounterRun *r, const int64 *keys, int n, HeapTuple minus,
 }
 
 } // namespace
+
+/* The parents of the rows in the transition tables, for each counter through a parent row. */
+void
+PrefetchParents(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
+{
+	for (int ci = 0; ci < run->ncounters; ci++) {
+		CounterRun *r = &run->runs[ci];
+		const CounterDef *def = r->c->def;
+		if (!OidIsValid(def->parent))
+			continue;
+		int cap = 64, n = 0;
+		int64 *keys = (int64 *)palloc(sizeof(int64) * cap);
+		Tuplestorestate *stores[2] = {old_rows, new_rows};
+		for (int s = 0; s < 2; s++) {
+			if (stores[s] == nullptr)
+				continue;
+			tuplestore_rescan(stores[s]);
+			while (tuplestore_gettupleslot(stores[s], true, false, rd->slot)) {
+				TupleTableSlot *slot = rd->map ? execute_attr_map_slot(rd->map, rd->slot, rd->root_slot) : rd->slot;
+				bool isnull;
+				Datum key = slot_getattr(slot, def->child_key, &isnull);
+				if (isnull)
+					continue;
+				if (n == cap) {
+					cap *= 2;
+					keys = (int64 *)repalloc(keys, sizeof(int64) * cap);
+				}
+				keys[n++] = IntegerDatum(def->join_type, key);
+			}
+		}
+		qsort(keys, n, sizeof(int64), CompareInt64);
+		int distinct = 0;
+		for (int i = 0; i < n; i++)
+			if (distinct == 0 || keys[distinct - 1] != keys[i])
+				keys[distinct++] = keys[i];
+		ReadParents(run, r, keys, distinct);
+		pfree(keys);
+	}
+}
 
 /*
  * The counters that join `rel` as the parent of their rows. A parent keeps its triggers only while a counter joins it:

@@ -4,7 +4,8 @@
  *   trigger.cpp           which trigger role fired, and what each does: a statement, a sink's rows (counted at the
  *                         statement's end, never stored), a parent's write, a counter-cache key
  *   sink.cpp              a sink's rows, kept per sink and subtransaction until its statement's end counts them
- *   parent.cpp            counters through a parent row, the parent's side: a parent's write moves its children
+ *   parent.cpp            counters through a parent row: the parents of a statement's rows, read and their keys
+ *                         locked; the parent's side, a parent's write moving its children
  *   target_key.cpp        a counter-cache row that takes another key: its counter columns recounted for the new key
  *   capture.cpp           rows of the statement's transition tables -> each counter's deltas (the universal formula),
  *                         collected across the statement's events in one frame
@@ -405,12 +406,13 @@ void InvokeCallback(const CompiledCounter *c, FmgrInfo *flinfo, const Datum *fie
 void InitDecisions();
 
 /*
- * One statement's run over the counters of one source (capture.cpp), shared with the trigger roles (trigger.cpp):
- * StatementRun is the statement frame's run of `sc`'s source (started by its first event), or outside any frame a run
- * of its own, which EndStatementRun applies at once; StatementCommand is the command whose writes the statement made.
- * StartRun and FinishRun make and apply a run of their own; a RowReader turns rows of the source (or a partition)
- * into the slot the definitions read; CountTuplestores counts a statement's old (-1) and new (+1) rows, CountSlot one
- * row, CountRowFor one row for one counter; InitFrames installs the executor and utility hooks that open frames.
+ * One statement's run over the counters of one source (capture.cpp), shared with the trigger roles (trigger.cpp,
+ * sink.cpp, parent.cpp): StatementRun is the statement frame's run of `sc`'s source (started by its first event), or
+ * outside any frame a run of its own, which EndStatementRun applies at once; StatementCommand is the command whose
+ * writes the statement made. StartRun and FinishRun make and apply a run of their own; a RowReader turns rows of the
+ * source (or a partition) into the slot the definitions read; CountTuplestores counts a statement's old (-1) and new
+ * (+1) rows, CountSlot one row, CountRowFor one row for one counter; InitFrames installs the executor and utility hooks
+ * that open frames.
  */
 struct Run {
 	Oid source;              /* the source whose counters these are */
@@ -457,26 +459,19 @@ void PushCountContext(ErrorContextCallback *context, Run *run);
 /* An int2, int4 or int8 join key as int64; qsort's comparison of int64 keys. */
 int64 IntegerDatum(Oid type, Datum d);
 int CompareInt64(const void *a, const void *b);
-/*
- * Counters through a parent row: a transaction-level lock on each key of `parent` (parent_side: the parent's own write
- * of its rows with those keys; else a child written to those keys), so that a parent row and the children written to
- * it meanwhile see each other.
- */
-void LockParentKeys(Oid parent, const int64 *keys, int n, bool parent_side);
-/* Keys as the int8[] the parent-rows and child-rows statements take ($1). */
-Datum Int64Array(const int64 *keys, int n);
-/* Row `i` of a ParentRowsStatement or ChildRowsStatement result: its key, and its row (of `relid`) in *tuple. */
-int64 KeyedRow(uint64 i, Oid relid, HeapTupleData *tuple);
 void InitFrames();
 /* A statement's transition tables (either may be NULL) of `rel`, one of `sc`'s relations, counted. */
 void CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
 
 /*
- * Counters through a parent row, the parent's side (parent.cpp): ParentCounters, the counters that join `rel` as the
- * parent of their rows (adopted from their descriptions when there are none, else 55000); ParentInserted, a statement's
- * new parent rows, whose children count in; ParentRow (counters_parent_row), a parent row updated or deleted, whose
- * children move to the new row or away.
+ * Counters through a parent row (parent.cpp). A source's statement: PrefetchParents, the parents of the rows in its
+ * transition tables, for each counter through a parent row (into its CounterRun's parents), read and their keys locked
+ * before the rows are counted. The parent's side: ParentCounters, the counters that join `rel` as the parent of their
+ * rows (adopted from their descriptions when there are none, else 55000); ParentInserted, a statement's new parent
+ * rows, whose children count in; ParentRow (counters_parent_row), a parent row updated or deleted, whose children move
+ * to the new row or away.
  */
+void PrefetchParents(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
 SourceCounters *ParentCounters(Relation rel);
 void ParentInserted(Relation rel, SourceCounters *pc, Tuplestorestate *new_rows);
 void ParentRow(TriggerData *td);
