@@ -9,6 +9,9 @@
  * deltas are summed per key (delta.cpp) and applied when the statement ends (apply.cpp): the events of one
  * statement (MERGE, INSERT ... ON CONFLICT, writable CTEs, cascades) are collected in one frame, applied together.
  *
+ * Before a trigger role counts: a relation that carries the capture triggers must feed a counter (RequireCounters), and
+ * counters.suspend leaves a data load uncounted (Suspended).
+ *
  * Everything here calls PostgreSQL functions that may raise errors, so no object with a destructor lives on these
  * stacks; all memory is palloc'd in a per-statement context that is freed with the statement (or the aborted
  * transaction).
@@ -41,12 +44,14 @@ extern "C" {
 #include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 }
 
 namespace counters {
 
 int statement_memory_kb = 65536;
+bool counting_suspended = false;
 
 /* NaN and infinities cannot be subtracted back out of a sum (Infinity - Infinity is NaN): refuse them. */
 static void
@@ -537,6 +542,55 @@ CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_o
 		prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+}
+
+/* A relation that carries the capture triggers must feed a counter: otherwise they count nothing, silently. */
+void
+RequireCounters(Relation rel, SourceCounters *sc, bool parent)
+{
+	if (sc->ncounters > 0)
+		return;
+	ereport(ERROR,
+	        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+	         errmsg("table %s has the triggers of counters, but no counter %s it", QualifiedName(RelationGetRelid(rel)),
+	                parent ? "joins" : "is declared on"),
+	         errdetail("counters.counter has no row for it, and no definition view that reads it describes a counter "
+	                   "that could be declared again: a dump does not contain the rows of the extension's catalog, "
+	                   "only each counter's description (the comment of its definition view), which the first write "
+	                   "declares again when the view's owner may declare it."),
+	         errhint("Declare its counters again with counters.create_counter(), or remove the triggers with SELECT "
+	                 "counters.detach('%s').",
+	                 QualifiedName(RelationGetRelid(rel)))));
+}
+
+/*
+ * counters.suspend: a data load by the counters' owner (pg_restore --data-only into a database whose counter tables
+ * it also loads) is not counted on top of the loaded values. Only a role with the privileges of the owner of every
+ * relation of each counter the write would count for may suspend them (42501 otherwise, naming the counter: a writer
+ * may not skip a counter it could not rebuild); each suspended write is noted in counters.maintenance.suspended_at,
+ * which counters.stats shows (last_suspended) and verify() reports. A sink's rows, which are stored nowhere, are
+ * counted anyway.
+ */
+bool
+Suspended(SourceCounters *sc)
+{
+	if (!counting_suspended || sc->ncounters == 0)
+		return false;
+	for (int i = 0; i < sc->ncounters; i++) {
+		const Counter *e = sc->counters[i].counter;
+		if (!MayMaintain(e))
+			ereport(ERROR,
+			        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			         errmsg("counter \"%s\": counters.suspend is for a role with its owner's privileges", e->name),
+			         errdetail("A write by this role with counters.suspend on would leave the counter wrong."),
+			         errhint("RESET counters.suspend, or load the data as the counters' owner.")));
+	}
+	const char *columns[1] = {"suspended_at"};
+	Oid types[1] = {TIMESTAMPTZOID};
+	Datum values[1] = {TimestampTzGetDatum(GetCurrentTimestamp())};
+	for (int i = 0; i < sc->ncounters; i++)
+		NoteMaintenance(sc->counters[i].counter->name, 1, columns, types, values, nullptr);
+	return true;
 }
 
 Run *

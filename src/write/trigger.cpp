@@ -10,7 +10,6 @@
 extern "C" {
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "storage/lmgr.h"
 #include "miscadmin.h"
@@ -19,57 +18,6 @@ extern "C" {
 }
 
 namespace counters {
-
-bool counting_suspended = false;
-
-/* A relation that carries the capture triggers must feed a counter: otherwise they count nothing, silently. */
-void
-RequireCounters(Relation rel, SourceCounters *sc, bool parent)
-{
-	if (sc->ncounters > 0)
-		return;
-	ereport(ERROR,
-	        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-	         errmsg("table %s has the triggers of counters, but no counter %s it", QualifiedName(RelationGetRelid(rel)),
-	                parent ? "joins" : "is declared on"),
-	         errdetail("counters.counter has no row for it, and no definition view that reads it describes a counter "
-	                   "that could be declared again: a dump does not contain the rows of the extension's catalog, "
-	                   "only each counter's description (the comment of its definition view), which the first write "
-	                   "declares again when the view's owner may declare it."),
-	         errhint("Declare its counters again with counters.create_counter(), or remove the triggers with SELECT "
-	                 "counters.detach('%s').",
-	                 QualifiedName(RelationGetRelid(rel)))));
-}
-
-/*
- * counters.suspend: a data load by the counters' owner (pg_restore --data-only into a database whose counter tables
- * it also loads) is not counted on top of the loaded values. Only a role with the privileges of the owner of every
- * relation of each counter the write would count for may suspend them (42501 otherwise, naming the counter: a writer
- * may not skip a counter it could not rebuild); each suspended write is noted in counters.maintenance.suspended_at,
- * which counters.stats shows (last_suspended) and verify() reports. A sink's rows, which are stored nowhere, are
- * counted anyway.
- */
-bool
-Suspended(SourceCounters *sc)
-{
-	if (!counting_suspended || sc->ncounters == 0)
-		return false;
-	for (int i = 0; i < sc->ncounters; i++) {
-		const Counter *e = sc->counters[i].counter;
-		if (!MayMaintain(e))
-			ereport(ERROR,
-			        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			         errmsg("counter \"%s\": counters.suspend is for a role with its owner's privileges", e->name),
-			         errdetail("A write by this role with counters.suspend on would leave the counter wrong."),
-			         errhint("RESET counters.suspend, or load the data as the counters' owner.")));
-	}
-	const char *columns[1] = {"suspended_at"};
-	Oid types[1] = {TIMESTAMPTZOID};
-	Datum values[1] = {TimestampTzGetDatum(GetCurrentTimestamp())};
-	for (int i = 0; i < sc->ncounters; i++)
-		NoteMaintenance(sc->counters[i].counter->name, 1, columns, types, values, nullptr);
-	return true;
-}
 
 void
 CountRelationRows(Relation rel, Oid source, int sign)

@@ -201,16 +201,6 @@ HeapTuple Fire(TriggerData *td);
 void InitCapture();
 /* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
 void CountRelationRows(Relation rel, Oid source, int sign);
-/*
- * 55000 when relation `rel`, which carries the capture triggers, feeds no counter (`sc` has none; parent: `rel` is the
- * parent of counters through a parent row).
- */
-void RequireCounters(Relation rel, SourceCounters *sc, bool parent = false);
-/*
- * counters.suspend: whether a write to `sc`'s relations is left uncounted (and noted in counters.maintenance); 42501
- * for a role without the privileges of each counter's owner.
- */
-bool Suspended(SourceCounters *sc);
 
 /*
  * A sink's rows (sink.cpp): SinkRow checks the row the sink trigger fired for and keeps it, unstored, until
@@ -295,7 +285,7 @@ char *WindowStateStatement(Oid crossings);
 
 /* counters.statement_memory: deltas held per statement before they are applied in a batch (kB). */
 extern int statement_memory_kb;
-/* counters.suspend: this session's writes are not counted, for a data load by the counters' owner (trigger.cpp). */
+/* counters.suspend: this session's writes are not counted, for a data load by the counters' owner (capture.cpp). */
 extern bool counting_suspended;
 
 /* A key of a counter: one value and null flag per key column, in definition order; the flags follow the values. */
@@ -462,6 +452,14 @@ int CompareInt64(const void *a, const void *b);
 void InitFrames();
 /* A statement's transition tables (either may be NULL) of `rel`, one of `sc`'s relations, counted. */
 void CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
+/*
+ * What the trigger roles check before they count: RequireCounters, 55000 when relation `rel`, which carries the capture
+ * triggers, feeds no counter (`sc` has none; parent: `rel` is the parent of counters through a parent row); Suspended,
+ * whether counters.suspend leaves a write to `sc`'s relations uncounted (noted in counters.maintenance; 42501 for a
+ * role without the privileges of each counter's owner).
+ */
+void RequireCounters(Relation rel, SourceCounters *sc, bool parent = false);
+bool Suspended(SourceCounters *sc);
 
 /*
  * Counters through a parent row (parent.cpp). A source's statement: PrefetchParents, the parents of the rows in its
