@@ -9,6 +9,9 @@
  * deltas are summed per key (delta.cpp) and applied when the statement ends (apply.cpp): the events of one
  * statement (MERGE, INSERT ... ON CONFLICT, writable CTEs, cascades) are collected in one frame, applied together.
  *
+ * Before a trigger role counts: a relation that carries the capture triggers must feed a counter (RequireCounters), and
+ * counters.suspend leaves a data load uncounted (Suspended).
+ *
  * Everything here calls PostgreSQL functions that may raise errors, so no object with a destructor lives on these
  * stacks; all memory is palloc'd in a per-statement context that is freed with the statement (or the aborted
  * transaction).
@@ -27,7 +30,6 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
-#include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -42,12 +44,14 @@ extern "C" {
 #include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 }
 
 namespace counters {
 
 int statement_memory_kb = 65536;
+bool counting_suspended = false;
 
 /* NaN and infinities cannot be subtracted back out of a sum (Infinity - Infinity is NaN): refuse them. */
 static void
@@ -336,175 +340,6 @@ CompareInt64(const void *a, const void *b)
 	return x < y ? -1 : x > y ? 1 : 0;
 }
 
-/*
- * Parent keys. A child's statement that reads the parent of key k, and a parent's insert (or key change) to k, cannot
- * see each other's rows until they commit: each alone would count the child nowhere (with a foreign key, the child's
- * check fails instead). So they take locks of their own on (parent, k), held until their transactions end: a child's
- * statement shares them, a parent's write takes them exclusively. The later one waits for the earlier to end, then
- * reads with the latest snapshot and counts what it committed. They are advisory locks of the counters' own kind
- * (pg_locks: locktype advisory, classid the parent's OID, objsubid PARENT_KEY_LOCK or PARENT_TABLE_LOCK). Past
- * KEY_LOCKS_PER_TRANSACTION keys of one parent and side in a transaction, one lock on the whole parent takes their
- * place (a child's share lock, a parent's exclusive one), so that bulk statements do not fill the lock table; the keys'
- * side locks the whole parent weakly first (a child: row share, a parent: row exclusive), so that it waits for the
- * other side's whole-parent lock.
- */
-enum : uint16 { PARENT_TABLE_LOCK = 0x6370, PARENT_KEY_LOCK = 0x636B };
-enum { KEY_LOCKS_PER_TRANSACTION = 64 };
-
-struct KeyLocks {
-	Oid parent;
-	int keys[2]; /* key locks taken in this transaction: by children's statements, by parents' writes */
-};
-
-static MemoryContext key_locks_cxt = nullptr; /* under TopTransactionContext */
-static List *key_locks = NIL;                 /* KeyLocks * */
-
-static void
-ForgetKeyLocks(void *)
-{
-	key_locks_cxt = nullptr;
-	key_locks = NIL;
-}
-
-static KeyLocks *
-KeyLocksOf(Oid parent)
-{
-	ListCell *lc;
-	foreach (lc, key_locks)
-		if (((KeyLocks *)lfirst(lc))->parent == parent)
-			return (KeyLocks *)lfirst(lc);
-	MemoryContext old = MemoryContextSwitchTo(TransactionContext(&key_locks_cxt, "counters key locks", ForgetKeyLocks));
-	KeyLocks *held = (KeyLocks *)palloc0(sizeof(KeyLocks));
-	held->parent = parent;
-	key_locks = lappend(key_locks, held);
-	MemoryContextSwitchTo(old);
-	return held;
-}
-
-static void
-LockParentTag(Oid parent, uint32 key, uint16 kind, LOCKMODE mode)
-{
-	LOCKTAG tag;
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, parent, key, kind);
-	(void)LockAcquire(&tag, mode, false, false);
-}
-
-/*
- * Lock keys `keys` (n, sorted) of `parent`: shared for a child's statement, exclusively for a parent's write
- * (parent_side). (A lock a transaction holds is taken again from its own table, without waiting: after a subtransaction
- * rolled back, with the locks it took, the next statement takes them again.)
- */
-void
-LockParentKeys(Oid parent, const int64 *keys, int n, bool parent_side)
-{
-	if (n == 0)
-		return;
-	KeyLocks *held = KeyLocksOf(parent);
-	int *taken = &held->keys[parent_side ? 1 : 0];
-	if (*taken + n > KEY_LOCKS_PER_TRANSACTION) {
-		LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? ExclusiveLock : ShareLock);
-		*taken = KEY_LOCKS_PER_TRANSACTION + 1;
-		return;
-	}
-	LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? RowExclusiveLock : RowShareLock);
-	for (int i = 0; i < n; i++)
-		LockParentTag(parent, (uint32)((uint64)keys[i] ^ ((uint64)keys[i] >> 32)), PARENT_KEY_LOCK,
-		              parent_side ? ExclusiveLock : ShareLock);
-	*taken += n;
-}
-
-/*
- * The parent rows of counter `r`'s rows with keys `keys` (n of them, sorted, distinct), read as the counter's owner
- * with the latest snapshot, whatever the isolation level, and locked FOR SHARE: a concurrent change of a parent waits
- * for this transaction, then counts this statement's rows itself; this statement waits for one in progress, then
- * reads the parent as it committed (at REPEATABLE READ too: the count follows the parent as committed). A
- * parent inserted, or given one of these keys, by a transaction this one cannot see yet waits for this one, or is
- * waited for (LockParentKeys).
- */
-static void
-ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
-{
-	const CounterDef *def = r->c->def;
-	MemoryContext old = MemoryContextSwitchTo(run->cxt);
-	HASHCTL ctl;
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(int64);
-	ctl.entrysize = sizeof(ParentEntry);
-	ctl.hcxt = run->cxt;
-	if (r->parents != nullptr)
-		hash_destroy(r->parents);
-	r->parents = hash_create("counters parents", Max(n, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	MemoryContextSwitchTo(old);
-	if (n == 0)
-		return;
-	Datum array = Int64Array(keys, n);
-	Oid argtypes[1] = {INT8ARRAYOID};
-	LockParentKeys(def->parent, keys, n, false);
-	SpiConnect();
-	/* (row-level security that would hide a parent makes this fail, rather than count its rows as orphans) */
-	OwnerScope owner;
-	EnterOwner(&owner, r->c->auth, PIN_ROW_SECURITY);
-	Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
-	int ret = SPI_execute_snapshot(FetchPlan(r->c, PLAN_PARENT_ROWS, 1, argtypes), &array, nullptr, latest,
-	                               InvalidSnapshot, false, false, 0);
-	UnregisterSnapshot(latest);
-	LeaveOwner(&owner);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "counters: reading the parents of counter \"%s\" failed: %s", def->name,
-		     SPI_result_code_string(ret));
-	for (uint64 i = 0; i < SPI_processed; i++) {
-		HeapTupleData tuple;
-		int64 key = KeyedRow(i, def->parent, &tuple);
-		ParentEntry *e = (ParentEntry *)hash_search(r->parents, &key, HASH_ENTER, nullptr);
-		e->tuple = (HeapTuple)MemoryContextAlloc(run->cxt, HEAPTUPLESIZE + tuple.t_len);
-		e->tuple->t_len = tuple.t_len;
-		e->tuple->t_self = tuple.t_self;
-		e->tuple->t_tableOid = tuple.t_tableOid;
-		e->tuple->t_data = (HeapTupleHeader)((char *)e->tuple + HEAPTUPLESIZE);
-		memcpy(e->tuple->t_data, tuple.t_data, tuple.t_len);
-	}
-	SPI_finish();
-}
-
-/* The parents of the rows in the transition tables, for each counter through a parent row. */
-static void
-PrefetchParents(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
-{
-	for (int ci = 0; ci < run->ncounters; ci++) {
-		CounterRun *r = &run->runs[ci];
-		const CounterDef *def = r->c->def;
-		if (!OidIsValid(def->parent))
-			continue;
-		int cap = 64, n = 0;
-		int64 *keys = (int64 *)palloc(sizeof(int64) * cap);
-		Tuplestorestate *stores[2] = {old_rows, new_rows};
-		for (int s = 0; s < 2; s++) {
-			if (stores[s] == nullptr)
-				continue;
-			tuplestore_rescan(stores[s]);
-			while (tuplestore_gettupleslot(stores[s], true, false, rd->slot)) {
-				TupleTableSlot *slot = rd->map ? execute_attr_map_slot(rd->map, rd->slot, rd->root_slot) : rd->slot;
-				bool isnull;
-				Datum key = slot_getattr(slot, def->child_key, &isnull);
-				if (isnull)
-					continue;
-				if (n == cap) {
-					cap *= 2;
-					keys = (int64 *)repalloc(keys, sizeof(int64) * cap);
-				}
-				keys[n++] = IntegerDatum(def->join_type, key);
-			}
-		}
-		qsort(keys, n, sizeof(int64), CompareInt64);
-		int distinct = 0;
-		for (int i = 0; i < n; i++)
-			if (distinct == 0 || keys[distinct - 1] != keys[i])
-				keys[distinct++] = keys[i];
-		ReadParents(run, r, keys, distinct);
-		pfree(keys);
-	}
-}
-
 void
 CountTuplestores(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
 {
@@ -710,27 +545,53 @@ CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_o
 		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
 }
 
-Datum
-Int64Array(const int64 *keys, int n)
+/* A relation that carries the capture triggers must feed a counter: otherwise they count nothing, silently. */
+void
+RequireCounters(Relation rel, SourceCounters *sc, bool parent)
 {
-	Datum *elems = (Datum *)palloc(sizeof(Datum) * n);
-	for (int i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(keys[i]);
-	return PointerGetDatum(construct_array(elems, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+	if (sc->ncounters > 0)
+		return;
+	ereport(ERROR,
+	        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+	         errmsg("table %s has the triggers of counters, but no counter %s it", QualifiedName(RelationGetRelid(rel)),
+	                parent ? "joins" : "is declared on"),
+	         errdetail("counters.counter has no row for it, and no definition view that reads it describes a counter "
+	                   "that could be declared again: a dump does not contain the rows of the extension's catalog, "
+	                   "only each counter's description (the comment of its definition view), which the first write "
+	                   "declares again when the view's owner may declare it."),
+	         errhint("Declare its counters again with counters.create_counter(), or remove the triggers with SELECT "
+	                 "counters.detach('%s').",
+	                 QualifiedName(RelationGetRelid(rel)))));
 }
 
-int64
-KeyedRow(uint64 i, Oid relid, HeapTupleData *tuple)
+/*
+ * counters.suspend: a data load by the counters' owner (pg_restore --data-only into a database whose counter tables
+ * it also loads) is not counted on top of the loaded values. Only a role with the privileges of the owner of every
+ * relation of each counter the write would count for may suspend them (42501 otherwise, naming the counter: a writer
+ * may not skip a counter it could not rebuild); each suspended write is noted in counters.maintenance.suspended_at,
+ * which counters.stats shows (last_suspended) and verify() reports. A sink's rows, which are stored nowhere, are
+ * counted anyway.
+ */
+bool
+Suspended(SourceCounters *sc)
 {
-	bool isnull;
-	int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-	HeapTupleHeader th =
-	    DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-	tuple->t_len = HeapTupleHeaderGetDatumLength(th);
-	ItemPointerSetInvalid(&tuple->t_self);
-	tuple->t_tableOid = relid;
-	tuple->t_data = th;
-	return key;
+	if (!counting_suspended || sc->ncounters == 0)
+		return false;
+	for (int i = 0; i < sc->ncounters; i++) {
+		const Counter *e = sc->counters[i].counter;
+		if (!MayMaintain(e))
+			ereport(ERROR,
+			        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			         errmsg("counter \"%s\": counters.suspend is for a role with its owner's privileges", e->name),
+			         errdetail("A write by this role with counters.suspend on would leave the counter wrong."),
+			         errhint("RESET counters.suspend, or load the data as the counters' owner.")));
+	}
+	const char *columns[1] = {"suspended_at"};
+	Oid types[1] = {TIMESTAMPTZOID};
+	Datum values[1] = {TimestampTzGetDatum(GetCurrentTimestamp())};
+	for (int i = 0; i < sc->ncounters; i++)
+		NoteMaintenance(sc->counters[i].counter->name, 1, columns, types, values, nullptr);
+	return true;
 }
 
 Run *
@@ -754,6 +615,23 @@ CommandId
 StatementCommand()
 {
 	return current_frame != nullptr ? current_frame->cid : GetCurrentCommandId(false);
+}
+
+void
+CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_rows, Tuplestorestate *new_rows)
+{
+	/*
+	 * Every row is evaluated, also for an UPDATE that sets no column a counter reads: its old and new rows cancel out
+	 * in the delta table and nothing is written. (tg_updatedcols cannot be trusted to skip the work: BEFORE row
+	 * triggers change other columns, and two UPDATEs of the table in one query fire one trigger with the columns of
+	 * the last.)
+	 */
+	Run *run = StatementRun(sc);
+	RowReader rd;
+	InitReader(&rd, rel, run->source, &TTSOpsMinimalTuple);
+	CountTuplestores(run, &rd, old_rows, new_rows);
+	DropReader(&rd);
+	EndStatementRun(run);
 }
 
 void

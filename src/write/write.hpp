@@ -3,6 +3,10 @@
  *
  *   trigger.cpp           which trigger role fired, and what each does: a statement, a sink's rows (counted at the
  *                         statement's end, never stored), a parent's write, a counter-cache key
+ *   sink.cpp              a sink's rows, kept per sink and subtransaction until its statement's end counts them
+ *   parent.cpp            counters through a parent row: the parents of a statement's rows, read and their keys
+ *                         locked; the parent's side, a parent's write moving its children
+ *   target_key.cpp        a counter-cache row that takes another key: its counter columns recounted for the new key
  *   capture.cpp           rows of the statement's transition tables -> each counter's deltas (the universal formula),
  *                         collected across the statement's events in one frame
  *   compile.cpp           a counter's executable form in this backend, cached and invalidated; its plans
@@ -18,6 +22,7 @@
 #include "model/model.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "nodes/execnodes.h"
 #include "portability/instr_time.h"
 #include "utils/tuplestore.h"
@@ -198,6 +203,25 @@ void InitCapture();
 void CountRelationRows(Relation rel, Oid source, int sign);
 
 /*
+ * A sink's rows (sink.cpp): SinkRow checks the row the sink trigger fired for and keeps it, unstored, until
+ * CountSinkRows (counters_sink_end) counts the statement's rows (under the replica role it counts the row at once); the
+ * transaction callbacks forget the rows of a subtransaction that aborts, and fail a commit that leaves rows uncounted.
+ * RequireSinkShape: 0A000 if sink `rel` has what a sink cannot keep: a foreign key, row-level security, a generated
+ * column.
+ */
+void SinkRow(TriggerData *td);
+void CountSinkRows(Relation rel, SourceCounters *sc);
+void SinkXactCallback(XactEvent event, void *arg);
+void SinkSubXactCallback(SubXactEvent event, SubTransactionId subxid, SubTransactionId parent, void *arg);
+void RequireSinkShape(Relation rel);
+
+/*
+ * counters_target_key (target_key.cpp): a row of an existing table that keeps counter-cache columns, updated to another
+ * key, with its counter columns recounted for the new key; the row the trigger returns.
+ */
+HeapTuple TargetKeyRow(TriggerData *td);
+
+/*
  * Raise check_violation (23514) if value column `v` of counter `c` would become `value` (of type `type`: an integer
  * type or numeric) outside its bounds for the key in keys/nulls ('n' = NULL, as SPI takes them).
  */
@@ -235,11 +259,8 @@ Datum RenderKey(Oid owner, int n, const char *const *names, const Datum *values,
 char *ParentRowsStatement(const CounterDef *def);
 char *ChildRowsStatement(const CounterDef *def);
 
-/* The recount counters_target_key runs for a row that takes another key (trigger.cpp). */
+/* The recount counters_target_key runs for a row that takes another key (target_key.cpp). */
 char *KeyRecountStatement(const CounterDef *def, Oid view, Oid target);
-
-/* 0A000 if sink `rel` has what a sink cannot keep: a foreign key, row-level security, a generated column. */
-void RequireSinkShape(Relation rel);
 
 /*
  * Window thresholds on a statement's write (windows.cpp): the prefixes (keys but the bucket, one array per key column)
@@ -264,7 +285,7 @@ char *WindowStateStatement(Oid crossings);
 
 /* counters.statement_memory: deltas held per statement before they are applied in a batch (kB). */
 extern int statement_memory_kb;
-/* counters.suspend: this session's writes are not counted, for a data load by the counters' owner (trigger.cpp). */
+/* counters.suspend: this session's writes are not counted, for a data load by the counters' owner (capture.cpp). */
 extern bool counting_suspended;
 
 /* A key of a counter: one value and null flag per key column, in definition order; the flags follow the values. */
@@ -375,12 +396,13 @@ void InvokeCallback(const CompiledCounter *c, FmgrInfo *flinfo, const Datum *fie
 void InitDecisions();
 
 /*
- * One statement's run over the counters of one source (capture.cpp), shared with the trigger roles (trigger.cpp):
- * StatementRun is the statement frame's run of `sc`'s source (started by its first event), or outside any frame a run
- * of its own, which EndStatementRun applies at once; StatementCommand is the command whose writes the statement made.
- * StartRun and FinishRun make and apply a run of their own; a RowReader turns rows of the source (or a partition)
- * into the slot the definitions read; CountTuplestores counts a statement's old (-1) and new (+1) rows, CountSlot one
- * row, CountRowFor one row for one counter; InitFrames installs the executor and utility hooks that open frames.
+ * One statement's run over the counters of one source (capture.cpp), shared with the trigger roles (trigger.cpp,
+ * sink.cpp, parent.cpp): StatementRun is the statement frame's run of `sc`'s source (started by its first event), or
+ * outside any frame a run of its own, which EndStatementRun applies at once; StatementCommand is the command whose
+ * writes the statement made. StartRun and FinishRun make and apply a run of their own; a RowReader turns rows of the
+ * source (or a partition) into the slot the definitions read; CountTuplestores counts a statement's old (-1) and new
+ * (+1) rows, CountSlot one row, CountRowFor one row for one counter; InitFrames installs the executor and utility hooks
+ * that open frames.
  */
 struct Run {
 	Oid source;              /* the source whose counters these are */
@@ -427,19 +449,30 @@ void PushCountContext(ErrorContextCallback *context, Run *run);
 /* An int2, int4 or int8 join key as int64; qsort's comparison of int64 keys. */
 int64 IntegerDatum(Oid type, Datum d);
 int CompareInt64(const void *a, const void *b);
-/*
- * Counters through a parent row: a transaction-level lock on each key of `parent` (parent_side: the parent's own write
- * of its rows with those keys; else a child written to those keys), so that a parent row and the children written to
- * it meanwhile see each other.
- */
-void LockParentKeys(Oid parent, const int64 *keys, int n, bool parent_side);
-/* Keys as the int8[] the parent-rows and child-rows statements take ($1). */
-Datum Int64Array(const int64 *keys, int n);
-/* Row `i` of a ParentRowsStatement or ChildRowsStatement result: its key, and its row (of `relid`) in *tuple. */
-int64 KeyedRow(uint64 i, Oid relid, HeapTupleData *tuple);
 void InitFrames();
-/* A statement's transition tables (either may be NULL) of `rel`, one of `sc`'s relations, counted (trigger.cpp). */
+/* A statement's transition tables (either may be NULL) of `rel`, one of `sc`'s relations, counted. */
 void CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
+/*
+ * What the trigger roles check before they count: RequireCounters, 55000 when relation `rel`, which carries the capture
+ * triggers, feeds no counter (`sc` has none; parent: `rel` is the parent of counters through a parent row); Suspended,
+ * whether counters.suspend leaves a write to `sc`'s relations uncounted (noted in counters.maintenance; 42501 for a
+ * role without the privileges of each counter's owner).
+ */
+void RequireCounters(Relation rel, SourceCounters *sc, bool parent = false);
+bool Suspended(SourceCounters *sc);
+
+/*
+ * Counters through a parent row (parent.cpp). A source's statement: PrefetchParents, the parents of the rows in its
+ * transition tables, for each counter through a parent row (into its CounterRun's parents), read and their keys locked
+ * before the rows are counted. The parent's side: ParentCounters, the counters that join `rel` as the parent of their
+ * rows (adopted from their descriptions when there are none, else 55000); ParentInserted, a statement's new parent
+ * rows, whose children count in; ParentRow (counters_parent_row), a parent row updated or deleted, whose children move
+ * to the new row or away.
+ */
+void PrefetchParents(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
+SourceCounters *ParentCounters(Relation rel);
+void ParentInserted(Relation rel, SourceCounters *pc, Tuplestorestate *new_rows);
+void ParentRow(TriggerData *td);
 
 /*
  * Logical replication on a subscriber (replica.cpp). CountsHere: whether `sc`'s counters count a write to `rel` on this
