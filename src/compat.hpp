@@ -9,7 +9,8 @@
  *       stringToQualifiedNameList() takes an error context (soft input errors); table_tuple_update() tells whether
  *       only summarizing indexes need new entries, and ExecInsertIndexTuples() can insert into only those
  *       (19d8e2308b); the tree walkers' callbacks have a declared type, tree_walker_callback (1c27d16e6e).
- *   17  BackendId is gone: a backend's number is the 0-based ProcNumber (024c521117).
+ *   17  BackendId is gone: a backend's number is the 0-based ProcNumber (024c521117); so is IsBackgroundWorker: a
+ *       background worker is the process whose MyBackendType is B_BG_WORKER (AmBackgroundWorkerProcess()).
  *   18  index_beginscan() takes instrumentation (0fbceae841); GROUP BY expressions in the select list are Vars of a
  *       grouping range-table entry (RTE_GROUP, 247dea89f7); generated columns are virtual unless STORED (83ea6c540).
  */
@@ -24,6 +25,7 @@ extern "C" {
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/acl.h"
 #include "utils/regproc.h"
@@ -106,6 +108,17 @@ BackendNumber()
 	return (int)MyProcNumber;
 #else
 	return (int)MyBackendId;
+#endif
+}
+
+/* This process is a background worker. */
+inline bool
+InBackgroundWorker()
+{
+#if PG_VERSION_NUM >= 170000
+	return AmBackgroundWorkerProcess();
+#else
+	return IsBackgroundWorker;
 #endif
 }
 

@@ -10,6 +10,7 @@
  */
 #include "control/control.hpp"
 #include "citus/citus.hpp"
+#include "compat.hpp"
 
 extern "C" {
 #include "access/table.h"
@@ -526,7 +527,7 @@ MaintainInRound(const Counter *e)
 	int64 folded = 0, n;
 	CHECK_FOR_INTERRUPTS();
 	/* (the worker's rounds back off; compact() called by hand tries every counter) */
-	TimestampTz until = IsPending(e) && IsBackgroundWorker ? BackedOffUntil(e) : 0;
+	TimestampTz until = IsPending(e) && compat::InBackgroundWorker() ? BackedOffUntil(e) : 0;
 	if (until != 0)
 		ereport(LOG, (errmsg("counter \"%s\": compaction skipped until %s: its last rounds' compactions failed",
 		                     e->name, timestamptz_to_str(until)),
