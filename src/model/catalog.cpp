@@ -11,7 +11,6 @@
  * a change, lock.cpp's.
  */
 #include "model/model.hpp"
-#include "citus/citus.hpp"
 
 extern "C" {
 #include "catalog/pg_class.h"
@@ -29,6 +28,60 @@ extern "C" {
 }
 
 namespace counters {
+
+namespace {
+
+/* The integration hooks' inert defaults: what the model does where no integration is registered (Citus absent). */
+Oid
+NoTableOfShard(Oid)
+{
+	return InvalidOid;
+}
+
+const char *
+LocalCatalogRelation()
+{
+	return "counters.counter";
+}
+
+bool
+NotOnWorker()
+{
+	return false;
+}
+
+void
+NoReplicaToSync(const char *)
+{
+}
+
+void
+NoOtherNodeToLock(Oid, LOCKMODE)
+{
+}
+
+void
+NoFeatureRefused(const char *, Oid, const char *)
+{
+}
+
+const char *
+NoConversion()
+{
+	return nullptr;
+}
+
+} // namespace
+
+IntegrationHooks integration_hooks = {
+    NoTableOfShard,       /* table_of_shard */
+    LocalCatalogRelation, /* catalog_relation */
+    NotOnWorker,          /* on_worker */
+    NoReplicaToSync,      /* sync_replica */
+    NoOtherNodeToLock,    /* lock_on_every_node */
+    NoFeatureRefused,     /* refuse_feature */
+    NoConversion,         /* conversion */
+};
 
 /*
  * Whether counters.counter has column "crossings" (0.5 on): the library serves databases whose extension is not
@@ -84,7 +137,7 @@ QualifiedName(Oid relid)
 Oid
 SourceOf(Oid relid)
 {
-	Oid table = citus::TableOfShard(relid);
+	Oid table = integration_hooks.table_of_shard(relid);
 	if (OidIsValid(table))
 		relid = table;
 	return get_rel_relispartition(relid) ? llast_oid(get_partition_ancestors(relid)) : relid;
@@ -190,7 +243,7 @@ GuardCounterRelation(Oid rel, const char *command)
 	Counter *e = OwnerCounterOf(rel, &what);
 	if (e == nullptr)
 		return;
-	const char *conversion = citus::Conversion();
+	const char *conversion = integration_hooks.conversion();
 	if (conversion != nullptr)
 		ereport(
 		    ERROR,
@@ -244,7 +297,7 @@ void
 CounterChanged(const char *name, Oid source)
 {
 	if (name != nullptr) {
-		citus::SyncReplica(name);
+		integration_hooks.sync_replica(name);
 		Describe(name);
 	}
 	if (OidIsValid(source))
@@ -456,7 +509,7 @@ RequireModeAllowed(const char *name, Oid source, Mode mode, Oid table, Oid excep
 {
 	if (mode == Mode::Exact)
 		return;
-	citus::RefuseFeature(name, source, "log and sharded mode");
+	integration_hooks.refuse_feature(name, source, "log and sharded mode");
 	const CounterOptions *options = CurrentOptions(name);
 	if (options->nbounds > 0)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -564,7 +617,7 @@ ReadCountersOf(Oid source, bool as_parent)
 	 * switch or new bounds must still apply them (its lock on the source was granted after they committed), and
 	 * sees counters declared earlier in its own transaction. (On a Citus worker, the replica of the catalog.)
 	 */
-	return ReadCatalogWhere(citus::CatalogRelation(),
+	return ReadCatalogWhere(integration_hooks.catalog_relation(),
 	                        /* (as a parent: the counters whose definition also reads it) */
 	                        as_parent ? "c.source OPERATOR(pg_catalog.<>) $1 AND EXISTS (SELECT FROM "
 	                                    "pg_catalog.pg_rewrite r JOIN pg_catalog.pg_depend d ON d.classid "

@@ -4,7 +4,6 @@
  * queue behind it.
  */
 #include "model/model.hpp"
-#include "citus/citus.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -27,7 +26,7 @@ LockSource(Oid source, LOCKMODE mode)
 {
 	LockRelationOid(source, mode);
 	(void)find_all_inheritors(source, mode, nullptr); /* (the partitions: it locks all but the one given) */
-	citus::LockOnEveryNode(source, mode);
+	integration_hooks.lock_on_every_node(source, mode);
 }
 
 void

@@ -3,7 +3,8 @@
  * its catalog row with typed options, read by one reader and written by one writer (catalog.cpp, counter.cpp),
  * entered only through Register (register.cpp), kept by a dump as its description (restore.cpp); the locks of a
  * change (lock.cpp); its mode, names, relations and their order (counter.cpp); whose code it runs and the one way to
- * run it (security.cpp); its keys in indexes (keys.cpp); SPI (spi.cpp).
+ * run it (security.cpp); its keys in indexes (keys.cpp); SPI (spi.cpp). What it asks of an integration (Citus) goes
+ * through IntegrationHooks: the model includes nothing but counters.hpp, compat.hpp and its own header.
  */
 #pragma once
 
@@ -313,6 +314,29 @@ void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *
 bool ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum);
 /* The views with a check option that read `rel`, directly or through other views, as a list, or NULL. */
 char *CheckOptionViews(Oid rel);
+/*
+ * The model's integration hooks: what it asks of an extension that keeps a counter's tables on other nodes (Citus),
+ * as PostgreSQL's own hooks, a table of function pointers filled when the library is loaded (citus::Init, from
+ * _PG_init). The model includes nothing of an integration; each hook's default is inert, what the model does where
+ * there is none.
+ */
+struct IntegrationHooks {
+	/* The table whose shard `relid` is, or InvalidOid (default: InvalidOid). */
+	Oid (*table_of_shard)(Oid relid);
+	/* The relation the catalog is read from on this node (default: "counters.counter"). */
+	const char *(*catalog_relation)();
+	/* This node reads a replica of the catalog: no description is written or adopted here (default: false). */
+	bool (*on_worker)();
+	/* Counter `name`'s catalog row copied (or removed) where the other nodes read it (default: nothing). */
+	void (*sync_replica)(const char *name);
+	/* `rel` locked in `mode` on every node too (default: nothing). */
+	void (*lock_on_every_node)(Oid rel, LOCKMODE mode);
+	/* 0A000 if `what` is not supported for counter `counter` of `source` (default: nothing refused). */
+	void (*refuse_feature)(const char *counter, Oid source, const char *what);
+	/* The conversion the statement being run would make of a table, dropping it, or NULL (default: NULL). */
+	const char *(*conversion)();
+};
+extern IntegrationHooks integration_hooks;
 
 /* ---- spi.cpp: connecting, reading with the latest snapshot ---- */
 /* SPI_connect, or an error. */

@@ -6,7 +6,6 @@
  * validates (CatalogRowInserted).
  */
 #include "model/model.hpp"
-#include "citus/citus.hpp"
 #include "compat.hpp"
 
 extern "C" {
@@ -36,7 +35,7 @@ namespace counters {
 void
 Describe(const char *name)
 {
-	if (IsBinaryUpgrade || citus::OnWorker())
+	if (IsBinaryUpgrade || integration_hooks.on_worker())
 		return;
 	OwnerScope owner;
 	EnterOwner(&owner, AuthorizeCatalogOwner(), PIN_SEARCH_PATH);
@@ -165,7 +164,7 @@ AdoptOne(void *arg)
 bool
 Adopt(Oid rel)
 {
-	if (IsBinaryUpgrade || citus::OnWorker())
+	if (IsBinaryUpgrade || integration_hooks.on_worker())
 		return false;
 	/*
 	 * Adopters queue here until the first commits (a lock only adopters take); then they read what it declared, with
