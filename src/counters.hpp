@@ -8,8 +8,9 @@
  *   citus.hpp, worker.cpp  the integrations; stats.cpp the statistics kept in shared memory; functions.cpp the one
  *                          C boundary
  *
- * model includes only this header; write and control include model; control also calls write (compile at
- * declaration, announce after compaction); the write path includes nothing from control.
+ * model includes only this header, compat.hpp and its own (it reaches Citus through its IntegrationHooks); write and
+ * control include model; control also calls write (compile at declaration, announce after compaction); the write
+ * path includes nothing from control. test/scripts/layers.sh checks the include graph.
  *
  * The dialect: C++17 used as C with namespaces, compiled without exceptions and RTTI, no standard library, memory
  * from palloc and memory contexts only. Every SQL-callable symbol is defined with COUNTERS_FUNCTION (functions.cpp),

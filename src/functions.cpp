@@ -66,6 +66,7 @@ _PG_init(void)
 	counters::InitCache();
 	counters::InitCapture();
 	counters::InitDdl();
+	counters::citus::Init();
 }
 
 /* counters.capture(): the generic statement-level trigger, and the row trigger of sinks. */

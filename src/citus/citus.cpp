@@ -224,6 +224,18 @@ DistributionKey(const CounterDef *def, const char *column)
 	return -1;
 }
 
+void
+Init()
+{
+	integration_hooks.table_of_shard = TableOfShard;
+	integration_hooks.catalog_relation = CatalogRelation;
+	integration_hooks.on_worker = OnWorker;
+	integration_hooks.sync_replica = SyncReplica;
+	integration_hooks.lock_on_every_node = LockOnEveryNode;
+	integration_hooks.refuse_feature = RefuseFeature;
+	integration_hooks.conversion = Conversion;
+}
+
 bool
 Present()
 {

@@ -17,6 +17,11 @@ namespace citus {
 enum class Kind { Local, Distributed, Reference, Other };
 /* Where create_counter puts a counter table it creates. */
 enum class Placement { Local, Distributed, Reference };
+/*
+ * Fill the model's integration hooks (IntegrationHooks, model.hpp) with this file's functions: called from _PG_init,
+ * as PostgreSQL's own hooks are registered.
+ */
+void Init();
 /* The citus extension is installed in this database. */
 bool Present();
 /* This is a Citus worker node (its group is not the coordinator's). */

@@ -1,8 +1,10 @@
 /*
  * model.hpp: what a counter is, decided once. Its definition decomposed into the universal formula (definition.cpp);
- * its catalog row with typed options, read by one reader and written by one writer (catalog.cpp, counter.cpp); its
- * mode, names, relations and their order (counter.cpp); whose code it runs and the one way to run it (security.cpp);
- * its keys in indexes (keys.cpp); SPI (spi.cpp).
+ * its catalog row with typed options, read by one reader and written by one writer (catalog.cpp, counter.cpp),
+ * entered only through Register (register.cpp), kept by a dump as its description (restore.cpp); the locks of a
+ * change (lock.cpp); its mode, names, relations and their order (counter.cpp); whose code it runs and the one way to
+ * run it (security.cpp); its keys in indexes (keys.cpp); SPI (spi.cpp). What it asks of an integration (Citus) goes
+ * through IntegrationHooks: the model includes nothing but counters.hpp, compat.hpp and its own header.
  */
 #pragma once
 
@@ -255,6 +257,7 @@ struct Counter {
  */
 ApplyMode ApplyModeOf(const Counter *e);
 
+/* ---- lock.cpp: the locks of a change, in one order ---- */
 /*
  * Lock a source and every partition under it (as LOCK TABLE does): a writer that names a partition takes no lock on
  * the partitioned table, and must wait too.
@@ -276,8 +279,8 @@ void LockCounterSources(const Counter *e, LOCKMODE mode);
 void LockPolitely(const char *counter, Oid rel, void (*lock)(void *), void *arg);
 /* The parent of a counter through a parent row (InvalidOid: none, or its definition view is gone). */
 Oid CounterParent(const Counter *e);
-/* Whether view `view` reads column `attnum` of `rel` (pg_depend). */
-bool ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum);
+
+/* ---- catalog.cpp: the rows of counters.counter and counters.maintenance, read and written ---- */
 /* Counters named `name` (NULL: all), in name order, as the latest snapshot sees them. */
 List *ReadCatalog(const char *name);
 /* The counters one of whose relations (target, totals, log or slots, definition view) is `rel`, in name order. */
@@ -297,20 +300,68 @@ Counter *LookupCounter(const char *name);
  * backend compiles the counters of `source` (InvalidOid: none left to) again. Every write of the catalog ends so.
  */
 void CounterChanged(const char *name, Oid source);
+/* Run a catalog write as the catalog's owner; returns the rows processed. */
+uint64 ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, int expected,
+                             bool exactly_one);
+/* Whether counters.counter has column "crossings" (0.5 on): a catalog not updated yet has not. */
+bool HasCrossingsColumn();
+/* An OID as an SPI argument: `oid`, and in *null whether it is NULL (InvalidOid). */
+Datum OidOrNull(Oid oid, char *null);
 /*
- * Counter `name`'s catalog row written as the comment of its definition view, "counters: {...}": what a dump keeps of
- * a counter (the catalog's rows are not dumped), and what Adopt declares it again from.
+ * Catalog writes (catalog.cpp), each after checking the caller's rights on every relation the row names: remove a
+ * counter, remove a counter one of whose relations is gone, change its mode and relations, set (or remove, isnull)
+ * one entry of its options.
  */
-void Describe(const char *name);
+void Unregister(const Counter *e);
+Counter *Forget(const char *name);
+void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
 /*
- * The counters described by the views that read `rel` (or the root of its partition tree), declared again where the
- * catalog has no row of that name: a restored database's. A description is data, not a declaration: it is honoured
- * only when its view's owner has the privileges of the owner of every relation it names (the view's own rule
- * included), and declared through Register, as that owner would declare it; any other (malformed, not honoured,
- * inconsistent, its name taken) is skipped with a WARNING naming the view, and never fails the caller. Adopters
- * queue (the first declares, the next find its rows). Returns whether any was declared.
+ * 0A000 (or 2BP01) unless counter `name` of `source` may leave exact mode for `mode`: what only exact mode keeps
+ * (bounds, window thresholds, keep_zero), Citus, views other than `except` reading its table `table`.
  */
-bool Adopt(Oid rel);
+void RequireModeAllowed(const char *name, Oid source, Mode mode, Oid table, Oid except);
+void SetOption(const char *name, const char *key, Datum value, bool isnull);
+/* The table of counter `name`'s window state (counters.counter.crossings; InvalidOid: none). */
+void SetCrossings(const char *name, Oid crossings);
+/* Options kept across a change of definition written back to the new definition `def` (what still applies). */
+void RestoreOptions(const char *name, const CounterOptions *kept, const CounterDef *def);
+/*
+ * The catalog rows the compiled cache is built from (latest snapshot; on a Citus worker, the replica's): the counters
+ * of `source`, or (as_parent) those whose definition joins it as the parent, in name order.
+ */
+List *ReadCountersOf(Oid source, bool as_parent = false);
+/* Record what maintenance did to a counter in counters.maintenance: `columns` get `values` (see catalog.cpp). */
+void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types, Datum *values,
+                     const char *nulls);
+/* Whether view `view` reads column `attnum` of `rel` (pg_depend). */
+bool ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum);
+/* The views with a check option that read `rel`, directly or through other views, as a list, or NULL. */
+char *CheckOptionViews(Oid rel);
+/*
+ * The model's integration hooks: what it asks of an extension that keeps a counter's tables on other nodes (Citus),
+ * as PostgreSQL's own hooks, a table of function pointers filled when the library is loaded (citus::Init, from
+ * _PG_init). The model includes nothing of an integration; each hook's default is inert, what the model does where
+ * there is none.
+ */
+struct IntegrationHooks {
+	/* The table whose shard `relid` is, or InvalidOid (default: InvalidOid). */
+	Oid (*table_of_shard)(Oid relid);
+	/* The relation the catalog is read from on this node (default: "counters.counter"). */
+	const char *(*catalog_relation)();
+	/* This node reads a replica of the catalog: no description is written or adopted here (default: false). */
+	bool (*on_worker)();
+	/* Counter `name`'s catalog row copied (or removed) where the other nodes read it (default: nothing). */
+	void (*sync_replica)(const char *name);
+	/* `rel` locked in `mode` on every node too (default: nothing). */
+	void (*lock_on_every_node)(Oid rel, LOCKMODE mode);
+	/* 0A000 if `what` is not supported for counter `counter` of `source` (default: nothing refused). */
+	void (*refuse_feature)(const char *counter, Oid source, const char *what);
+	/* The conversion the statement being run would make of a table, dropping it, or NULL (default: NULL). */
+	const char *(*conversion)();
+};
+extern IntegrationHooks integration_hooks;
+
+/* ---- spi.cpp: connecting, reading with the latest snapshot ---- */
 /* SPI_connect, or an error. */
 void SpiConnect();
 /*
@@ -318,9 +369,8 @@ void SpiConnect();
  * were granted, whatever the transaction's snapshot. (read_only = false: also the current command's changes.)
  */
 int QueryLatest(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, bool read_only = true);
-/* Run a catalog write as the catalog's owner; returns the rows processed. */
-uint64 ExecuteAsCatalogOwner(const char *sql, int nargs, Oid *argtypes, Datum *values, const char *nulls, int expected,
-                             bool exactly_one);
+
+/* ---- register.cpp: the one way into the catalog ---- */
 /*
  * A counter as it is declared: its name, its relations, its mode and options (NULL: none), the whole row Register
  * writes. The relations of modes other than `mode` are InvalidOid.
@@ -347,6 +397,16 @@ void CheckCounterName(const char *name);
  */
 void RequireTargetKey(const char *name, const CounterDef *def, Oid target);
 /*
+ * Options `kept` as definition `def` can keep them (window_ok: an exact counter with a table of its own), what did
+ * not survive said in a NOTICE naming the counter: Register's, and RestoreOptions' after a change of definition.
+ */
+CounterOptions FitOptions(const char *name, const CounterOptions *kept, const CounterDef *def, bool window_ok);
+/*
+ * What Register checks of a declaration, authorized by `auth`, and what it writes: the analysed definition, and the
+ * options to write in *options. Also what a catalog row inserted by a restore is checked with (CatalogRowInserted).
+ */
+CounterDef *Validate(const Declaration *d, const Authorization &auth, Datum *options);
+/*
  * The one way a counter enters the catalog (create_counter, a redefinition or retype, adoption of a description, the
  * entry points of earlier versions): `auth` must authorize the owner of the table that holds its values for every
  * relation the row names -- its view's rule's relations, target, totals, log, window state, checked again here before
@@ -355,46 +415,36 @@ void RequireTargetKey(const char *name, const CounterDef *def, Oid target);
  * lacks dropped with a NOTICE) and written whole. Returns the source, for the caller to compile it at once.
  */
 Oid Register(const Declaration *d, const Authorization &auth);
+
+/* ---- restore.cpp: what a dump keeps of a counter ---- */
 /*
- * Catalog writes (catalog.cpp), each after checking the caller's rights on every relation the row names: remove a
- * counter, remove a counter one of whose relations is gone, change its mode and relations, set (or remove, isnull)
- * one entry of its options.
+ * Counter `name`'s catalog row written as the comment of its definition view, "counters: {...}": what a dump keeps of
+ * a counter (the catalog's rows are not dumped), and what Adopt declares it again from.
  */
-void Unregister(const Counter *e);
-Counter *Forget(const char *name);
-void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
+void Describe(const char *name);
 /*
- * 0A000 (or 2BP01) unless counter `name` of `source` may leave exact mode for `mode`: what only exact mode keeps
- * (bounds, window thresholds, keep_zero), Citus, views other than `except` reading its table `table`.
+ * The counters described by the views that read `rel` (or the root of its partition tree), declared again where the
+ * catalog has no row of that name: a restored database's. A description is data, not a declaration: it is honoured
+ * only when its view's owner has the privileges of the owner of every relation it names (the view's own rule
+ * included), and declared through Register, as that owner would declare it; any other (malformed, not honoured,
+ * inconsistent, its name taken) is skipped with a WARNING naming the view, and never fails the caller. Adopters
+ * queue (the first declares, the next find its rows). Returns whether any was declared.
  */
-void RequireModeAllowed(const char *name, Oid source, Mode mode, Oid table, Oid except);
-void SetOption(const char *name, const char *key, Datum value, bool isnull);
+bool Adopt(Oid rel);
 /*
  * counters._catalog_row(): a catalog row inserted by another role than the catalog's owner (a restore by the counters'
  * owner): refused unless that role has the privileges of the owner of every relation it names. Returns the row.
  */
 HeapTuple CatalogRowInserted(TriggerData *td);
-/* The table of counter `name`'s window state (counters.counter.crossings; InvalidOid: none). */
-void SetCrossings(const char *name, Oid crossings);
-/* Options kept across a change of definition written back to the new definition `def` (what still applies). */
-void RestoreOptions(const char *name, const CounterOptions *kept, const CounterDef *def);
-/*
- * The catalog rows the compiled cache is built from (latest snapshot; on a Citus worker, the replica's): the counters
- * of `source`, or (as_parent) those whose definition joins it as the parent, in name order.
- */
-List *ReadCountersOf(Oid source, bool as_parent = false);
-/* Record what maintenance did to a counter in counters.maintenance: `columns` get `values` (see catalog.cpp). */
-void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *types, Datum *values,
-                     const char *nulls);
 
 /*
  * security.cpp: the one way to run a counter's code. Everything user-controlled -- a definition's expressions (and
  * parsing and planning them), casts and output functions of its key types, threshold callbacks, triggers, policies
  * and constraints of its tables -- runs between EnterOwner and LeaveOwner: as the counter's owner, inside a
  * security-restricted operation, with the settings `pins` names pinned, whoever started the work. A function that
- * reaches SPI or the executor either enters the scope itself or calls RequireOwnerScope first; only catalog.cpp's
- * fixed queries of the catalogs are exempt (test/scripts/entries.sh checks both, function by function). Entering
- * takes an Authorization (above): no scope is entered before its check.
+ * reaches SPI or the executor either enters the scope itself or calls RequireOwnerScope first; only the fixed
+ * queries of the catalogs (catalog.cpp's, restore.cpp's) are exempt (test/scripts/entries.sh checks both, function by
+ * function). Entering takes an Authorization (above): no scope is entered before its check.
  */
 enum {
 	PIN_SEARCH_PATH = 1,  /* search_path = pg_catalog, pg_temp */
