@@ -112,25 +112,6 @@ char *CreateTargetKeyTriggerStatement(Oid target, List *columns);
 char *DropTargetKeyTriggerStatement(Oid target);
 void AttachTarget(Oid target);
 
-/*
- * What a kind of counter may do (features.cpp, one table): RequireFeature refuses (0A000, naming the counter) a feature
- * the counter's kind cannot have -- for its mode, its kind of table (its own, or counter-cache columns), a Citus
- * source. RequireFeatureOf: the same for a counter being declared (its name, source, kind of table, mode, target).
- */
-enum class Feature {
-	Bounds,
-	Thresholds,
-	WindowThresholds,
-	KeepZero,
-	Retention,
-	Touch,
-	LogShardedMode,
-	RebuildConcurrently,
-	RedefineConcurrently
-};
-void RequireFeature(const Counter *e, Feature feature);
-void RequireFeatureOf(const char *name, Oid source, bool owns_target, Mode mode, Oid table, Feature feature);
-
 /* How a declaration resolves the names of its definition. */
 enum class Names {
 	Caller, /* as the caller resolves them: a definition the caller typed */

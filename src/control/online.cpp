@@ -79,7 +79,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	 * Checked on the counter as locked: a switch that committed while this one waited renamed its relations (a row
 	 * read before the locks may be older than the relations the checks look at).
 	 */
-	RequireModeAllowed(name, c->source, mode, c->mode == Mode::Exact ? c->target : c->totals, c->target);
+	RequireModeAllowed(c, mode, c->mode == Mode::Exact ? c->target : c->totals, c->target);
 	/* (in this context: SPI's goes away with SPI_finish) */
 	char *nsp = get_namespace_name(get_rel_namespace(c->target));
 	char *rel = get_rel_name(c->target);

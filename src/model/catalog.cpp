@@ -505,25 +505,13 @@ Forget(const char *name)
 }
 
 void
-RequireModeAllowed(const char *name, Oid source, Mode mode, Oid table, Oid except)
+RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except)
 {
 	if (mode == Mode::Exact)
 		return;
-	integration_hooks.refuse_feature(name, source, "log and sharded mode");
-	const CounterOptions *options = CurrentOptions(name);
-	if (options->nbounds > 0)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\" has bounds, which only exact mode can check at write time", name),
-		                errhint("Remove them first with counters.set_bounds(name, column_name).")));
-	if (options->window != nullptr)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\" has window thresholds, which only exact mode checks", name),
-		                errdetail("The window sums are read from the counter's rows after each write."),
-		                errhint("Remove them first with counters.set_window_thresholds(name, column_name, '{}').")));
-	if (options->keep_zero)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\" keeps rows whose values are all zero, which only exact mode does", name),
-		                errhint("Remove it first with counters.set_keep_zero(name, false).")));
+	const char *name = e->name;
+	RequireFeatureOf(name, e->source, e->owns_target, mode, e->target, Feature::LogShardedMode);
+	RequireModeKeeps(name, e->options, mode, table);
 	/*
 	 * Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending deltas
 	 * under its name. A user's view over the table would follow the rename and silently miss pending deltas.
@@ -556,7 +544,7 @@ SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		         errmsg("counter \"%s\": log and sharded mode have totals and a log, exact mode neither", name)));
 	if (mode != Mode::Exact)
-		RequireModeAllowed(name, e->source, mode, totals, target);
+		RequireModeAllowed(e, mode, totals, target);
 	Oid argtypes[5] = {TEXTOID, OIDOID, TEXTOID, OIDOID, OIDOID};
 	char nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	Datum values[5] = {CStringGetTextDatum(name), ObjectIdGetDatum(target), CStringGetTextDatum(ModeName(mode)),

@@ -316,10 +316,10 @@ void Unregister(const Counter *e);
 Counter *Forget(const char *name);
 void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
 /*
- * 0A000 (or 2BP01) unless counter `name` of `source` may leave exact mode for `mode`: what only exact mode keeps
- * (bounds, window thresholds, keep_zero), Citus, views other than `except` reading its table `table`.
+ * 0A000 (or 2BP01) unless counter `e` may leave exact mode for `mode`: the capability table (its kind; what only exact
+ * mode keeps: bounds, window thresholds, keep_zero), views other than `except` reading its table `table`.
  */
-void RequireModeAllowed(const char *name, Oid source, Mode mode, Oid table, Oid except);
+void RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except);
 void SetOption(const char *name, const char *key, Datum value, bool isnull);
 /* The table of counter `name`'s window state (counters.counter.crossings; InvalidOid: none). */
 void SetCrossings(const char *name, Oid crossings);
@@ -337,6 +337,28 @@ void NoteMaintenance(const char *name, int ncolumns, const char **columns, Oid *
 bool ViewUsesColumn(Oid view, Oid rel, AttrNumber attnum);
 /* The views with a check option that read `rel`, directly or through other views, as a list, or NULL. */
 char *CheckOptionViews(Oid rel);
+/* ---- features.cpp: what each kind of counter may do ---- */
+/*
+ * What a kind of counter may do (features.cpp, one table): RequireFeature refuses (0A000, naming the counter) a feature
+ * the counter's kind cannot have -- for its mode, its kind of table (its own, or counter-cache columns), a Citus
+ * source. RequireFeatureOf: the same for a counter being declared (its name, source, kind of table, mode, target).
+ */
+enum class Feature {
+	Bounds,
+	Thresholds,
+	WindowThresholds,
+	KeepZero,
+	Retention,
+	Touch,
+	LogShardedMode,
+	RebuildConcurrently,
+	RedefineConcurrently
+};
+void RequireFeature(const Counter *e, Feature feature);
+void RequireFeatureOf(const char *name, Oid source, bool owns_target, Mode mode, Oid table, Feature feature);
+/* A counter with `options` may be switched to `mode`: the features it holds that need exact mode refuse it, each. */
+void RequireModeKeeps(const char *name, const CounterOptions *options, Mode mode, Oid table);
+
 /*
  * The model's integration hooks: what it asks of an extension that keeps a counter's tables on other nodes (Citus),
  * as PostgreSQL's own hooks, a table of function pointers filled when the library is loaded (citus::Init, from

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # features.sh: the matrix "What each kind of counter may do" in docs/modes.md says what the one table of the code
-# says (src/control/features.cpp, RULES: a row per feature, its docs name and what it needs of a counter).
+# says (src/model/features.cpp, RULES: a row per feature, its docs name and what it needs of a counter).
 #
 # Each kind of counter has or lacks each need: an exact counter with a table of its own is local (not a Citus table),
 # has its own table and is exact; log and sharded ones are not exact; a counter cache keeps columns of an existing
@@ -23,10 +23,11 @@ my @kinds = (["exact", {LOCAL => 1, OWN_TABLE => 1, EXACT => 1}], ["log", {LOCAL
              ["Citus", {OWN_TABLE => 1, EXACT => 1}]);
 open my $c, "<", $code or die "$code: $!\n";
 my %rules;
-while (<$c>) {
-	next unless /^\s*\{Feature::\w+,\s*"([^"]+)",\s*([A-Z_| ]+),/;
+my $text = do { local $/; <$c> };
+# (a row may span lines, as clang-format breaks it)
+while ($text =~ /\{Feature::\w+,\s*"([^"]+)",\s*([A-Z_|\s]+),/g) {
 	my ($name, $needs) = ($1, $2);
-	$rules{$name} = [map { s/^NEED_//r } grep { /^NEED_/ } split /\s*\|\s*/, $needs];
+	$rules{$name} = [map { s/^NEED_//r } grep { /^NEED_/ } split /\s*\|\s*/, $needs =~ s/^\s+|\s+$//gr];
 }
 die "$code: no rule found\n" unless %rules;
 open my $d, "<", $docs or die "$docs: $!\n";
@@ -67,8 +68,8 @@ if out=$(check "$fixture/features.cpp" "$fixture/docs.md") || ! grep -q '"bounds
 	echo "features.sh: the check did not report a seeded disagreement" >&2
 	exit 1
 fi
-if ! check "${1:-src/control/features.cpp}" "${2:-docs/modes.md}"; then
-	echo "features.sh: docs/modes.md's matrix differs from src/control/features.cpp (see above)" >&2
+if ! check "${1:-src/model/features.cpp}" "${2:-docs/modes.md}"; then
+	echo "features.sh: docs/modes.md's matrix differs from src/model/features.cpp (see above)" >&2
 	exit 1
 fi
-echo "features.sh: docs/modes.md's matrix is what src/control/features.cpp decides"
+echo "features.sh: docs/modes.md's matrix is what src/model/features.cpp decides"

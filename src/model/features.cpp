@@ -4,14 +4,15 @@
  * Each row names a feature (an option, a mode, an online operation), what it needs of the counter -- exact mode, a
  * table of its own, counter-cache columns of an existing table, a source that is not a Citus table -- and, for each
  * need the counter lacks, the refusal (0A000, naming the counter). Every refusal of a feature goes through
- * RequireFeature, in the order the table's needs are listed: Citus first, then the kind of table, then the mode.
- * New kinds of counters (aggregates, depths, deferral) add rows and needs here, not refusal sites.
+ * RequireFeature, in the order the table's needs are listed: Citus first, then the kind of table, then the mode. The
+ * other direction goes through it too: a counter leaving exact mode is refused for each feature it holds that needs
+ * exact mode (RequireModeKeeps). New kinds of counters (aggregates, depths, deferral) add rows and needs here, not
+ * refusal sites.
  *
  * docs/modes.md shows the same matrix ("What each kind of counter may do"): test/scripts/features.sh reads the rows
  * below (one FEATURE(...) per line: its docs name and its needs) and fails when the docs say otherwise.
  */
-#include "control/control.hpp"
-#include "citus/citus.hpp"
+#include "model/model.hpp"
 
 extern "C" {
 #include "utils/builtins.h"
@@ -22,7 +23,7 @@ namespace counters {
 namespace {
 
 enum Need : unsigned {
-	NEED_LOCAL = 1,     /* not a Citus table (citus::RefuseFeature says why, with `what`) */
+	NEED_LOCAL = 1,     /* not a Citus table (the integration's refuse_feature says why, with `citus_what`) */
 	NEED_OWN_TABLE = 2, /* a table of its own (not counter-cache columns of an existing table) */
 	NEED_CACHE = 4,     /* counter-cache columns of an existing table */
 	NEED_EXACT = 8      /* exact mode */
@@ -39,10 +40,31 @@ struct FeatureRule {
 	Feature feature;
 	const char *name; /* as docs/modes.md names it */
 	unsigned needs;
-	const char *citus_what; /* NEED_LOCAL: what citus::RefuseFeature says is not supported */
+	const char *citus_what; /* NEED_LOCAL: what the integration says is not supported */
 	Refusal table;          /* NEED_OWN_TABLE or NEED_CACHE unmet */
 	Refusal mode;           /* NEED_EXACT unmet */
+	/* NEED_EXACT: the counter holds the feature (its options say so), and the refusal to leave exact mode then */
+	bool (*held)(const CounterOptions *options);
+	Refusal leaving;
 };
+
+bool
+HasBounds(const CounterOptions *o)
+{
+	return o->nbounds > 0;
+}
+
+bool
+HasWindow(const CounterOptions *o)
+{
+	return o->window != nullptr;
+}
+
+bool
+KeepsZero(const CounterOptions *o)
+{
+	return o->keep_zero;
+}
 
 const Refusal none = {nullptr, nullptr, nullptr};
 const Refusal switch_first = {
@@ -53,10 +75,26 @@ const Refusal window_table = {"counter %c: window thresholds need an exact count
 
 /* (each row starts a line with "{Feature::": test/scripts/features.sh reads its docs name and needs) */
 const FeatureRule RULES[] = {
-    {Feature::Bounds, "bounds", NEED_EXACT, nullptr, none, switch_first},
+    {Feature::Bounds,
+     "bounds",
+     NEED_EXACT,
+     nullptr,
+     none,
+     switch_first,
+     HasBounds,
+     {"counter %c has bounds, which only exact mode can check at write time", nullptr,
+      "Remove them first with counters.set_bounds(name, column_name)."}},
     {Feature::Thresholds, "thresholds", NEED_LOCAL, "thresholds", none, none},
-    {Feature::WindowThresholds, "window thresholds", NEED_LOCAL | NEED_OWN_TABLE | NEED_EXACT, "window thresholds",
-     window_table, window_table},
+    {Feature::WindowThresholds,
+     "window thresholds",
+     NEED_LOCAL | NEED_OWN_TABLE | NEED_EXACT,
+     "window thresholds",
+     window_table,
+     window_table,
+     HasWindow,
+     {"counter %c has window thresholds, which only exact mode checks",
+      "The window sums are read from the counter's rows after each write.",
+      "Remove them first with counters.set_window_thresholds(name, column_name, '{}')."}},
     {Feature::KeepZero,
      "keep_zero",
      NEED_OWN_TABLE | NEED_EXACT,
@@ -65,7 +103,10 @@ const FeatureRule RULES[] = {
       "keep_zero applies to counter tables, whose rows come and go with their keys.", nullptr},
      {"counter %c is in %m mode: only exact mode keeps rows whose values are all zero",
       "In log and sharded mode readers see totals plus pending deltas, and keys whose sum is zero are left out.",
-      "Switch it to exact mode first: SELECT counters.alter_counter(%q, 'exact');"}},
+      "Switch it to exact mode first: SELECT counters.alter_counter(%q, 'exact');"},
+     KeepsZero,
+     {"counter %c keeps rows whose values are all zero, which only exact mode does", nullptr,
+      "Remove it first with counters.set_keep_zero(name, false)."}},
     {Feature::Retention,
      "retention",
      NEED_OWN_TABLE,
@@ -164,7 +205,7 @@ RequireFeatureOf(const char *name, Oid source, bool owns_target, Mode mode, Oid 
 {
 	const FeatureRule *rule = RuleOf(feature);
 	if (rule->needs & NEED_LOCAL)
-		citus::RefuseFeature(name, source, rule->citus_what);
+		integration_hooks.refuse_feature(name, source, rule->citus_what);
 	if (((rule->needs & NEED_OWN_TABLE) && !owns_target) || ((rule->needs & NEED_CACHE) && owns_target))
 		Refuse(&rule->table, name, mode, table);
 	if ((rule->needs & NEED_EXACT) && mode != Mode::Exact)
@@ -175,6 +216,16 @@ void
 RequireFeature(const Counter *e, Feature feature)
 {
 	RequireFeatureOf(e->name, e->source, e->owns_target, e->mode, e->target, feature);
+}
+
+void
+RequireModeKeeps(const char *name, const CounterOptions *options, Mode mode, Oid table)
+{
+	if (mode == Mode::Exact)
+		return;
+	for (const FeatureRule &rule : RULES)
+		if ((rule.needs & NEED_EXACT) && rule.held != nullptr && rule.held(options))
+			Refuse(&rule.leaving, name, mode, table);
 }
 
 } // namespace counters
