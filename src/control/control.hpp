@@ -204,7 +204,6 @@ bool JoinsParent(Oid parent);
  * bypass: when making it a sink, or (making_sink false) after a view was created or changed.
  */
 void RefuseCheckOptionViews(Oid rel, bool making_sink);
-void RefuseSinkRecount(const Counter *e, const char *what);
 void CopySelectGrants(Oid from, Oid to);
 /* The roles other than its owner that hold SELECT on `rel`. */
 List *SelectGrantees(Oid rel);

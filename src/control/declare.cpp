@@ -791,13 +791,4 @@ SetSink(Oid source, bool sink)
 	Attach(source);
 }
 
-void
-RefuseSinkRecount(const Counter *e, const char *what)
-{
-	ereport(ERROR,
-	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-	         errmsg("counter \"%s\" cannot be %s: its source %s is a sink", e->name, what, QualifiedName(e->source)),
-	         errdetail("The rows a sink counted were never stored: there is nothing to recount them from.")));
-}
-
 } // namespace counters

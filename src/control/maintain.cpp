@@ -663,7 +663,7 @@ Verify(const char *name, FunctionCallInfo fcinfo)
 		if (!Allowed(e, name != nullptr, true))
 			continue;
 		CHECK_FOR_INTERRUPTS();
-		if (IsSink(e->source)) {
+		if (!HasFeature(e, Feature::Verify)) {
 			/* (a NOTICE, not an error: verifying every counter goes on with the others) */
 			ereport(NOTICE, (errmsg("counter \"%s\" is not verified: its source %s is a sink", e->name,
 			                        QualifiedName(e->source)),
@@ -762,9 +762,9 @@ RebuildOne(const Counter *e, const char *condition, bool named)
 	/* Writers of the source (and parent) wait until the rebuild commits; readers go on. */
 	Change change;
 	e = BeginChange(&change, e->name, ShareLock, ExclusiveLock);
-	if (IsSink(e->source)) {
+	if (!HasFeature(e, Feature::Rebuild)) {
 		if (named)
-			RefuseSinkRecount(e, "rebuilt");
+			RequireFeature(e, Feature::Rebuild);
 		ereport(NOTICE,
 		        (errmsg("counter \"%s\" is not rebuilt: its source %s is a sink", e->name, QualifiedName(e->source))));
 		EndChange(&change);

@@ -302,8 +302,7 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	/* (writers wait until the transaction ends: the counter is dropped and declared again in it) */
 	Change change;
 	c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
-	if (IsSink(c->source))
-		RefuseSinkRecount(c, "redefined");
+	RequireFeature(c, Feature::Redefine);
 	(void)MayWriteHere(c, true, "redefine");
 	Kept kept;
 	Keep(c, &kept);
@@ -418,8 +417,6 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	RequireMaintainer(c);
 	RequireFeature(c, Feature::RedefineConcurrently);
 	(void)MayWriteHere(c, true, "redefine");
-	if (IsSink(c->source))
-		RefuseSinkRecount(c, "redefined");
 	/*
 	 * The new definition is counted into new tables, which take the counter's names at the end: what the user made
 	 * of the old ones (but their name, comment, storage settings and SELECT grants, which are carried) would be lost.
@@ -581,8 +578,6 @@ RebuildConcurrently(const char *name)
 	RequireReadCommitted("counters.rebuild_concurrently()");
 	RequireFeature(e, Feature::RebuildConcurrently);
 	(void)MayWriteHere(e, true, "rebuild");
-	if (IsSink(e->source))
-		RefuseSinkRecount(e, "rebuilt");
 	/* (a rebuild or declaration that stopped after step 1 left the counter in log mode: it is completed to its mode) */
 	Mode mode;
 	int max_slots;

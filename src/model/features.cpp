@@ -26,10 +26,14 @@ enum Need : unsigned {
 	NEED_LOCAL = 1,     /* not a Citus table (the integration's refuse_feature says why, with `citus_what`) */
 	NEED_OWN_TABLE = 2, /* a table of its own (not counter-cache columns of an existing table) */
 	NEED_CACHE = 4,     /* counter-cache columns of an existing table */
-	NEED_EXACT = 8      /* exact mode */
+	NEED_EXACT = 8,     /* exact mode */
+	NEED_STORED = 16    /* a source that keeps its rows (not a sink): there is something to recount */
 };
 
-/* A refusal: its message, detail and hint, with %c for the counter, %m its mode, %t its table, %q the quoted name. */
+/*
+ * A refusal: its message, detail and hint, with %c for the counter, %m its mode, %t its table, %s its source, %q the
+ * quoted name.
+ */
 struct Refusal {
 	const char *message;
 	const char *detail;
@@ -43,6 +47,7 @@ struct FeatureRule {
 	const char *citus_what; /* NEED_LOCAL: what the integration says is not supported */
 	Refusal table;          /* NEED_OWN_TABLE or NEED_CACHE unmet */
 	Refusal mode;           /* NEED_EXACT unmet */
+	Refusal stored;         /* NEED_STORED unmet */
 	/* NEED_EXACT: the counter holds the feature (its options say so), and the refusal to leave exact mode then */
 	bool (*held)(const CounterOptions *options);
 	Refusal leaving;
@@ -70,6 +75,10 @@ const Refusal none = {nullptr, nullptr, nullptr};
 const Refusal switch_first = {
     "counter %c is in %m mode, whose values are not exact at write time: it cannot have bounds", nullptr,
     "Switch it to exact mode first: SELECT counters.alter_counter(%q, 'exact');"};
+const char *const never_stored = "The rows a sink counted were never stored: there is nothing to recount them from.";
+const Refusal sink_rebuilt = {"counter %c cannot be rebuilt: its source %s is a sink", never_stored, nullptr};
+const Refusal sink_redefined = {"counter %c cannot be redefined: its source %s is a sink", never_stored, nullptr};
+const Refusal sink_verified = {"counter %c cannot be verified: its source %s is a sink", never_stored, nullptr};
 const Refusal window_table = {"counter %c: window thresholds need an exact counter with a table of its own",
                               "The window sum is read from the counter's rows after each write.", nullptr};
 
@@ -81,16 +90,18 @@ const FeatureRule RULES[] = {
      nullptr,
      none,
      switch_first,
+     none,
      HasBounds,
      {"counter %c has bounds, which only exact mode can check at write time", nullptr,
       "Remove them first with counters.set_bounds(name, column_name)."}},
-    {Feature::Thresholds, "thresholds", NEED_LOCAL, "thresholds", none, none},
+    {Feature::Thresholds, "thresholds", NEED_LOCAL, "thresholds", none, none, none},
     {Feature::WindowThresholds,
      "window thresholds",
      NEED_LOCAL | NEED_OWN_TABLE | NEED_EXACT,
      "window thresholds",
      window_table,
      window_table,
+     none,
      HasWindow,
      {"counter %c has window thresholds, which only exact mode checks",
       "The window sums are read from the counter's rows after each write.",
@@ -104,6 +115,7 @@ const FeatureRule RULES[] = {
      {"counter %c is in %m mode: only exact mode keeps rows whose values are all zero",
       "In log and sharded mode readers see totals plus pending deltas, and keys whose sum is zero are left out.",
       "Switch it to exact mode first: SELECT counters.alter_counter(%q, 'exact');"},
+     none,
      KeepsZero,
      {"counter %c keeps rows whose values are all zero, which only exact mode does", nullptr,
       "Remove it first with counters.set_keep_zero(name, false)."}},
@@ -112,6 +124,7 @@ const FeatureRule RULES[] = {
      NEED_OWN_TABLE,
      nullptr,
      {"counter %c: retention applies to counters with a table of their own", nullptr, nullptr},
+     none,
      none},
     {Feature::Touch,
      "touch",
@@ -119,29 +132,36 @@ const FeatureRule RULES[] = {
      nullptr,
      {"counter %c: touch applies to counter-cache columns of an existing table", nullptr,
       "Declare the counter with a target table (counters.create_counter(name, definition, target))."},
+     none,
      none},
     {Feature::LogShardedMode,
      "log and sharded mode",
      NEED_LOCAL | NEED_OWN_TABLE,
      "log and sharded mode",
      {"counter %c: a counter kept in columns of an existing table can only be exact", nullptr, nullptr},
+     none,
      none},
+    {Feature::Rebuild, "rebuild()", NEED_STORED, nullptr, none, none, sink_rebuilt},
     {Feature::RebuildConcurrently,
      "rebuild_concurrently()",
-     NEED_LOCAL | NEED_OWN_TABLE,
+     NEED_LOCAL | NEED_OWN_TABLE | NEED_STORED,
      "rebuild_concurrently() (it goes through log mode; rebuild() works)",
      {"counter %c cannot be rebuilt concurrently: it is kept in columns of %t",
       "A concurrent rebuild logs the deltas of writers meanwhile (log mode); a counter kept in an existing table is "
       "exact only.",
       "Use counters.rebuild(%q): it locks writers out while it runs."},
-     none},
+     none,
+     sink_rebuilt},
+    {Feature::Redefine, "alter_counter() of the definition", NEED_STORED, nullptr, none, none, sink_redefined},
     {Feature::RedefineConcurrently,
      "alter_counter_concurrently()",
-     NEED_LOCAL | NEED_OWN_TABLE,
+     NEED_LOCAL | NEED_OWN_TABLE | NEED_STORED,
      "alter_counter_concurrently() (it goes through log mode; alter_counter() works)",
      {"counter %c cannot be redefined concurrently: it is kept in columns of %t", nullptr,
       "Use counters.alter_counter(%q, definition => ...): it locks writers out while it runs."},
-     none},
+     none,
+     sink_redefined},
+    {Feature::Verify, "verify() and repair()", NEED_STORED, nullptr, none, none, sink_verified},
 };
 
 const FeatureRule *
@@ -154,9 +174,17 @@ RuleOf(Feature feature)
 	pg_unreachable();
 }
 
-/* A template of the table above, filled in for counter `name`. */
+/* What a refusal names: the counter, its mode, its table and its source. */
+struct Subject {
+	const char *name;
+	Mode mode;
+	Oid table;
+	Oid source;
+};
+
+/* A template of the table above, filled in for subject `c`. */
 char *
-Fill(const char *text, const char *name, Mode mode, Oid table)
+Fill(const char *text, const Subject &c)
 {
 	if (text == nullptr)
 		return nullptr;
@@ -169,16 +197,19 @@ Fill(const char *text, const char *name, Mode mode, Oid table)
 		}
 		switch (*++p) {
 		case 'c':
-			appendStringInfo(&out, "\"%s\"", name);
+			appendStringInfo(&out, "\"%s\"", c.name);
 			break;
 		case 'm':
-			appendStringInfoString(&out, ModeName(mode));
+			appendStringInfoString(&out, ModeName(c.mode));
 			break;
 		case 't':
-			appendStringInfoString(&out, QualifiedName(table));
+			appendStringInfoString(&out, QualifiedName(c.table));
+			break;
+		case 's':
+			appendStringInfoString(&out, QualifiedName(c.source));
 			break;
 		case 'q':
-			appendStringInfoString(&out, quote_literal_cstr(name));
+			appendStringInfoString(&out, quote_literal_cstr(c.name));
 			break;
 		default:
 			appendStringInfoChar(&out, '%');
@@ -189,13 +220,28 @@ Fill(const char *text, const char *name, Mode mode, Oid table)
 }
 
 void
-Refuse(const Refusal *r, const char *name, Mode mode, Oid table)
+Refuse(const Refusal *r, const Subject &c)
 {
-	char *detail = Fill(r->detail, name, mode, table);
-	char *hint = Fill(r->hint, name, mode, table);
+	char *detail = Fill(r->detail, c);
+	char *hint = Fill(r->hint, c);
 	ereport(ERROR,
-	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg_internal("%s", Fill(r->message, name, mode, table)),
+	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg_internal("%s", Fill(r->message, c)),
 	         detail != nullptr ? errdetail_internal("%s", detail) : 0, hint != nullptr ? errhint("%s", hint) : 0));
+}
+
+/* The first need of `rule` that a counter lacks (0: none), Citus's aside (the integration decides it). */
+unsigned
+Unmet(const FeatureRule *rule, Oid source, bool owns_target, Mode mode)
+{
+	if ((rule->needs & NEED_OWN_TABLE) && !owns_target)
+		return NEED_OWN_TABLE;
+	if ((rule->needs & NEED_CACHE) && owns_target)
+		return NEED_CACHE;
+	if ((rule->needs & NEED_STORED) && IsSink(source))
+		return NEED_STORED;
+	if ((rule->needs & NEED_EXACT) && mode != Mode::Exact)
+		return NEED_EXACT;
+	return 0;
 }
 
 } // namespace
@@ -206,10 +252,21 @@ RequireFeatureOf(const char *name, Oid source, bool owns_target, Mode mode, Oid 
 	const FeatureRule *rule = RuleOf(feature);
 	if (rule->needs & NEED_LOCAL)
 		integration_hooks.refuse_feature(name, source, rule->citus_what);
-	if (((rule->needs & NEED_OWN_TABLE) && !owns_target) || ((rule->needs & NEED_CACHE) && owns_target))
-		Refuse(&rule->table, name, mode, table);
-	if ((rule->needs & NEED_EXACT) && mode != Mode::Exact)
-		Refuse(&rule->mode, name, mode, table);
+	Subject c = {name, mode, table, source};
+	switch (Unmet(rule, source, owns_target, mode)) {
+	case NEED_OWN_TABLE:
+	case NEED_CACHE:
+		Refuse(&rule->table, c);
+		break;
+	case NEED_STORED:
+		Refuse(&rule->stored, c);
+		break;
+	case NEED_EXACT:
+		Refuse(&rule->mode, c);
+		break;
+	default:
+		break;
+	}
 }
 
 void
@@ -218,14 +275,22 @@ RequireFeature(const Counter *e, Feature feature)
 	RequireFeatureOf(e->name, e->source, e->owns_target, e->mode, e->target, feature);
 }
 
+bool
+HasFeature(const Counter *e, Feature feature)
+{
+	const FeatureRule *rule = RuleOf(feature);
+	return Unmet(rule, e->source, e->owns_target, e->mode) == 0;
+}
+
 void
 RequireModeKeeps(const char *name, const CounterOptions *options, Mode mode, Oid table)
 {
 	if (mode == Mode::Exact)
 		return;
+	Subject c = {name, mode, table, InvalidOid};
 	for (const FeatureRule &rule : RULES)
 		if ((rule.needs & NEED_EXACT) && rule.held != nullptr && rule.held(options))
-			Refuse(&rule.leaving, name, mode, table);
+			Refuse(&rule.leaving, c);
 }
 
 } // namespace counters

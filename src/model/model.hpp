@@ -351,10 +351,16 @@ enum class Feature {
 	Retention,
 	Touch,
 	LogShardedMode,
+	Rebuild,
 	RebuildConcurrently,
-	RedefineConcurrently
+	Redefine,
+	RedefineConcurrently,
+	Verify
 };
 void RequireFeature(const Counter *e, Feature feature);
+/* Counter `e` may have `feature` (Citus aside): for a pass over every counter, which skips, with a NOTICE, those that
+ * may not. */
+bool HasFeature(const Counter *e, Feature feature);
 void RequireFeatureOf(const char *name, Oid source, bool owns_target, Mode mode, Oid table, Feature feature);
 /* A counter with `options` may be switched to `mode`: the features it holds that need exact mode refuse it, each. */
 void RequireModeKeeps(const char *name, const CounterOptions *options, Mode mode, Oid table);

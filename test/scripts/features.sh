@@ -3,8 +3,9 @@
 # says (src/model/features.cpp, RULES: a row per feature, its docs name and what it needs of a counter).
 #
 # Each kind of counter has or lacks each need: an exact counter with a table of its own is local (not a Citus table),
-# has its own table and is exact; log and sharded ones are not exact; a counter cache keeps columns of an existing
-# table (its own table: no) and is exact; a Citus counter is an exact one with its own table over a Citus table. A
+# has its own table, is exact and counts a source that stores its rows; log and sharded ones are not exact; a counter
+# cache keeps columns of an existing table (its own table: no) and is exact; a Citus counter is an exact one with its
+# own table over a Citus table; a sink's counter is an exact one whose source stores no rows. A
 # feature is allowed ("yes") when the kind has every need of its row. The check proves itself first: a seeded rule
 # that the docs contradict must be reported.
 #
@@ -18,9 +19,10 @@ use strict;
 use warnings;
 my ($code, $docs) = @ARGV;
 # the kinds, in the docs columns order, and the needs each has
-my @kinds = (["exact", {LOCAL => 1, OWN_TABLE => 1, EXACT => 1}], ["log", {LOCAL => 1, OWN_TABLE => 1}],
-             ["sharded", {LOCAL => 1, OWN_TABLE => 1}], ["counter cache", {LOCAL => 1, CACHE => 1, EXACT => 1}],
-             ["Citus", {OWN_TABLE => 1, EXACT => 1}]);
+my @kinds = (["exact", {LOCAL => 1, OWN_TABLE => 1, EXACT => 1, STORED => 1}],
+             ["log", {LOCAL => 1, OWN_TABLE => 1, STORED => 1}], ["sharded", {LOCAL => 1, OWN_TABLE => 1, STORED => 1}],
+             ["counter cache", {LOCAL => 1, CACHE => 1, EXACT => 1, STORED => 1}],
+             ["Citus", {OWN_TABLE => 1, EXACT => 1, STORED => 1}], ["sink", {LOCAL => 1, OWN_TABLE => 1, EXACT => 1}]);
 open my $c, "<", $code or die "$code: $!\n";
 my %rules;
 my $text = do { local $/; <$c> };
@@ -62,8 +64,8 @@ exit($bad ? 1 : 0);
 fixture=$(mktemp -d)
 trap 'rm -rf "$fixture"' EXIT
 printf '%s\n' '    {Feature::Bounds, "bounds", NEED_EXACT, nullptr, none, none},' >"$fixture/features.cpp"
-printf '%s\n' '<!-- features: begin -->' '| feature | `exact` | `log` | `sharded` | counter cache | Citus |' \
-	'| bounds | yes | yes | no | yes | yes |' '<!-- features: end -->' >"$fixture/docs.md"
+printf '%s\n' '<!-- features: begin -->' '| feature | `exact` | `log` | `sharded` | counter cache | Citus | sink |' \
+	'| bounds | yes | yes | no | yes | yes | yes |' '<!-- features: end -->' >"$fixture/docs.md"
 if out=$(check "$fixture/features.cpp" "$fixture/docs.md") || ! grep -q '"bounds" for log says "yes"' <<<"$out"; then
 	echo "features.sh: the check did not report a seeded disagreement" >&2
 	exit 1
