@@ -38,14 +38,6 @@ extern "C" {
 
 namespace counters {
 
-/* The same counter: the same relations in the same mode (a change that committed meanwhile leaves neither). */
-static bool
-SameCounter(const Counter *a, const Counter *b)
-{
-	return a->source == b->source && a->target == b->target && a->query == b->query && a->totals == b->totals &&
-	       a->log == b->log && a->mode == b->mode;
-}
-
 /* The locks of a change (BeginChange), and the counter as it is once they are held. */
 struct ChangeLocks {
 	const char *name;

@@ -198,11 +198,7 @@ LockIfUnchanged(const Counter *e, Oid rel, LOCKMODE mode, Round *round)
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
 		return false;
 	List *now = ReadCatalog(e->name);
-	if (now == NIL)
-		return false;
-	Counter *c = (Counter *)linitial(now);
-	return c->mode == e->mode && c->target == e->target && c->totals == e->totals && c->log == e->log &&
-	       c->query == e->query;
+	return now != NIL && SameCounter(e, (Counter *)linitial(now));
 }
 
 int64

@@ -29,6 +29,14 @@ LockSource(Oid source, LOCKMODE mode)
 	integration_hooks.lock_on_every_node(source, mode);
 }
 
+bool
+SameCounter(const Counter *before, const Counter *after)
+{
+	return before->source == after->source && before->target == after->target && before->query == after->query &&
+	       before->totals == after->totals && before->log == after->log && before->mode == after->mode &&
+	       before->owns_target == after->owns_target;
+}
+
 void
 LockPolitely(const char *counter, Oid rel, void (*lock)(void *), void *arg)
 {

@@ -269,6 +269,12 @@ void LockSource(Oid source, LOCKMODE mode);
  */
 void LockCounterSources(const Counter *e, LOCKMODE mode);
 /*
+ * Whether a counter read before its locks is still the counter read after them: the same relations in the same mode
+ * (a change that committed meanwhile -- a redefinition, a mode switch, a drop and declaration -- leaves neither; an
+ * option changed is not a new counter). The one test after a lock, for changes (BeginChange) and maintenance.
+ */
+bool SameCounter(const Counter *before, const Counter *after);
+/*
  * Run `lock(arg)`, which takes the locks of a change (and may look the counter up again), without making new
  * transactions queue behind it for long: each attempt waits at most 50 ms for a lock (lock_timeout, in a
  * subtransaction that keeps the locks it took when it succeeds and releases them when not), then steps aside for a
