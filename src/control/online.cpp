@@ -41,6 +41,32 @@ extern "C" {
 
 namespace counters {
 
+namespace {
+
+/* A sharded counter's slots per key (-1: not set, the default), written from the typed options. */
+void
+SetMaxSlots(const char *name, int max_slots)
+{
+	CounterOptions o = LockOptions(name);
+	o.max_slots_set = max_slots != -1;
+	o.max_slots = max_slots != -1 ? max_slots : MAX_SLOTS_DEFAULT;
+	WriteOption(name, &o, "max_slots");
+}
+
+/* "building": a concurrent declaration or rebuild under way, ending in `mode` (max_slots <= 0: not named), or not. */
+void
+SetBuilding(const char *name, bool building, Mode mode, int max_slots)
+{
+	CounterOptions o = LockOptions(name);
+	o.building = building;
+	o.building_has_mode = true;
+	o.building_mode = mode;
+	o.building_max_slots = max_slots;
+	WriteOption(name, &o, "building");
+}
+
+} // namespace
+
 void
 AlterCounter(const char *name, const char *mode_text, int max_slots)
 {
@@ -53,7 +79,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		                       MAX_SLOTS_MAX)));
 	if (c->mode == mode) {
 		if (max_slots != -1)
-			SetOption(name, "max_slots", MaxSlotsJsonb(max_slots), false);
+			SetMaxSlots(name, max_slots);
 		return;
 	}
 	RequireFeature(c, Feature::LogShardedMode);
@@ -102,7 +128,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 			/* the slot number: the column after the definition's (the trigger finds it by position) */
 			Execute(AddSlotColumnStatement(log), SPI_OK_UTILITY);
 			Execute(SlotKeyStatement(s, log), SPI_OK_UTILITY);
-			SetOption(name, "max_slots", MaxSlotsJsonb(max_slots == -1 ? MAX_SLOTS_DEFAULT : max_slots), false);
+			SetMaxSlots(name, max_slots == -1 ? MAX_SLOTS_DEFAULT : max_slots);
 		}
 		/* Readers see totals plus pending deltas as of their snapshot: exact and transactional, never a cache. */
 		Execute(PendingViewStatement(s, nsp, rel, totals, log), SPI_OK_UTILITY);
@@ -115,7 +141,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		SPI_finish();
 		(void)Compact(name);
 		SetMode(name, c->totals, Mode::Exact, InvalidOid, InvalidOid);
-		SetOption(name, "max_slots", (Datum)0, true);
+		SetMaxSlots(name, -1);
 		SpiConnect();
 		/* SELECT grants on the view go back to the table that takes its name. */
 		CopySelectGrants(c->target, c->totals);
@@ -533,7 +559,7 @@ RefreshConcurrently(const char *name, const char *step)
 	LeaveOwner(&owner);
 	SPI_finish();
 	UnregisterSnapshot(snapshot);
-	SetOption(name, "building", (Datum)0, true);
+	SetBuilding(name, false, Mode::Exact, -1);
 	ereport(NOTICE, (errmsg("counter \"%s\": %llu keys counted; %llu logged deltas were already in them, the others "
 	                        "stay pending",
 	                        name, (unsigned long long)processed[1], (unsigned long long)processed[2])));
@@ -567,7 +593,7 @@ ReadDestination(const Counter *e, Mode *mode, int *max_slots)
 void
 MarkBuilding(const char *name, Mode mode, int max_slots)
 {
-	SetOption(name, "building", BuildingJsonb(mode, max_slots), false);
+	SetBuilding(name, true, mode, max_slots);
 }
 
 void

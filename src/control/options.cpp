@@ -1,7 +1,7 @@
 /*
  * options.cpp: decisions a counter makes at write time and what it keeps: bounds, thresholds, window thresholds,
- * retention (the catalog's options, checked and recorded here; counter.cpp reads and writes their form), the window
- * state a role may read, and top(), which reads a counter's largest keys.
+ * retention (the catalog's options, checked and recorded here; model/options.cpp reads and writes their form), the
+ * window state a role may read, and top(), which reads a counter's largest keys.
  */
 #include "control/control.hpp"
 #include "citus/citus.hpp"
@@ -83,12 +83,6 @@ QueryValue(MemoryContext cxt, const char *sql, int nargs, Oid *types, Datum *arg
 	return d;
 }
 
-Datum
-JsonbOf(const char *text)
-{
-	return DirectFunctionCall1(jsonb_in, CStringGetDatum(text));
-}
-
 } // namespace
 
 void
@@ -124,13 +118,11 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 			                errhint("SELECT * FROM %s WHERE %s lists them.", QualifiedName(e->target), outside)));
 		EndChange(&change);
 	}
-	CounterOptions o = *CurrentOptions(name);
+	CounterOptions o = LockOptions(name);
 	ColumnBounds entry = {col.definition_name, !min_null, !max_null, min_null ? (Datum)0 : min,
 	                      max_null ? (Datum)0 : max};
 	o.bounds = WithColumnBounds(o.bounds, &o.nbounds, col.definition_name, min_null && max_null ? nullptr : &entry);
-	bool isnull;
-	Datum bounds = BoundsJsonb(&o, &isnull);
-	SetOption(name, "bounds", bounds, isnull);
+	WriteOption(name, &o, "bounds");
 }
 
 void
@@ -200,12 +192,10 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 			entry.nvalues++;
 		}
 	}
-	CounterOptions o = *CurrentOptions(name);
+	CounterOptions o = LockOptions(name);
 	o.thresholds = WithColumnThresholds(o.thresholds, &o.nthresholds, col.definition_name,
 	                                    n == 0 && every_null ? nullptr : &entry);
-	bool isnull;
-	Datum entries = ThresholdsJsonb(&o, &isnull);
-	SetOption(name, "thresholds", entries, isnull);
+	WriteOption(name, &o, "thresholds");
 }
 
 /*
@@ -217,8 +207,10 @@ SetTouch(const char *name, const char *column)
 {
 	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
+	CounterOptions o = LockOptions(name);
+	o.touch = column;
 	if (column == nullptr) {
-		SetOption(name, "touch", (Datum)0, true);
+		WriteOption(name, &o, "touch");
 		return;
 	}
 	RequireFeature(e, Feature::Touch);
@@ -237,10 +229,7 @@ SetTouch(const char *name, const char *column)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			                errmsg("counter \"%s\": column \"%s\" is one of the counter's own columns", name, column),
 			                errhint("Touch a timestamp column of the table, such as updated_at.")));
-	StringInfoData json;
-	initStringInfo(&json);
-	escape_json(&json, column);
-	SetOption(name, "touch", JsonbOf(json.data), false);
+	WriteOption(name, &o, "touch");
 }
 
 /*
@@ -252,12 +241,11 @@ SetKeepZero(const char *name, bool keep)
 {
 	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
-	if (!keep) {
-		SetOption(name, "keep_zero", (Datum)0, true);
-		return;
-	}
-	RequireFeature(e, Feature::KeepZero);
-	SetOption(name, "keep_zero", JsonbOf("true"), false);
+	CounterOptions o = LockOptions(name);
+	o.keep_zero = keep;
+	if (keep)
+		RequireFeature(e, Feature::KeepZero);
+	WriteOption(name, &o, "keep_zero");
 }
 
 void
@@ -265,8 +253,10 @@ SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 {
 	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
+	CounterOptions o = LockOptions(name);
+	o.retention_column = o.retention_keep = nullptr;
 	if (keep_null) {
-		SetOption(name, "retention", (Datum)0, true);
+		WriteOption(name, &o, "retention");
 		return;
 	}
 	RequireFeature(e, Feature::Retention);
@@ -298,14 +288,9 @@ SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": retention must keep a positive interval, not %s", name,
 		                       DatumGetCString(DirectFunctionCall1(interval_out, keep)))));
-	StringInfoData json;
-	initStringInfo(&json);
-	appendStringInfoString(&json, "{\"column\": ");
-	escape_json(&json, s->def_names[found]);
-	appendStringInfoString(&json, ", \"keep\": ");
-	escape_json(&json, keep_text);
-	appendStringInfoChar(&json, '}');
-	SetOption(name, "retention", JsonbOf(json.data), false);
+	o.retention_column = s->def_names[found];
+	o.retention_keep = keep_text;
+	WriteOption(name, &o, "retention");
 }
 
 namespace {
@@ -532,7 +517,7 @@ WriteWindowOption(const char *name, const char *bucket, const char *width, const
                   Oid callback)
 {
 	/* the window's other columns as they are, and this one's thresholds (none: the column goes) */
-	CounterOptions o = *CurrentOptions(name);
+	CounterOptions o = LockOptions(name);
 	WindowOptions w = {bucket, width, 0, nullptr};
 	if (o.window != nullptr) {
 		w.ncolumns = o.window->ncolumns;
@@ -553,12 +538,10 @@ WriteWindowOption(const char *name, const char *bucket, const char *width, const
 		w.columns[i] = swap;
 	}
 	o.window = &w;
-	bool isnull;
-	Datum window = WindowJsonb(&o, &isnull);
-	SetOption(name, "window", window, isnull);
+	WriteOption(name, &o, "window");
 	/* The state: a table of the owner's while there is a window, without the thresholds no longer set. */
 	Counter *e = LookupCounter(name);
-	Oid crossings = WindowCrossings(e, !isnull);
+	Oid crossings = WindowCrossings(e, w.ncolumns > 0);
 	if (!OidIsValid(crossings))
 		return;
 	Oid state_types[2] = {TEXTOID, NUMERICARRAYOID};

@@ -562,9 +562,7 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	/* (last_rebuild: written by the rebuild() of an installation not yet updated by ALTER EXTENSION UPDATE) */
-	if (strcmp(key, "bounds") != 0 && strcmp(key, "thresholds") != 0 && strcmp(key, "max_slots") != 0 &&
-	    strcmp(key, "retention") != 0 && strcmp(key, "touch") != 0 && strcmp(key, "last_rebuild") != 0 &&
-	    strcmp(key, "building") != 0 && strcmp(key, "keep_zero") != 0 && strcmp(key, "window") != 0)
+	if (!IsOptionKey(key))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": unknown option %s", name, quote_literal_cstr(key))));
 	Oid argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
@@ -576,6 +574,25 @@ SetOption(const char *name, const char *key, Datum value, bool isnull)
 	                      "WHERE name OPERATOR(pg_catalog.=) $1",
 	                      3, argtypes, values, nulls, SPI_OK_UPDATE, true);
 	CounterChanged(name, e->source);
+}
+
+CounterOptions
+LockOptions(const char *name)
+{
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(name)};
+	if (ExecuteAsCatalogOwner("SELECT FROM counters.counter WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE", 1,
+	                          argtypes, args, nullptr, SPI_OK_SELECT, false) == 0)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist", name)));
+	return *CurrentOptions(name);
+}
+
+void
+WriteOption(const char *name, const CounterOptions *o, const char *key)
+{
+	bool isnull;
+	Datum value = OptionJsonb(o, key, &isnull);
+	SetOption(name, key, value, isnull);
 }
 
 void

@@ -1,6 +1,6 @@
 /*
  * model.hpp: what a counter is, decided once. Its definition decomposed into the universal formula (definition.cpp);
- * its catalog row with typed options, read by one reader and written by one writer (catalog.cpp, counter.cpp),
+ * its catalog row with typed options, read by one reader and written by one writer (catalog.cpp, options.cpp),
  * entered only through Register (register.cpp), kept by a dump as its description (restore.cpp); the locks of a
  * change (lock.cpp); its mode, names, relations and their order (counter.cpp); whose code it runs and the one way to
  * run it (security.cpp); its keys in indexes (keys.cpp); SPI (spi.cpp). What it asks of an integration (Citus) goes
@@ -107,7 +107,7 @@ const char *ModeName(Mode mode);
 bool LookupModeName(const char *name, Mode *mode);
 Mode ParseModeName(const char *name);
 
-/* ---- a counter's options, typed (counter.cpp: the one reader of counters.counter.options) ---- */
+/* ---- a counter's options, typed (options.cpp: the one reader and writer of counters.counter.options) ---- */
 
 /* sharded mode: slot rows per key, when alter_counter was not told (max_slots), and the range it accepts */
 constexpr int MAX_SLOTS_DEFAULT = 16;
@@ -171,16 +171,15 @@ Oid ResolveCallback(const char *callback);
 /* A key type a retention or a window can age out: date, timestamp, timestamptz. */
 bool IsTimeBucketType(Oid type);
 /*
- * Options written back (SetOption, RestoreOptions): the value of one key (isnull: none left), or all of them (what a
- * counter's own state was, building and last_rebuild, is not written). Built in C from the typed fields.
+ * Options written back from the typed fields (options.cpp, one table of the keys): all the user's settings
+ * (RestoreOptions: the counter's own state, building and last_rebuild, is not written), or the value of one key
+ * (isnull: none left; written by WriteOption). IsOptionKey: a key SetOption may write. OptionKeys: the keys of the
+ * user's settings (state false) or of the counter's own state (never written back, never in a description), a text[].
  */
-Datum BoundsJsonb(const CounterOptions *o, bool *isnull);
-Datum ThresholdsJsonb(const CounterOptions *o, bool *isnull);
-Datum WindowJsonb(const CounterOptions *o, bool *isnull);
 Datum OptionsJsonb(const CounterOptions *o);
-Datum MaxSlotsJsonb(int max_slots);
-/* "building": where a concurrent declaration or rebuild is going (max_slots <= 0: not named) */
-Datum BuildingJsonb(Mode mode, int max_slots);
+Datum OptionJsonb(const CounterOptions *o, const char *key, bool *isnull);
+bool IsOptionKey(const char *key);
+Datum OptionKeys(bool state);
 /* A copy of `n` entries without `column`'s, plus `entry` (NULL: none); *n becomes the new number. */
 ColumnBounds *WithColumnBounds(const ColumnBounds *bounds, int *n, const char *column, const ColumnBounds *entry);
 ColumnThresholds *WithColumnThresholds(const ColumnThresholds *thresholds, int *n, const char *column,
@@ -327,6 +326,13 @@ void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
  */
 void RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except);
 void SetOption(const char *name, const char *key, Datum value, bool isnull);
+/*
+ * A setter's read-modify-write of counter `name`'s options: LockOptions locks its catalog row (two setters of one
+ * counter run one after the other, each on what the other wrote) and reads the options now; WriteOption writes the
+ * value of `key` from the typed fields (OptionJsonb).
+ */
+CounterOptions LockOptions(const char *name);
+void WriteOption(const char *name, const CounterOptions *o, const char *key);
 /* The table of counter `name`'s window state (counters.counter.crossings; InvalidOid: none). */
 void SetCrossings(const char *name, Oid crossings);
 /* Options kept across a change of definition written back to the new definition `def` (what still applies). */

@@ -40,16 +40,16 @@ Describe(const char *name)
 	OwnerScope owner;
 	EnterOwner(&owner, AuthorizeCatalogOwner(), PIN_SEARCH_PATH);
 	SpiConnect();
-	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {CStringGetTextDatum(name)};
+	Oid argtypes[2] = {TEXTOID, TEXTARRAYOID};
+	Datum args[2] = {CStringGetTextDatum(name), OptionKeys(true)};
 	int ret = SPI_execute_with_args(
-	    /* (the row as JSON: the columns this installation's catalog has, relations by name) */
+	    /* (the row as JSON: the columns this installation's catalog has, relations by name; options, the user's) */
 	    "SELECT pg_catalog.format('COMMENT ON VIEW %s IS %L', c.query, 'counters: ' OPERATOR(pg_catalog.||) "
 	    "  pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_set(pg_catalog.to_jsonb(c) "
 	    "      OPERATOR(pg_catalog.-) '{source,query,created_at}'::pg_catalog.text[], '{options}', "
-	    "    c.options OPERATOR(pg_catalog.-) '{building,last_rebuild}'::pg_catalog.text[]))::pg_catalog.text) "
+	    "    c.options OPERATOR(pg_catalog.-) $2))::pg_catalog.text) "
 	    "  FROM counters.counter c WHERE c.name OPERATOR(pg_catalog.=) $1",
-	    1, argtypes, args, nullptr, false, 1);
+	    2, argtypes, args, nullptr, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: describing counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
 	if (SPI_processed == 1) {
