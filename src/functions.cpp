@@ -43,6 +43,16 @@ RequireEventTrigger(FunctionCallInfo fcinfo, const char *name)
 		                errmsg("%s must be called as an event trigger", name)));
 }
 
+/* The trigger's data, or an error if `name` was not called as a trigger. */
+TriggerData *
+RequireTrigger(FunctionCallInfo fcinfo, const char *name)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+		        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED), errmsg("%s must be called as a trigger", name)));
+	return (TriggerData *)fcinfo->context;
+}
+
 } // namespace
 
 extern "C" void
@@ -72,10 +82,7 @@ _PG_init(void)
 /* counters.capture(): the generic statement-level trigger, and the row trigger of sinks. */
 COUNTERS_FUNCTION(counters_capture)
 {
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-		                errmsg("counters.capture() must be called as a trigger")));
-	return PointerGetDatum(counters::Fire((TriggerData *)fcinfo->context));
+	return PointerGetDatum(counters::Fire(RequireTrigger(fcinfo, "counters.capture()")));
 }
 
 /* counters.create_counter(name, definition, target, mode): declare a counter; returns the relation to read. */
@@ -185,19 +192,13 @@ COUNTERS_FUNCTION(counters_distribute)
 /* counters._catalog_row(): BEFORE INSERT on counters.counter, for each row */
 COUNTERS_FUNCTION(counters_catalog_row)
 {
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-		                errmsg("counters._catalog_row() must be called as a trigger")));
-	return PointerGetDatum(counters::CatalogRowInserted((TriggerData *)fcinfo->context));
+	return PointerGetDatum(counters::CatalogRowInserted(RequireTrigger(fcinfo, "counters._catalog_row()")));
 }
 
 /* counters._replica_changed(): AFTER INSERT OR DELETE on each copy of counters.counter_replica */
 COUNTERS_FUNCTION(counters_replica_changed)
 {
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-		                errmsg("counters._replica_changed() must be called as a trigger")));
-	TriggerData *td = (TriggerData *)fcinfo->context;
+	TriggerData *td = RequireTrigger(fcinfo, "counters._replica_changed()");
 	counters::citus::ReplicaChanged(td);
 	return PointerGetDatum(nullptr);
 }

@@ -121,7 +121,7 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 	CounterOptions o = LockOptions(name);
 	ColumnBounds entry = {col.definition_name, !min_null, !max_null, min_null ? (Datum)0 : min,
 	                      max_null ? (Datum)0 : max};
-	o.bounds = WithColumnBounds(o.bounds, &o.nbounds, col.definition_name, min_null && max_null ? nullptr : &entry);
+	o.bounds = WithColumnEntry(o.bounds, &o.nbounds, col.definition_name, min_null && max_null ? nullptr : &entry);
 	WriteOption(name, &o, "bounds");
 }
 
@@ -193,8 +193,8 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 		}
 	}
 	CounterOptions o = LockOptions(name);
-	o.thresholds = WithColumnThresholds(o.thresholds, &o.nthresholds, col.definition_name,
-	                                    n == 0 && every_null ? nullptr : &entry);
+	o.thresholds =
+	    WithColumnEntry(o.thresholds, &o.nthresholds, col.definition_name, n == 0 && every_null ? nullptr : &entry);
 	WriteOption(name, &o, "thresholds");
 }
 
@@ -530,7 +530,7 @@ WriteWindowOption(const char *name, const char *bucket, const char *width, const
 		deconstruct_array(DatumGetArrayTypeP(thresholds), NUMERICOID, -1, false, TYPALIGN_INT, &entry.values, &nulls,
 		                  &entry.nvalues);
 	}
-	w.columns = WithColumnThresholds(w.columns, &w.ncolumns, column, thresholds != (Datum)0 ? &entry : nullptr);
+	w.columns = WithColumnEntry(w.columns, &w.ncolumns, column, thresholds != (Datum)0 ? &entry : nullptr);
 	/* (in C order, as the window's columns are read) */
 	for (int i = w.ncolumns - 1; i > 0 && strcmp(w.columns[i - 1].column, w.columns[i].column) > 0; i--) {
 		ColumnThresholds swap = w.columns[i - 1];

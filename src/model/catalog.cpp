@@ -281,12 +281,7 @@ LookupCounter(const char *name)
 			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist", name),
 			                errhint("The counters of this database are listed in counters.counters.")));
 		Counter *e = (Counter *)linitial(entries);
-		Oid rels[COUNTER_RELATIONS];
-		int n = RequiredRelations(e, rels);
-		bool gone = false;
-		for (int i = 0; i < n; i++)
-			gone |= !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[i]));
-		if (!gone || attempt == 3)
+		if (!RelationsGone(e) || attempt == 3)
 			return e;
 		/* (the committed change's invalidations, so that the syscache and the next read agree) */
 		AcceptInvalidationMessages();
@@ -489,12 +484,7 @@ Forget(const char *name)
 	if (entries == NIL)
 		return nullptr;
 	Counter *e = (Counter *)linitial(entries);
-	Oid rels[COUNTER_RELATIONS];
-	int n = RequiredRelations(e, rels);
-	bool broken = false;
-	for (int i = 0; i < n; i++)
-		broken |= !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[i]));
-	if (!broken)
+	if (!RelationsGone(e))
 		return nullptr;
 	Oid argtypes[1] = {TEXTOID};
 	Datum args[1] = {CStringGetTextDatum(e->name)};

@@ -107,26 +107,44 @@ CaptureFunction()
 	return LookupFuncName(name, 0, nullptr, false);
 }
 
+namespace {
+
+/* The valid ones of `n` relations, in their order. */
+int
+ValidRelations(const Oid *named, int n, Oid *rels)
+{
+	int valid = 0;
+	for (int i = 0; i < n; i++)
+		if (OidIsValid(named[i]))
+			rels[valid++] = named[i];
+	return valid;
+}
+
+} // namespace
+
 int
 CounterRelations(const Counter *e, Oid *rels)
 {
-	int n = 0;
 	Oid ordered[5] = {e->query, e->target, e->log, e->totals, e->crossings};
-	for (int i = 0; i < 5; i++)
-		if (OidIsValid(ordered[i]))
-			rels[n++] = ordered[i];
-	return n;
+	return ValidRelations(ordered, 5, rels);
 }
 
 int
 RequiredRelations(const Counter *e, Oid *rels)
 {
-	int n = 0;
 	Oid named[5] = {e->source, e->target, e->query, e->totals, e->log};
-	for (int i = 0; i < 5; i++)
-		if (OidIsValid(named[i]))
-			rels[n++] = named[i];
-	return n;
+	return ValidRelations(named, 5, rels);
+}
+
+bool
+RelationsGone(const Counter *e)
+{
+	Oid rels[COUNTER_RELATIONS];
+	int n = RequiredRelations(e, rels);
+	for (int i = 0; i < n; i++)
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[i])))
+			return true;
+	return false;
 }
 
 int

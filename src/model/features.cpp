@@ -195,26 +195,13 @@ Fill(const char *text, const Subject &c)
 			appendStringInfoChar(&out, *p);
 			continue;
 		}
-		switch (*++p) {
-		case 'c':
-			appendStringInfo(&out, "\"%s\"", c.name);
-			break;
-		case 'm':
-			appendStringInfoString(&out, ModeName(c.mode));
-			break;
-		case 't':
-			appendStringInfoString(&out, QualifiedName(c.table));
-			break;
-		case 's':
-			appendStringInfoString(&out, QualifiedName(c.source));
-			break;
-		case 'q':
-			appendStringInfoString(&out, quote_literal_cstr(c.name));
-			break;
-		default:
-			appendStringInfoChar(&out, '%');
-			appendStringInfoChar(&out, *p);
-		}
+		/* (each placeholder's text: %c, %m, %t, %s, %q; anything else is left as written) */
+		const char *placeholders = "cmtsq";
+		const char *at = strchr(placeholders, *++p);
+		const char *values[] = {psprintf("\"%s\"", c.name), ModeName(c.mode),
+		                        OidIsValid(c.table) ? QualifiedName(c.table) : "",
+		                        OidIsValid(c.source) ? QualifiedName(c.source) : "", quote_literal_cstr(c.name)};
+		appendStringInfoString(&out, at != nullptr ? values[at - placeholders] : psprintf("%%%c", *p));
 	}
 	return out.data;
 }

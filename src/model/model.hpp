@@ -180,10 +180,24 @@ Datum OptionsJsonb(const CounterOptions *o);
 Datum OptionJsonb(const CounterOptions *o, const char *key, bool *isnull);
 bool IsOptionKey(const char *key);
 Datum OptionKeys(bool state);
-/* A copy of `n` entries without `column`'s, plus `entry` (NULL: none); *n becomes the new number. */
-ColumnBounds *WithColumnBounds(const ColumnBounds *bounds, int *n, const char *column, const ColumnBounds *entry);
-ColumnThresholds *WithColumnThresholds(const ColumnThresholds *thresholds, int *n, const char *column,
-                                       const ColumnThresholds *entry);
+/*
+ * Per-column option entries (ColumnBounds, ColumnThresholds: each names its `column`): a copy of `n` entries without
+ * `column`'s, plus `entry` (NULL: none); *n becomes the new number.
+ */
+template <typename Entry>
+Entry *
+WithColumnEntry(const Entry *entries, int *n, const char *column, const Entry *entry)
+{
+	Entry *out = (Entry *)palloc0(sizeof(Entry) * (*n + 1));
+	int m = 0;
+	for (int i = 0; i < *n; i++)
+		if (strcmp(entries[i].column, column) != 0)
+			out[m++] = entries[i];
+	if (entry != nullptr)
+		out[m++] = *entry;
+	*n = m;
+	return out;
+}
 
 /*
  * Authorize, then act. EnterOwner takes an Authorization, the proof that whoever started the work may make it run as
@@ -619,6 +633,8 @@ int CounterRelations(const Counter *e, Oid *rels);
  * one of them is gone is forgotten, and maintaining it takes the privileges of each one's owner. Returns how many.
  */
 int RequiredRelations(const Counter *e, Oid *rels);
+/* One of them no longer exists (dropped behind the extension's back, or by a change that committed meanwhile). */
+bool RelationsGone(const Counter *e);
 /*
  * The relations a counter created, in the order they are dropped, views first: its definition view, the view of log and
  * sharded mode, the log or slots, the totals, the counter table it created, the window state; not an existing table

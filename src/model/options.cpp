@@ -595,31 +595,4 @@ OptionKeys(bool state)
 	return makeArrayResult(keys, CurrentMemoryContext);
 }
 
-ColumnBounds *
-WithColumnBounds(const ColumnBounds *bounds, int *n, const char *column, const ColumnBounds *entry)
-{
-	ColumnBounds *out = (ColumnBounds *)palloc0(sizeof(ColumnBounds) * (*n + 1));
-	int m = 0;
-	for (int i = 0; i < *n; i++)
-		if (strcmp(bounds[i].column, column) != 0)
-			out[m++] = bounds[i];
-	if (entry != nullptr)
-		out[m++] = *entry;
-	*n = m;
-	return out;
-}
-
-ColumnThresholds *
-WithColumnThresholds(const ColumnThresholds *thresholds, int *n, const char *column, const ColumnThresholds *entry)
-{
-	ColumnThresholds *out = (ColumnThresholds *)palloc0(sizeof(ColumnThresholds) * (*n + 1));
-	int m = 0;
-	for (int i = 0; i < *n; i++)
-		if (strcmp(thresholds[i].column, column) != 0)
-			out[m++] = thresholds[i];
-	if (entry != nullptr)
-		out[m++] = *entry;
-	*n = m;
-	return out;
-}
 } // namespace counters

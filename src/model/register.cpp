@@ -161,22 +161,26 @@ RequireKind(const char *name, Oid rel, const char *what, char kind, char other =
 		                       kind == RELKIND_VIEW ? "view" : "table")));
 }
 
+/* `column` is one of the definition's keys (key) or values. */
 bool
-IsValueColumn(const CounterDef *def, const char *column)
+HasColumn(const CounterDef *def, const char *column, bool key)
 {
-	for (int v = 0; v < def->nvalues; v++)
-		if (strcmp(def->values[v].column_name, column) == 0)
+	for (int i = 0; i < def->ncolumns; i++)
+		if (def->columns[i].is_key == key && strcmp(ColumnName(def, i), column) == 0)
 			return true;
 	return false;
 }
 
 bool
+IsValueColumn(const CounterDef *def, const char *column)
+{
+	return HasColumn(def, column, false);
+}
+
+bool
 IsKeyColumn(const CounterDef *def, const char *column)
 {
-	for (int k = 0; k < def->nkeys; k++)
-		if (strcmp(def->keys[k].column_name, column) == 0)
-			return true;
-	return false;
+	return HasColumn(def, column, true);
 }
 
 } // namespace
@@ -187,31 +191,39 @@ IsKeyColumn(const CounterDef *def, const char *column)
  * own), touch, keep_zero and max_slots; what the counter's own state was (building, last_rebuild) goes. What did not
  * survive is said, in a NOTICE naming the counter.
  */
+namespace {
+
+/*
+ * Per-column option entries (ColumnBounds, ColumnThresholds): a copy of those whose column `keep` accepts, each other
+ * one named in `dropped` as "<what> of column <name>: <why>"; *n becomes the new number.
+ */
+template <typename Entry>
+Entry *
+EntriesWhere(const Entry *entries, int *n, bool (*keep)(const CounterDef *def, const char *column),
+             const CounterDef *def, const char *what, const char *why, List **dropped)
+{
+	Entry *out = (Entry *)palloc0(sizeof(Entry) * Max(*n, 1));
+	int m = 0;
+	for (int i = 0; i < *n; i++)
+		if (keep(def, entries[i].column))
+			out[m++] = entries[i];
+		else
+			*dropped =
+			    lappend(*dropped, psprintf("%s of column %s: %s", what, quote_identifier(entries[i].column), why));
+	*n = m;
+	return out;
+}
+
+} // namespace
+
 CounterOptions
 FitOptions(const char *name, const CounterOptions *kept, const CounterDef *def, bool window_ok)
 {
 	CounterOptions o = *kept;
 	List *dropped = NIL;
-	ColumnBounds *bounds = (ColumnBounds *)palloc0(sizeof(ColumnBounds) * Max(o.nbounds, 1));
-	int nbounds = 0;
-	for (int i = 0; i < o.nbounds; i++)
-		if (IsValueColumn(def, o.bounds[i].column))
-			bounds[nbounds++] = o.bounds[i];
-		else
-			dropped = lappend(dropped, psprintf("bounds of column %s: the definition has no such column",
-			                                    quote_identifier(o.bounds[i].column)));
-	ColumnThresholds *thresholds = (ColumnThresholds *)palloc0(sizeof(ColumnThresholds) * Max(o.nthresholds, 1));
-	int nthresholds = 0;
-	for (int i = 0; i < o.nthresholds; i++)
-		if (IsValueColumn(def, o.thresholds[i].column))
-			thresholds[nthresholds++] = o.thresholds[i];
-		else
-			dropped = lappend(dropped, psprintf("thresholds of column %s: the definition has no such column",
-			                                    quote_identifier(o.thresholds[i].column)));
-	o.bounds = bounds;
-	o.nbounds = nbounds;
-	o.thresholds = thresholds;
-	o.nthresholds = nthresholds;
+	const char *no_column = "the definition has no such column";
+	o.bounds = EntriesWhere(o.bounds, &o.nbounds, IsValueColumn, def, "bounds", no_column, &dropped);
+	o.thresholds = EntriesWhere(o.thresholds, &o.nthresholds, IsValueColumn, def, "thresholds", no_column, &dropped);
 	if (o.retention_column != nullptr && !IsKeyColumn(def, o.retention_column)) {
 		dropped = lappend(dropped, psprintf("the retention of key %s: the definition has no such key",
 		                                    quote_identifier(o.retention_column)));
