@@ -404,8 +404,7 @@ ReportRun(const Run *run)
 	for (int i = 0; i < run->ncounters; i++) {
 		const CounterRun *r = &run->runs[i];
 		ReportCounterStats(r->c->counter->query, (int64)run->rows, r->keys_written,
-		                   pass_ms + INSTR_TIME_GET_MILLISEC(r->apply_time),
-		                   r->c->mode == ApplyMode::Log || r->c->mode == ApplyMode::Sharded);
+		                   pass_ms + INSTR_TIME_GET_MILLISEC(r->apply_time), HasPending(r->c->counter->mode));
 	}
 }
 

@@ -155,10 +155,10 @@ IsFastKeyType(Oid type)
  * co-located shard on this node.
  */
 Oid
-WriteRelation(const char *name, ApplyMode mode, Oid target, Oid log, Oid fired, Oid source)
+WriteRelation(const Counter *e, Oid fired, Oid source)
 {
-	Oid rel = mode == ApplyMode::Log || mode == ApplyMode::Sharded ? log : target;
-	return citus::WriteShard(name, rel, fired, source);
+	Oid rel = HasPending(e->mode) ? e->log : e->target;
+	return citus::WriteShard(e->name, rel, fired, source);
 }
 
 SPIPlanPtr
@@ -189,13 +189,13 @@ ResolveColumns(CompiledCounter *c)
 		c->key_columns[i] = def->keys[i].column_name;
 	for (int i = 0; i < def->nvalues; i++)
 		c->value_columns[i] = def->values[i].column_name;
-	if (c->mode == ApplyMode::Target)
+	if (!c->counter->owns_target)
 		return;
 	c->key_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nkeys);
 	c->value_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nvalues);
 	/* (and the keys its key index has by their digest, exact: the counter table, sharded: the slots: ON CONFLICT) */
-	bool keyed = c->mode == ApplyMode::Exact || c->mode == ApplyMode::Sharded;
-	RelationColumns columns = ColumnsIn(def, c->write_rel, keyed, c->mode == ApplyMode::Sharded);
+	Mode mode = c->counter->mode;
+	RelationColumns columns = ColumnsIn(def, c->write_rel, mode != Mode::Log, mode == Mode::Sharded);
 	for (int col = 0; col < def->ncolumns; col++) {
 		ColumnDef *cd = &def->columns[col];
 		if (cd->is_key) {
@@ -376,16 +376,13 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 				                          "could have: the definition view must be named after the counter, and its "
 				                          "owner must have the privileges of the owners of the source and the table."),
 				                errhint("The source's owner may delete the row; see docs/citus.md.")));
-			bool log_mode = OidIsValid(e->log);
-
 			CompiledCounter *c = &compiled[i];
 			c->counter = e;
-			c->mode = ApplyModeOf(e);
 			c->followed = FollowedSubscription(e, &c->followed_table);
 			if (c->followed != nullptr)
 				entry->nfollowed++;
-			c->write_rel = WriteRelation(name, c->mode, e->target, e->log, entry->relid, source);
-			c->totals = log_mode ? e->totals : InvalidOid;
+			c->write_rel = WriteRelation(e, entry->relid, source);
+			c->totals = HasPending(e->mode) ? e->totals : InvalidOid;
 			/* (its own code, as the catalog row says, runs for whoever writes its source) */
 			c->auth = AuthorizedByCatalog(e);
 			c->def = DefinitionOf(e);
@@ -402,10 +399,10 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 						                                        ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 					}
 			}
-			c->touch_column = c->mode == ApplyMode::Target ? o->touch : nullptr;
+			c->touch_column = !e->owns_target ? o->touch : nullptr;
 			c->keep_zero = o->keep_zero;
 			c->window_bucket = -1;
-			if (o->window != nullptr && o->window->bucket != nullptr && c->mode == ApplyMode::Exact) {
+			if (o->window != nullptr && o->window->bucket != nullptr && e->owns_target && e->mode == Mode::Exact) {
 				for (int k = 0; k < c->def->nkeys; k++)
 					if (strcmp(c->def->keys[k].column_name, o->window->bucket) == 0)
 						c->window_bucket = k;

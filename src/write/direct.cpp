@@ -120,7 +120,8 @@ Oid
 FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
 {
 	return FindKeyIndexOf(rel, c->def->nkeys, c->key_attnums,
-	                      c->mode == ApplyMode::Sharded ? c->slot_attnum : InvalidAttrNumber, key_of_column, nullptr);
+	                      c->counter->mode == Mode::Sharded ? c->slot_attnum : InvalidAttrNumber, key_of_column,
+	                      nullptr);
 }
 
 } // namespace
@@ -292,7 +293,7 @@ OnlyCounterColumns(Relation rel, CompiledCounter *c)
 	for (int a = 0; a < desc->natts; a++)
 		if (!TupleDescAttr(desc, a)->attisdropped)
 			n++;
-	return n == c->def->nkeys + c->def->nvalues + (c->mode == ApplyMode::Sharded ? 1 : 0);
+	return n == c->def->nkeys + c->def->nvalues + (c->counter->mode == Mode::Sharded ? 1 : 0);
 }
 
 /*
@@ -338,7 +339,7 @@ InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
 		if (CrossesAtWrite(c))
 			NoteCrossings(c, v, delta, type, delta, params, nulls);
 	}
-	if (c->mode == ApplyMode::Sharded) {
+	if (c->counter->mode == Mode::Sharded) {
 		next->tts_isnull[c->slot_attnum - 1] = false;
 		next->tts_values[c->slot_attnum - 1] = Int32GetDatum(slot);
 	}
@@ -425,11 +426,13 @@ IndexSortedAsDeltas(Relation index, const CompiledCounter *c)
 DirectTarget *
 DirectBegin(CompiledCounter *c)
 {
-	if (c->mode == ApplyMode::Log)
-		return DirectBeginAppend(c);
-	if ((c->mode != ApplyMode::Exact && c->mode != ApplyMode::Sharded) || c->key_attnums == nullptr)
+	/* (not counter-cache columns of an existing table, whose rows the UPDATE finds) */
+	Mode mode = c->counter->mode;
+	if (!c->counter->owns_target || c->key_attnums == nullptr)
 		return nullptr;
-	if (c->mode == ApplyMode::Sharded && (c->slot_attnum == InvalidAttrNumber || c->max_slots < 1))
+	if (mode == Mode::Log)
+		return DirectBeginAppend(c);
+	if (mode == Mode::Sharded && (c->slot_attnum == InvalidAttrNumber || c->max_slots < 1))
 		return nullptr;
 	Relation rel = table_open(c->write_rel, RowExclusiveLock);
 	if (!DirectAllowed(rel)) {
@@ -463,7 +466,7 @@ DirectBegin(CompiledCounter *c)
 	d->zero = DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
 	d->can_insert = OnlyCounterColumns(rel, c);
 	/* (exact mode, nothing decided from a row's value: no bounds, no thresholds, no CHECK constraints) */
-	d->unlocked_update = c->mode == ApplyMode::Exact && c->has_min == nullptr && !c->has_thresholds && !c->has_check;
+	d->unlocked_update = mode == Mode::Exact && c->has_min == nullptr && !c->has_thresholds && !c->has_check;
 	d->arbiters = list_make1_oid(indexoid);
 	/* The index columns' equality functions, looked up once per compiled counter and index. */
 	if (c->key_eq_procs == nullptr || c->key_eq_index != indexoid) {
@@ -748,8 +751,9 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot, bool abse
 			 * (a key seen absent is inserted at once: a row another transaction inserted since is met by the
 			 * speculative insertion, as one inserted after a lookup would be, and looked up then)
 			 */
-			if (!absent && (d->c->mode == ApplyMode::Sharded ? LockSlotRow(d, params, nulls, &tid, free_slot, &untaken)
-			                                                 : LockKeyRow(d, params, nulls, &tid, lock)))
+			if (!absent &&
+			    (d->c->counter->mode == Mode::Sharded ? LockSlotRow(d, params, nulls, &tid, free_slot, &untaken)
+			                                          : LockKeyRow(d, params, nulls, &tid, lock)))
 				break;
 			absent = false;
 			if (!d->can_insert || !untaken)

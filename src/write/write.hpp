@@ -11,7 +11,7 @@
  *                         collected across the statement's events in one frame
  *   compile.cpp           a counter's executable form in this backend, cached and invalidated; its plans
  *   delta.cpp             the delta table of one counter: summed deltas per key
- *   apply.cpp             the deltas -> the counter's relation, keys in sorted order, one path per ApplyMode
+ *   apply.cpp             the deltas -> the counter's relation, keys in sorted order, one path per mode
  *   direct.cpp            ... adding to existing rows without the executor
  *   decide.cpp            what a new value decides: bounds (an error), thresholds crossed (events, callbacks)
  *   windows.cpp           thresholds on sliding-window sums
@@ -68,12 +68,11 @@ struct WindowConfig {
 /* The compiled, per-backend form of one counter. */
 struct CompiledCounter {
 	/*
-	 * The counter, as the model holds it (its catalog row: name, relations, mode, typed options); what follows is
-	 * what this backend derives from it to execute: the analysed definition, where deltas go, plans.
+	 * The counter, as the model holds it (its catalog row: name, relations, mode and kind of table, typed options);
+	 * what follows is what this backend derives from it to execute: the analysed definition, where deltas go, plans.
 	 */
 	const Counter *counter;
 	CounterDef *def;
-	ApplyMode mode;
 	/* logical replication: the subscription that brings its tables (FollowedSubscription), and which; NULL: none */
 	const char *followed;
 	Oid followed_table;
@@ -238,7 +237,7 @@ void NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta
 inline bool
 CrossesAtWrite(const CompiledCounter *c)
 {
-	return c->mode == ApplyMode::Exact || c->mode == ApplyMode::Target;
+	return !HasPending(c->counter->mode);
 }
 /*
  * A function that can be a threshold callback, not returning a set: (text, jsonb, text, numeric, numeric, numeric,

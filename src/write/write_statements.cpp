@@ -170,10 +170,7 @@ char *
 TruncateStatement(const CompiledCounter *c)
 {
 	const char *rel = QualifiedName(c->write_rel);
-	switch (c->mode) {
-	case ApplyMode::Exact:
-		return psprintf("DELETE FROM %s", rel);
-	case ApplyMode::Target: {
+	if (!c->counter->owns_target) {
 		StringInfoData sql;
 		initStringInfo(&sql);
 		appendStringInfo(&sql, "UPDATE %s SET ", rel);
@@ -185,9 +182,9 @@ TruncateStatement(const CompiledCounter *c)
 			appendStringInfo(&sql, "%s%s IS DISTINCT FROM 0", i ? " OR " : "", quote_identifier(c->value_columns[i]));
 		return sql.data;
 	}
-	default:
+	if (HasPending(c->counter->mode))
 		return psprintf("WITH l AS (DELETE FROM %s) DELETE FROM %s", rel, QualifiedName(c->totals));
-	}
+	return psprintf("DELETE FROM %s", rel);
 }
 
 } // namespace
@@ -203,10 +200,12 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 	for (int i = 0; i < def->nvalues; i++)
 		st.argtypes[def->nkeys + i] = def->values[i].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
 	const char *rel = QualifiedName(c->write_rel);
-	bool exact = c->mode == ApplyMode::Exact;
+	/* (a counter kept in counter-cache columns of an existing table is in exact mode, but not `exact` here) */
+	Mode mode = c->counter->mode;
+	bool exact = c->counter->owns_target && mode == Mode::Exact;
 	switch (plan) {
 	case PLAN_APPLY:
-		if (c->mode == ApplyMode::Log) {
+		if (mode == Mode::Log) {
 			/* Log mode: append the statement's summed deltas; no counter row is locked, nothing can conflict. */
 			StringInfoData sql;
 			initStringInfo(&sql);
@@ -216,7 +215,7 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 			AppendParams(&sql, nparams, false);
 			appendStringInfoChar(&sql, ')');
 			st.sql = sql.data;
-		} else if (c->mode == ApplyMode::Sharded) {
+		} else if (mode == Mode::Sharded) {
 			st.argtypes[st.nargs++] = INT4OID;
 			st.sql = UpsertStatement(c, false, quote_identifier(get_attname(c->write_rel, c->slot_attnum, false)));
 		} else if (exact)
@@ -231,7 +230,7 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 			if (!OidIsValid(st.argtypes[i]))
 				return st;
 		}
-		if (c->mode == ApplyMode::Log) {
+		if (mode == Mode::Log) {
 			StringInfoData sql;
 			initStringInfo(&sql);
 			appendStringInfo(&sql, "INSERT INTO %s (", rel);
@@ -263,7 +262,7 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 	case PLAN_DELETE:
 		st.nargs = 1;
 		st.argtypes[0] = TIDOID;
-		if (exact || c->mode == ApplyMode::Sharded)
+		if (exact || mode == Mode::Sharded)
 			st.sql = psprintf("DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) $1", rel);
 		break;
 	case PLAN_BULK_DELETE:
