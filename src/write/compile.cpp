@@ -221,10 +221,10 @@ FetchPlan(CompiledCounter *c, Plan plan, int nargs, Oid *argtypes)
 	const char *sql;
 	switch (plan) {
 	case PLAN_WINDOW_SUMS:
-		sql = WindowSumsStatement(c, c->window_bucket, c->window, true);
+		sql = WindowSumsStatement(c, true);
 		break;
 	case PLAN_WINDOW_STATE:
-		sql = WindowStateStatement(c->window->crossings);
+		sql = WindowStateStatement(c->counter->crossings);
 		break;
 	case PLAN_PARENT_ROWS:
 		sql = ParentRowsStatement(c->def);
@@ -341,6 +341,36 @@ ReadThresholds(CompiledCounter *c, const CounterOptions *o)
 	}
 }
 
+/*
+ * The window thresholds set with counters.set_window_thresholds, of an exact counter with a table of its own: the
+ * window's bucket key, and per window column its thresholds as the statements take them and its callback. (The window
+ * itself is read from the counter's options where it is checked: windows.cpp.)
+ */
+void
+ReadWindowThresholds(CompiledCounter *c)
+{
+	const Counter *e = c->counter;
+	const WindowOptions *w = e->options->window;
+	c->window_bucket = -1;
+	if (w == nullptr || w->bucket == nullptr || !e->owns_target || e->mode != Mode::Exact)
+		return;
+	for (int k = 0; k < c->def->nkeys; k++)
+		if (strcmp(c->def->keys[k].column_name, w->bucket) == 0)
+			c->window_bucket = k;
+	if (c->window_bucket < 0 || w->ncolumns == 0)
+		return;
+	c->window_thresholds = (Datum *)palloc(sizeof(Datum) * w->ncolumns);
+	c->window_callbacks = (Oid *)palloc(sizeof(Oid) * w->ncolumns);
+	c->window_callback_missing = (bool *)palloc(sizeof(bool) * w->ncolumns);
+	for (int i = 0; i < w->ncolumns; i++) {
+		const ColumnThresholds *t = &w->columns[i];
+		c->window_thresholds[i] =
+		    PointerGetDatum(construct_array(t->values, t->nvalues, NUMERICOID, -1, false, TYPALIGN_INT));
+		c->window_callbacks[i] = ResolveCallback(t->callback);
+		c->window_callback_missing[i] = t->callback != nullptr && !OidIsValid(c->window_callbacks[i]);
+	}
+}
+
 /* Build the entry's counters; on error the half-built context (child of the caller's) goes away with it. */
 void
 BuildEntry(SourceCounters *entry, bool as_parent)
@@ -401,12 +431,6 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 			}
 			c->touch_column = !e->owns_target ? o->touch : nullptr;
 			c->keep_zero = o->keep_zero;
-			c->window_bucket = -1;
-			if (o->window != nullptr && o->window->bucket != nullptr && e->owns_target && e->mode == Mode::Exact) {
-				for (int k = 0; k < c->def->nkeys; k++)
-					if (strcmp(c->def->keys[k].column_name, o->window->bucket) == 0)
-						c->window_bucket = k;
-			}
 			Relation trel = table_open(c->write_rel, AccessShareLock);
 			c->has_check = RelationGetDescr(trel)->constr != nullptr && RelationGetDescr(trel)->constr->num_check > 0;
 			c->has_rls = trel->rd_rel->relrowsecurity;
@@ -416,8 +440,7 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 			ReadBounds(c, o);
 			if (o->nthresholds > 0)
 				ReadThresholds(c, o);
-			if (c->window_bucket >= 0)
-				c->window = ReadWindow(e);
+			ReadWindowThresholds(c);
 			/* Statements are analysed with the owner's privileges, as they will run (e.g. USAGE on its schema). */
 			OwnerScope as;
 			EnterOwner(&as, c->auth, PIN_SEARCH_PATH);

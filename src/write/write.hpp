@@ -49,22 +49,6 @@ enum Plan {
 	PLAN_CHILD_ROWS,                    /* ... and the source's rows by key (a parent's write counts them) */
 	NUM_PLANS
 };
-/* A counter's window (counters.set_window_thresholds), as its catalog row has it. */
-struct WindowConfig {
-	char *bucket; /* key column */
-	char *width;  /* interval, as text */
-	int ncolumns;
-	char **columns;
-	Datum *thresholds; /* numeric[] */
-	Oid *callbacks;
-	bool *callback_missing; /* a callback was set but no longer exists */
-	Oid crossings;          /* the counter's table of which thresholds each prefix is at or above, as announced */
-	/* (windows.cpp's direct check: per column its thresholds, and what it found once per compiled counter) */
-	Datum **threshold_values; /* numeric */
-	int *nthresholds;
-	struct WindowDirect *direct;
-};
-
 /* The compiled, per-backend form of one counter. */
 struct CompiledCounter {
 	/*
@@ -126,9 +110,19 @@ struct CompiledCounter {
 	const char *touch_column; /* counter-cache counters: a timestamp column of the target set when values change */
 	bool has_check;           /* write_rel has CHECK constraints */
 	bool keep_zero;           /* counters.set_keep_zero: rows whose values are all zero stay */
-	int window_bucket;        /* counters.set_window_thresholds: the window's bucket key (-1: no window) */
-	WindowConfig *window;     /* ... and the window (NULL: none) */
-	bool has_rls;             /* ... has row-level security enabled */
+	bool has_rls;             /* write_rel has row-level security enabled */
+	/*
+	 * counters.set_window_thresholds, of an exact counter with a table of its own (its window -- bucket, width,
+	 * columns and their thresholds -- is counter->options->window; its state table counter->crossings): the bucket's
+	 * key number (-1: no window); per window column, its thresholds as a numeric[] (the statements' parameter; NULL:
+	 * the window has no column) and its callback (InvalidOid if none; missing: set, but no longer exists); what
+	 * windows.cpp's direct check found, once (NULL until then)
+	 */
+	int window_bucket;
+	Datum *window_thresholds;
+	Oid *window_callbacks;
+	bool *window_callback_missing;
+	struct WindowDirect *window_direct;
 };
 
 /* A prepared statement's text and parameter types. */
@@ -275,10 +269,8 @@ struct DeltaEntry;
 struct WrittenPrefixes;
 WrittenPrefixes *WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n);
 void CheckWrittenWindows(CompiledCounter *c, WrittenPrefixes *prefixes);
-/* A counter's window from its catalog row (in CurrentMemoryContext; NULL: none). */
-WindowConfig *ReadWindow(const Counter *e);
-/* The window sums of counter `c`'s value columns `columns` per prefix (written: of the prefixes in arrays $1...). */
-char *WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w, bool written);
+/* The window sums of counter `c`'s window columns per prefix (written: of the prefixes in arrays $1...). */
+char *WindowSumsStatement(const CompiledCounter *c, bool written);
 /* Record in `crossings` which thresholds each prefix's window sum reached; the crossings, to announce. */
 char *WindowStateStatement(Oid crossings);
 

@@ -284,9 +284,11 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 /* ---- window thresholds ---- */
 
 char *
-WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w, bool written)
+WindowSumsStatement(const CompiledCounter *c, bool written)
 {
 	const CounterDef *def = c->def;
+	const WindowOptions *w = c->counter->options->window;
+	int bucket = c->window_bucket;
 	const char *table = QualifiedName(c->write_rel);
 	/* the prefix: the key columns but the bucket, of the counter's rows (t) or of the prefixes written (w) */
 	StringInfoData t_object, w_object, t_prefix, names, match, params, sums, changed;
@@ -318,7 +320,7 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 	}
 	for (int i = 0; i < w->ncolumns; i++) {
 		appendStringInfo(&sums, ", COALESCE(pg_catalog.sum(t.%s), 0)::pg_catalog.numeric AS s%d",
-		                 quote_identifier(w->columns[i]), i);
+		                 quote_identifier(w->columns[i].column), i);
 		/*
 		 * (written: per column, from $p+2, its name and thresholds. A prefix is returned when a threshold's state would
 		 * change: reached and not recorded, or recorded and not reached. OFFSET 0 keeps the lookup of the state one
@@ -331,7 +333,7 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 		    "%s r WHERE r.column_name OPERATOR(pg_catalog.=) $%d "
 		    "AND counters.%s(r.prefix::pg_catalog.text) OPERATOR(pg_catalog.=) counters.%s(x.prefix::pg_catalog.text) "
 		    "AND r.prefix OPERATOR(pg_catalog.=) x.prefix AND r.threshold OPERATOR(pg_catalog.=) th.th OFFSET 0))",
-		    i ? " OR " : "", p + 3 + 2 * i, i, QualifiedName(w->crossings), p + 2 + 2 * i, KEY_DIGEST_NAME,
+		    i ? " OR " : "", p + 3 + 2 * i, i, QualifiedName(c->counter->crossings), p + 2 + 2 * i, KEY_DIGEST_NAME,
 		    KEY_DIGEST_NAME);
 	}
 	/* The window: buckets later than now() - width, compared in the bucket's type. */
@@ -356,7 +358,7 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 			appendStringInfo(&columns,
 			                 ", (SELECT COALESCE(pg_catalog.sum(t.%s), 0)::pg_catalog.numeric FROM %s t WHERE %s%s) "
 			                 "AS s%d",
-			                 quote_identifier(w->columns[i]), table, window, match.data, i);
+			                 quote_identifier(w->columns[i].column), table, window, match.data, i);
 		sums_query = psprintf("SELECT pg_catalog.jsonb_build_object(%s) AS prefix%s "
 		                      "  FROM (SELECT DISTINCT * FROM ROWS FROM (%s) AS w(%s)) w",
 		                      w_object.data, columns.data, params.data, names.data);
