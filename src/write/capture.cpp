@@ -32,11 +32,8 @@ extern "C" {
 #include "executor/executor.h"
 #include "tcop/utility.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "rewrite/rewriteManip.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
-#include "optimizer/optimizer.h"
 #include "utils/datum.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -198,17 +195,6 @@ InitExpr(Expr *expr)
 	return expr ? ExecInitExpr(expr, nullptr) : nullptr;
 }
 
-/* An expression of a counter through a parent row reads the parent's columns (varno 2) from the inner slot. */
-static Expr *
-ForRun(const CounterDef *def, Expr *expr)
-{
-	if (expr == nullptr || !OidIsValid(def->parent))
-		return expr;
-	Expr *copy = (Expr *)copyObject(expr);
-	ChangeVarNodes((Node *)copy, 2, INNER_VAR, 0);
-	return copy;
-}
-
 static void
 ResetDeltas(Run *run)
 {
@@ -240,17 +226,15 @@ StartRun(SourceCounters *sc, MemoryContext parent)
 		/* (as the owner: compiling an expression checks the EXECUTE privilege of its functions) */
 		OwnerScope owner;
 		EnterOwner(&owner, c->auth, 0);
-		r->quals = def->quals ? ExecInitQual((List *)ForRun(def, (Expr *)def->quals), nullptr) : nullptr;
+		r->quals = c->quals != NIL ? ExecInitQual(c->quals, nullptr) : nullptr;
 		r->key_exprs = (ExprState **)palloc(sizeof(ExprState *) * def->nkeys);
 		for (int k = 0; k < def->nkeys; k++)
-			r->key_exprs[k] = InitExpr(ForRun(def, def->keys[k].expr));
+			r->key_exprs[k] = InitExpr(c->key_exprs[k]);
 		r->arg_exprs = (ExprState **)palloc0(sizeof(ExprState *) * def->nvalues);
 		r->filter_exprs = (ExprState **)palloc0(sizeof(ExprState *) * def->nvalues);
 		for (int v = 0; v < def->nvalues; v++) {
-			r->arg_exprs[v] = InitExpr(ForRun(def, def->values[v].arg));
-			r->filter_exprs[v] = def->values[v].filter
-			                         ? ExecInitQual(make_ands_implicit(ForRun(def, def->values[v].filter)), nullptr)
-			                         : nullptr;
+			r->arg_exprs[v] = InitExpr(c->arg_exprs[v]);
+			r->filter_exprs[v] = c->filters[v] != NIL ? ExecInitQual(c->filters[v], nullptr) : nullptr;
 		}
 		LeaveOwner(&owner);
 		if (OidIsValid(def->parent)) {
@@ -260,15 +244,6 @@ StartRun(SourceCounters *sc, MemoryContext parent)
 			Relation source = table_open(def->source, AccessShareLock);
 			r->child_slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(source)), &TTSOpsHeapTuple);
 			table_close(source, AccessShareLock);
-			/* the parent's columns the counter reads: a change of any other column of a parent changes nothing */
-			r->parent_attrs = bms_make_singleton(def->parent_key - FirstLowInvalidHeapAttributeNumber);
-			for (int k = 0; k < def->nkeys; k++)
-				pull_varattnos((Node *)def->keys[k].expr, 2, &r->parent_attrs);
-			for (int v = 0; v < def->nvalues; v++) {
-				pull_varattnos((Node *)def->values[v].arg, 2, &r->parent_attrs);
-				pull_varattnos((Node *)def->values[v].filter, 2, &r->parent_attrs);
-			}
-			pull_varattnos((Node *)def->quals, 2, &r->parent_attrs);
 			run->has_join = true;
 		}
 		r->row_key.values = (Datum *)palloc((sizeof(Datum) + sizeof(bool)) * def->nkeys);

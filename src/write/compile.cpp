@@ -22,7 +22,10 @@ extern "C" {
 #include "utils/syscache.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
 #include "rewrite/rewriteHandler.h"
+#include "rewrite/rewriteManip.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -280,6 +283,48 @@ CompileKeys(CompiledCounter *c)
 	}
 }
 
+/* An expression of a counter through a parent row reads the parent's columns (varno 2) from the inner slot. */
+Expr *
+ForRun(const CounterDef *def, Expr *expr)
+{
+	if (expr == nullptr || !OidIsValid(def->parent))
+		return expr;
+	Expr *copy = (Expr *)copyObject(expr);
+	ChangeVarNodes((Node *)copy, 2, INNER_VAR, 0);
+	return copy;
+}
+
+/*
+ * The definition's expressions as a statement evaluates them, and (through a parent row) the parent's columns they
+ * read: the same for every statement, found once.
+ */
+void
+CompileExpressions(CompiledCounter *c)
+{
+	const CounterDef *def = c->def;
+	c->quals = (List *)ForRun(def, (Expr *)def->quals);
+	c->key_exprs = (Expr **)palloc(sizeof(Expr *) * def->nkeys);
+	for (int k = 0; k < def->nkeys; k++)
+		c->key_exprs[k] = ForRun(def, def->keys[k].expr);
+	c->arg_exprs = (Expr **)palloc0(sizeof(Expr *) * def->nvalues);
+	c->filters = (List **)palloc0(sizeof(List *) * def->nvalues);
+	for (int v = 0; v < def->nvalues; v++) {
+		c->arg_exprs[v] = ForRun(def, def->values[v].arg);
+		if (def->values[v].filter != nullptr)
+			c->filters[v] = make_ands_implicit(ForRun(def, def->values[v].filter));
+	}
+	if (!OidIsValid(def->parent))
+		return;
+	c->parent_attrs = bms_make_singleton(def->parent_key - FirstLowInvalidHeapAttributeNumber);
+	for (int k = 0; k < def->nkeys; k++)
+		pull_varattnos((Node *)def->keys[k].expr, 2, &c->parent_attrs);
+	for (int v = 0; v < def->nvalues; v++) {
+		pull_varattnos((Node *)def->values[v].arg, 2, &c->parent_attrs);
+		pull_varattnos((Node *)def->values[v].filter, 2, &c->parent_attrs);
+	}
+	pull_varattnos((Node *)def->quals, 2, &c->parent_attrs);
+}
+
 /* The bounds set with counters.set_bounds, by value column. */
 void
 ReadBounds(CompiledCounter *c, const CounterOptions *o)
@@ -436,6 +481,7 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 			c->has_rls = trel->rd_rel->relrowsecurity;
 			table_close(trel, AccessShareLock);
 			CompileKeys(c);
+			CompileExpressions(c);
 			ResolveColumns(c);
 			ReadBounds(c, o);
 			if (o->nthresholds > 0)

@@ -215,7 +215,7 @@ bool
 ParentChanged(CounterRun *r, TupleDesc desc, HeapTuple old_tuple, HeapTuple new_tuple)
 {
 	int m = -1;
-	while ((m = bms_next_member(r->parent_attrs, m)) >= 0) {
+	while ((m = bms_next_member(r->c->parent_attrs, m)) >= 0) {
 		AttrNumber attnum = (AttrNumber)(m + FirstLowInvalidHeapAttributeNumber);
 		if (attnum <= 0)
 			return true;

@@ -107,6 +107,18 @@ struct CompiledCounter {
 	Oid key_eq_index;
 	bool key_index_sorted; /* index key_eq_index is a btree in the order SortDeltas sorts keys (DirectMergeBegin) */
 	SPIPlanPtr plans[NUM_PLANS];
+	/*
+	 * The definition's expressions as a statement evaluates them (StartRun initialises them per statement): a counter
+	 * through a parent row reads the parent's columns (varno 2) from the inner slot (INNER_VAR); the WHERE clause and
+	 * each value's FILTER (NIL: none) as implicit-AND lists. parent_attrs: the parent's columns it reads (offset by
+	 * FirstLowInvalidHeapAttributeNumber; NULL: not through a parent row): an update of a parent that changes none of
+	 * them changes nothing.
+	 */
+	List *quals;
+	Expr **key_exprs;
+	Expr **arg_exprs;
+	List **filters;
+	Bitmapset *parent_attrs;
 	const char *touch_column; /* counter-cache counters: a timestamp column of the target set when values change */
 	bool has_check;           /* write_rel has CHECK constraints */
 	bool keep_zero;           /* counters.set_keep_zero: rows whose values are all zero stay */
@@ -339,7 +351,6 @@ struct CounterRun {
 	HTAB *parents;
 	TupleTableSlot *parent_slot;
 	HeapTuple fixed_parent;
-	Bitmapset *parent_attrs;    /* the parent's columns it reads (offset by FirstLowInvalidHeapAttributeNumber) */
 	TupleTableSlot *child_slot; /* the source's rows, when the parent's write counts its children */
 	/* statistics (stats.cpp): keys written and time spent writing them, over the statement's batches */
 	int64 keys_written;
