@@ -41,8 +41,15 @@ namespace counters {
 
 namespace {
 
+/*
+ * What an entry's relation is to its counters: the relation their source's triggers fire on (the source, or one of its
+ * partitions), the parent their rows join (counters through a parent row), or the existing table that keeps their
+ * counter-cache columns. A cache each.
+ */
+enum class Kind { Source, Parent, Target };
 HTAB *source_cache = nullptr;
-HTAB *parent_cache = nullptr; /* the same, for the parents of counters through a parent row */
+HTAB *parent_cache = nullptr;
+HTAB *target_cache = nullptr;
 /* Bumped by every relcache invalidation: an entry built while one arrived is rebuilt at its next use. */
 uint64 invalidation_count = 0;
 
@@ -64,8 +71,8 @@ void
 InvalidateCallback(Datum arg, Oid relid)
 {
 	invalidation_count++;
-	HTAB *caches[2] = {source_cache, parent_cache};
-	for (int i = 0; i < 2; i++) {
+	HTAB *caches[3] = {source_cache, parent_cache, target_cache};
+	for (int i = 0; i < 3; i++) {
 		if (caches[i] == nullptr)
 			continue;
 		HASH_SEQ_STATUS status;
@@ -234,6 +241,9 @@ FetchPlan(CompiledCounter *c, Plan plan, int nargs, Oid *argtypes)
 		break;
 	case PLAN_CHILD_ROWS:
 		sql = ChildRowsStatement(c->def);
+		break;
+	case PLAN_KEY_RECOUNT:
+		sql = KeyRecountStatement(c->def, c->counter->query, c->counter->target);
 		break;
 	default:
 		elog(ERROR, "counters: plan %d of counter \"%s\" is prepared when it is compiled", (int)plan, c->def->name);
@@ -416,18 +426,32 @@ ReadWindowThresholds(CompiledCounter *c)
 	}
 }
 
+/* The counters kept in counter-cache columns of existing table `target`, in name order. */
+List *
+CountersKeptIn(Oid target)
+{
+	List *counters = ReadCatalogOfRelation(target);
+	ListCell *lc;
+	foreach (lc, counters) {
+		const Counter *e = (const Counter *)lfirst(lc);
+		if (e->owns_target || e->target != target)
+			counters = foreach_delete_current(counters, lc);
+	}
+	return counters;
+}
+
 /* Build the entry's counters; on error the half-built context (child of the caller's) goes away with it. */
 void
-BuildEntry(SourceCounters *entry, bool as_parent)
+BuildEntry(SourceCounters *entry, Kind kind)
 {
-	const Oid source = as_parent ? entry->relid : SourceOf(entry->relid);
+	const Oid source = kind == Kind::Source ? SourceOf(entry->relid) : entry->relid;
 
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "counters source cache", ALLOCSET_SMALL_SIZES);
 	MemoryContext oldcxt = CurrentMemoryContext;
 
 	/* (the catalog rows, their options included, live as long as the compiled counters) */
 	MemoryContextSwitchTo(cxt);
-	List *entries = ReadCountersOf(source, as_parent);
+	List *entries = kind == Kind::Target ? CountersKeptIn(entry->relid) : ReadCountersOf(source, kind == Kind::Parent);
 	int n = list_length(entries);
 	SpiConnect();
 	MemoryContextSwitchTo(cxt);
@@ -539,7 +563,7 @@ InitCache()
 namespace {
 
 SourceCounters *
-GetEntry(HTAB **cache, Oid relid, bool as_parent)
+GetEntry(HTAB **cache, Oid relid, Kind kind)
 {
 	if (*cache == nullptr) {
 		HASHCTL ctl;
@@ -547,8 +571,10 @@ GetEntry(HTAB **cache, Oid relid, bool as_parent)
 		ctl.keysize = sizeof(Oid);
 		ctl.entrysize = sizeof(SourceCounters);
 		ctl.hcxt = CacheMemoryContext;
-		*cache = hash_create(as_parent ? "counters parent cache" : "counters source cache", 64, &ctl,
-		                     HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		*cache = hash_create(kind == Kind::Source   ? "counters source cache"
+		                     : kind == Kind::Parent ? "counters parent cache"
+		                                            : "counters target cache",
+		                     64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	bool found;
 	SourceCounters *entry = (SourceCounters *)hash_search(*cache, &relid, HASH_ENTER, &found);
@@ -563,7 +589,7 @@ GetEntry(HTAB **cache, Oid relid, bool as_parent)
 	if (!entry->valid) {
 		RetireEntry(entry);
 		uint64 before = invalidation_count;
-		BuildEntry(entry, as_parent);
+		BuildEntry(entry, kind);
 		if (invalidation_count != before)
 			entry->valid = false;
 	}
@@ -575,13 +601,19 @@ GetEntry(HTAB **cache, Oid relid, bool as_parent)
 SourceCounters *
 GetSourceCounters(Oid relid)
 {
-	return GetEntry(&source_cache, relid, false);
+	return GetEntry(&source_cache, relid, Kind::Source);
 }
 
 SourceCounters *
 GetParentCounters(Oid relid)
 {
-	return GetEntry(&parent_cache, relid, true);
+	return GetEntry(&parent_cache, relid, Kind::Parent);
+}
+
+SourceCounters *
+GetTargetCounters(Oid relid)
+{
+	return GetEntry(&target_cache, relid, Kind::Target);
 }
 
 CompiledCounter *

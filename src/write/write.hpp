@@ -47,6 +47,7 @@ enum Plan {
 	PLAN_WINDOW_STATE,                  /* record which thresholds each prefix reached; what changed */
 	PLAN_PARENT_ROWS,                   /* a counter through a parent row: its parents by key, FOR SHARE */
 	PLAN_CHILD_ROWS,                    /* ... and the source's rows by key (a parent's write counts them) */
+	PLAN_KEY_RECOUNT,                   /* a counter-cache row's values recounted for its new key (target_key.cpp) */
 	NUM_PLANS
 };
 /* The compiled, per-backend form of one counter. */
@@ -176,10 +177,13 @@ void DirectAppend(DirectTarget *d, Datum *params, char *nulls);
 /* Whether rows were written: the caller makes them visible (CommandCounterIncrement) before reading them again. */
 bool DirectEnd(DirectTarget *d);
 
-/* All counters fed by one relation (a source table or one of its partitions), in name order. */
+/*
+ * All counters fed by one relation (a source table or one of its partitions), in name order; or those whose rows join
+ * it as their parent, or that keep counter-cache columns in it.
+ */
 struct SourceCounters {
 	Oid relid;  /* the relation the trigger fired on */
-	Oid source; /* the declared source (the partitioned root when relid is a partition) */
+	Oid source; /* the declared source (the partitioned root when relid is a partition; relid for the others) */
 	bool valid;
 	MemoryContext cxt;
 	int ncounters;
@@ -191,6 +195,8 @@ struct SourceCounters {
 SourceCounters *GetSourceCounters(Oid relid);
 /* ... and the counters through a parent row whose parent is `relid` (their source is another table). */
 SourceCounters *GetParentCounters(Oid relid);
+/* ... and the counters kept in counter-cache columns of existing table `relid`. */
+SourceCounters *GetTargetCounters(Oid relid);
 /* The compiled form of counter `e` in this backend (compiled now if needed). */
 CompiledCounter *CompiledOf(const Counter *e);
 
