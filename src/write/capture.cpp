@@ -78,7 +78,7 @@ IntegerDatum(Oid type, Datum d)
 }
 
 /* Add sign * the contribution of the row in econtext's scan slot to its key's delta of one counter. */
-void
+static void
 CountRowFor(Run *run, CounterRun *r, int sign)
 {
 	RequireOwnerScope(r->c->auth.role());
@@ -147,6 +147,18 @@ CountRowFor(Run *run, CounterRun *r, int sign)
 		else
 			DeltaAddNumeric(r, e, v, sign, run->row_numerics[v]);
 	}
+}
+
+void
+CountRowWithParent(Run *run, CounterRun *r, TupleTableSlot *slot, HeapTuple parent, int sign)
+{
+	run->econtext->ecxt_scantuple = slot;
+	r->fixed_parent = parent;
+	run->counting = (int)(r - run->runs);
+	CountRowFor(run, r, sign);
+	run->counting = -1;
+	r->fixed_parent = nullptr;
+	ResetExprContext(run->econtext);
 }
 
 /*

@@ -409,8 +409,9 @@ void InitDecisions();
  * outside any frame a run of its own, which EndStatementRun applies at once; StatementCommand is the command whose
  * writes the statement made. StartRun and FinishRun make and apply a run of their own; a RowReader turns rows of the
  * source (or a partition) into the slot the definitions read; CountTuplestores counts a statement's old (-1) and new
- * (+1) rows, CountSlot one row, CountRowFor one row for one counter; InitFrames installs the executor and utility hooks
- * that open frames.
+ * (+1) rows, CountSlot one row, CountRowWithParent one row (in `slot`) for one counter through a parent row with the
+ * parent row given (the parent's write moving its children); InitFrames installs the executor and utility hooks that
+ * open frames.
  */
 struct Run {
 	Oid source;              /* the source whose counters these are */
@@ -452,7 +453,7 @@ void InitReader(RowReader *rd, Relation rel, Oid source, const TupleTableSlotOps
 void DropReader(RowReader *rd);
 void CountSlot(Run *run, RowReader *rd, int sign);
 void CountTuplestores(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
-void CountRowFor(Run *run, CounterRun *r, int sign);
+void CountRowWithParent(Run *run, CounterRun *r, TupleTableSlot *slot, HeapTuple parent, int sign);
 void PushCountContext(ErrorContextCallback *context, Run *run);
 /* An int2, int4 or int8 join key as int64; qsort's comparison of int64 keys. */
 int64 IntegerDatum(Oid type, Datum d);
