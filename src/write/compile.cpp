@@ -12,11 +12,14 @@
 #include "citus/citus.hpp"
 
 extern "C" {
+#include "access/genam.h"
+#include "access/nbtree.h"
 #include "access/relation.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "utils/syscache.h"
@@ -255,6 +258,69 @@ FetchPlan(CompiledCounter *c, Plan plan, int nargs, Oid *argtypes)
 		     SPI_result_code_string(SPI_result));
 	c->plans[plan] = prepared;
 	return prepared;
+}
+
+/*
+ * The key index of a counter's table, as the compiled counter keeps it: found once (see write.hpp), checked to still
+ * be there at each use.
+ */
+Oid
+KeyIndexOf(CompiledCounter *c, Relation rel)
+{
+	if (c->key_of_column == nullptr) {
+		c->key_of_column =
+		    (int *)MemoryContextAlloc(GetMemoryChunkContext(c->key_attnums), sizeof(int) * c->def->nkeys);
+		c->key_index = FindKeyIndexOf(rel, c->def->nkeys, c->key_attnums,
+		                              c->counter->mode == Mode::Sharded ? c->slot_attnum : InvalidAttrNumber,
+		                              c->key_of_column, nullptr);
+	}
+	List *indexes = OidIsValid(c->key_index) ? RelationGetIndexList(rel) : NIL;
+	bool exists = list_member_oid(indexes, c->key_index);
+	list_free(indexes);
+	return exists ? c->key_index : InvalidOid;
+}
+
+namespace {
+
+/*
+ * Whether a scan of `index` in order meets keys in the order SortDeltas sorts them: a btree whose columns are the
+ * keys in definition order, as stored (no digest), ascending, NULLS LAST, each ordered by its type's default
+ * comparison in the key's collation.
+ */
+bool
+IndexSortedAsDeltas(Relation index, const CompiledCounter *c)
+{
+	const CounterDef *def = c->def;
+	if (index->rd_rel->relam != BTREE_AM_OID || index->rd_index->indnkeyatts != def->nkeys)
+		return false;
+	for (int j = 0; j < def->nkeys; j++) {
+		if (c->key_of_column[j] != j || (c->key_digested != nullptr && c->key_digested[j]) ||
+		    index->rd_indoption[j] != 0 || index->rd_indcollation[j] != def->keys[j].collation ||
+		    TupleDescAttr(RelationGetDescr(index), j)->atttypid != def->keys[j].type ||
+		    index_getprocid(index, j + 1, BTORDER_PROC) != c->key_cmp[j].fn_oid)
+			return false;
+	}
+	return true;
+}
+
+} // namespace
+
+void
+KeyIndexProcs(CompiledCounter *c, Relation index)
+{
+	Oid indexoid = RelationGetRelid(index);
+	if (c->key_eq_procs != nullptr && c->key_eq_index == indexoid)
+		return;
+	RegProcedure *procs =
+	    (RegProcedure *)MemoryContextAlloc(GetMemoryChunkContext(c->key_attnums), sizeof(RegProcedure) * c->def->nkeys);
+	for (int j = 0; j < c->def->nkeys; j++) {
+		procs[j] = IndexColumnOperator(index, j, BTEqualStrategyNumber);
+		if (!OidIsValid(procs[j]))
+			elog(ERROR, "counters: no equality operator in operator family %u", index->rd_opfamily[j]);
+	}
+	c->key_eq_procs = procs;
+	c->key_eq_index = indexoid;
+	c->key_index_sorted = IndexSortedAsDeltas(index, c);
 }
 
 namespace {

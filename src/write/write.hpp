@@ -199,6 +199,15 @@ SourceCounters *GetParentCounters(Oid relid);
 SourceCounters *GetTargetCounters(Oid relid);
 /* The compiled form of counter `e` in this backend (compiled now if needed). */
 CompiledCounter *CompiledOf(const Counter *e);
+/*
+ * The unique index on exactly the key columns of counter `c`'s table `rel` (exact: the counter table; sharded: the
+ * slots, the slot column last), found when first needed (DirectBegin) and kept with the compiled counter (key_index,
+ * key_of_column), checked to still be there at each use; InvalidOid if there is none. KeyIndexProcs: the equality
+ * functions of its columns, `index` opened (key_eq_procs), and whether its order is SortDeltas' (key_index_sorted),
+ * looked up once per compiled counter and index.
+ */
+Oid KeyIndexOf(CompiledCounter *c, Relation rel);
+void KeyIndexProcs(CompiledCounter *c, Relation index);
 
 /* Register the relcache invalidation callback (from _PG_init). */
 void InitCache();
