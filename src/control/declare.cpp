@@ -647,7 +647,8 @@ ParentsOfSource(Oid source)
 void
 GuardOwnTables(const Counter *e)
 {
-	Oid tables[4] = {ApplyModeOf(e) == ApplyMode::Exact ? e->target : InvalidOid, e->totals, e->log, e->crossings};
+	Oid tables[4] = {e->owns_target && e->mode == Mode::Exact ? e->target : InvalidOid, e->totals, e->log,
+	                 e->crossings};
 	SpiConnect();
 	for (int i = 0; i < 4; i++)
 		if (OidIsValid(tables[i]) && !OidIsValid(TriggerFunction(tables[i], guard_trigger)))

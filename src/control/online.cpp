@@ -661,7 +661,9 @@ WindowCrossings(const Counter *e, bool window)
 void
 KeepCrossings(const Counter *e, Oid crossings, const CounterDef *def)
 {
-	WindowConfig *w = ReadWindow(LookupCounter(e->name));
+	const WindowOptions *w = LookupCounter(e->name)->options->window;
+	if (w != nullptr && w->ncolumns == 0)
+		w = nullptr;
 	OwnerScope as;
 	EnterOwner(&as, AuthorizeMaintainer(e), PIN_SEARCH_PATH);
 	SpiConnect();
@@ -672,7 +674,7 @@ KeepCrossings(const Counter *e, Oid crossings, const CounterDef *def)
 		Datum *names = (Datum *)palloc(sizeof(Datum) * Max(def->nkeys, 1));
 		int n = 0;
 		for (int k = 0; k < def->nkeys; k++)
-			if (strcmp(def->keys[k].column_name, w->bucket) != 0) {
+			if (w->bucket == nullptr || strcmp(def->keys[k].column_name, w->bucket) != 0) {
 				int at = n++;
 				while (at > 0 && strcmp(TextDatumGetCString(names[at - 1]), def->keys[k].column_name) > 0) {
 					names[at] = names[at - 1];

@@ -618,7 +618,10 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 		ereport(ERROR,
 		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no value column \"%s\"", name, column)));
 	bool remove = thresholds == nullptr || ArrayGetNItems(ARR_NDIM(thresholds), ARR_DIMS(thresholds)) == 0;
-	WindowConfig *current = ReadWindow(LookupCounter(name));
+	/* (its window: one with columns; a row written by hand may lack its bucket or width) */
+	const WindowOptions *current = LookupCounter(name)->options->window;
+	if (current != nullptr && current->ncolumns == 0)
+		current = nullptr;
 	if (remove) {
 		if (current != nullptr)
 			WriteWindowOption(name, current->bucket, current->width, column, (Datum)0, InvalidOid);
@@ -640,9 +643,9 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 		                errmsg("counter \"%s\": key \"%s\" is a %s, not a time bucket (date, timestamp or timestamptz)",
 		                       name, bucket, format_type_be(type))));
 	/* (a window whose only column is this one is replaced) */
-	bool only_this = current != nullptr && current->ncolumns == 1 && strcmp(current->columns[0], column) == 0;
+	bool only_this = current != nullptr && current->ncolumns == 1 && strcmp(current->columns[0].column, column) == 0;
 	if (current != nullptr && !only_this &&
-	    (strcmp(current->bucket, bucket) != 0 ||
+	    (current->bucket == nullptr || current->width == nullptr || strcmp(current->bucket, bucket) != 0 ||
 	     !DatumGetBool(DirectFunctionCall2(interval_eq,
 	                                       DirectFunctionCall3(interval_in, CStringGetDatum(current->width), 0, -1),
 	                                       DirectFunctionCall3(interval_in, CStringGetDatum(width), 0, -1)))))

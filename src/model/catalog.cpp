@@ -630,7 +630,7 @@ RestoreOptions(const char *name, const CounterOptions *kept, const CounterDef *d
 {
 	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
-	CounterOptions o = FitOptions(name, kept, def, ApplyModeOf(e) == ApplyMode::Exact);
+	CounterOptions o = FitOptions(name, kept, def, e->owns_target && e->mode == Mode::Exact);
 	o.building = false;
 	Oid argtypes[2] = {TEXTOID, JSONBOID};
 	Datum args[2] = {CStringGetTextDatum(name), OptionsJsonb(&o)};

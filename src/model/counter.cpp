@@ -59,14 +59,14 @@ LookupModeName(const char *name, Mode *mode)
 	return false;
 }
 
-ApplyMode
-ApplyModeOf(const Counter *e)
+/*
+ * Log and sharded mode have pending rows (a log, slots) that compaction folds into their totals; exact mode writes
+ * its values (its counter table, or counter-cache columns of an existing table) at once.
+ */
+bool
+HasPending(Mode mode)
 {
-	if (!e->owns_target)
-		return ApplyMode::Target;
-	if (e->mode == Mode::Sharded)
-		return ApplyMode::Sharded;
-	return OidIsValid(e->log) ? ApplyMode::Log : ApplyMode::Exact;
+	return mode == Mode::Log || mode == Mode::Sharded;
 }
 
 Mode

@@ -92,15 +92,9 @@ struct CounterDef {
  */
 CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names);
 
-/*
- * How a counter's deltas are written (apply.cpp has one path per mode): upserted into the counter table (exact),
- * added to rows of an existing table (target: counter-cache columns), appended to the log (log), or added to one of
- * up to max_slots rows per key (sharded).
- */
-enum class ApplyMode { Exact, Target, Log, Sharded };
-
 /* A counter's mode, as counters.counter.mode names it. */
 enum class Mode { Exact, Log, Sharded };
+bool HasPending(Mode mode);
 /* A mode's name, and back: LookupModeName says whether `name` is one; ParseModeName reads the catalog's (else exact).
  */
 const char *ModeName(Mode mode);
@@ -264,11 +258,6 @@ struct Counter {
 	/* its definition, analysed once (DefinitionOf), in the Counter's own memory context; NULL until asked for */
 	mutable CounterDef *definition;
 };
-/*
- * How a counter's deltas are written, from its row: the one place that derives it (a counter-cache counter is
- * exact mode with a target it does not own).
- */
-ApplyMode ApplyModeOf(const Counter *e);
 
 /* ---- lock.cpp: the locks of a change, in one order ---- */
 /*

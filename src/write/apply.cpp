@@ -112,7 +112,7 @@ ApplyUpsert(CompiledCounter *c, Datum *params, char *nulls, int free_slot)
 {
 	RequireOwnerScope(c->auth.role());
 	const CounterDef *def = c->def;
-	if (c->mode == ApplyMode::Sharded) {
+	if (c->counter->mode == Mode::Sharded) {
 		params[def->nkeys + def->nvalues] = Int32GetDatum(free_slot);
 		nulls[def->nkeys + def->nvalues] = ' ';
 	}
@@ -145,28 +145,31 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 {
 	CompiledCounter *c = r->c;
 	Datum zero = ZeroNumeric();
+	/* (a counter kept in counter-cache columns: its target's rows; else by mode) */
+	Mode mode = c->counter->mode;
+	bool target = !c->counter->owns_target;
 	/* (exact, most of the keys: their rows found by one ordered scan of the key index, DirectAdd for the rest) */
-	bool merge = direct != nullptr && c->mode == ApplyMode::Exact && DirectMergeBegin(direct, n);
+	bool merge = direct != nullptr && !target && mode == Mode::Exact && DirectMergeBegin(direct, n);
 	for (uint32 i = 0; i < n; i++) {
 		/* (entries are visited in key order, not memory order: fetch a few ahead) */
 		if (i + 8 < n)
 			__builtin_prefetch(sorted[i + 8]->Ints(c->def->nvalues));
 		KeyParams(c->def, sorted[i], params, nulls, zero);
-		switch (c->mode) {
-		case ApplyMode::Log:
+		if (target) {
+			ApplyUpdate(c, params, nulls);
+			continue;
+		}
+		switch (mode) {
+		case Mode::Log:
 			if (direct != nullptr)
 				DirectAppend(direct, params, nulls);
 			else
 				ApplyAppend(c, params, nulls);
 			break;
-		case ApplyMode::Target:
-			ApplyUpdate(c, params, nulls);
-			break;
-		case ApplyMode::Exact:
-		case ApplyMode::Sharded: {
+		case Mode::Exact:
+		case Mode::Sharded: {
 			/* (sharded, without the direct path: this backend's own slot, so that writers spread out) */
-			int free_slot =
-			    c->mode == ApplyMode::Sharded && c->max_slots > 0 ? compat::BackendNumber() % c->max_slots : 0;
+			int free_slot = mode == Mode::Sharded && c->max_slots > 0 ? compat::BackendNumber() % c->max_slots : 0;
 			MergeResult found = merge ? DirectMergeAdd(direct, params, nulls) : MergeResult::Unknown;
 			if (found == MergeResult::Applied)
 				break;
@@ -246,7 +249,7 @@ ApplyBulk(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params)
 		                                              : construct_array(elems, n, NUMERICOID, -1, false, TYPALIGN_INT));
 	}
 	int ret = SPI_execute_plan(c->plans[PLAN_BULK], params, nullptr, false, 0);
-	if (c->mode == ApplyMode::Log)
+	if (c->counter->mode == Mode::Log)
 		Require(ret == SPI_OK_INSERT && SPI_processed == n, "logging deltas of", c, ret);
 	else {
 		Require(ret == SPI_OK_INSERT_RETURNING && SPI_processed == n, "applying deltas to", c, ret);

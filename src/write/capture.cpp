@@ -32,11 +32,8 @@ extern "C" {
 #include "executor/executor.h"
 #include "tcop/utility.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "rewrite/rewriteManip.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
-#include "optimizer/optimizer.h"
 #include "utils/datum.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -81,7 +78,7 @@ IntegerDatum(Oid type, Datum d)
 }
 
 /* Add sign * the contribution of the row in econtext's scan slot to its key's delta of one counter. */
-void
+static void
 CountRowFor(Run *run, CounterRun *r, int sign)
 {
 	RequireOwnerScope(r->c->auth.role());
@@ -152,6 +149,18 @@ CountRowFor(Run *run, CounterRun *r, int sign)
 	}
 }
 
+void
+CountRowWithParent(Run *run, CounterRun *r, TupleTableSlot *slot, HeapTuple parent, int sign)
+{
+	run->econtext->ecxt_scantuple = slot;
+	r->fixed_parent = parent;
+	run->counting = (int)(r - run->runs);
+	CountRowFor(run, r, sign);
+	run->counting = -1;
+	r->fixed_parent = nullptr;
+	ResetExprContext(run->econtext);
+}
+
 /*
  * Evaluate every counter on one row (in econtext's scan slot). A definition's expressions are its owner's code: they
  * run as the owner of the counter's table, in a security-restricted operation, whoever wrote the row.
@@ -198,17 +207,6 @@ InitExpr(Expr *expr)
 	return expr ? ExecInitExpr(expr, nullptr) : nullptr;
 }
 
-/* An expression of a counter through a parent row reads the parent's columns (varno 2) from the inner slot. */
-static Expr *
-ForRun(const CounterDef *def, Expr *expr)
-{
-	if (expr == nullptr || !OidIsValid(def->parent))
-		return expr;
-	Expr *copy = (Expr *)copyObject(expr);
-	ChangeVarNodes((Node *)copy, 2, INNER_VAR, 0);
-	return copy;
-}
-
 static void
 ResetDeltas(Run *run)
 {
@@ -240,17 +238,15 @@ StartRun(SourceCounters *sc, MemoryContext parent)
 		/* (as the owner: compiling an expression checks the EXECUTE privilege of its functions) */
 		OwnerScope owner;
 		EnterOwner(&owner, c->auth, 0);
-		r->quals = def->quals ? ExecInitQual((List *)ForRun(def, (Expr *)def->quals), nullptr) : nullptr;
+		r->quals = c->quals != NIL ? ExecInitQual(c->quals, nullptr) : nullptr;
 		r->key_exprs = (ExprState **)palloc(sizeof(ExprState *) * def->nkeys);
 		for (int k = 0; k < def->nkeys; k++)
-			r->key_exprs[k] = InitExpr(ForRun(def, def->keys[k].expr));
+			r->key_exprs[k] = InitExpr(c->key_exprs[k]);
 		r->arg_exprs = (ExprState **)palloc0(sizeof(ExprState *) * def->nvalues);
 		r->filter_exprs = (ExprState **)palloc0(sizeof(ExprState *) * def->nvalues);
 		for (int v = 0; v < def->nvalues; v++) {
-			r->arg_exprs[v] = InitExpr(ForRun(def, def->values[v].arg));
-			r->filter_exprs[v] = def->values[v].filter
-			                         ? ExecInitQual(make_ands_implicit(ForRun(def, def->values[v].filter)), nullptr)
-			                         : nullptr;
+			r->arg_exprs[v] = InitExpr(c->arg_exprs[v]);
+			r->filter_exprs[v] = c->filters[v] != NIL ? ExecInitQual(c->filters[v], nullptr) : nullptr;
 		}
 		LeaveOwner(&owner);
 		if (OidIsValid(def->parent)) {
@@ -260,15 +256,6 @@ StartRun(SourceCounters *sc, MemoryContext parent)
 			Relation source = table_open(def->source, AccessShareLock);
 			r->child_slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(source)), &TTSOpsHeapTuple);
 			table_close(source, AccessShareLock);
-			/* the parent's columns the counter reads: a change of any other column of a parent changes nothing */
-			r->parent_attrs = bms_make_singleton(def->parent_key - FirstLowInvalidHeapAttributeNumber);
-			for (int k = 0; k < def->nkeys; k++)
-				pull_varattnos((Node *)def->keys[k].expr, 2, &r->parent_attrs);
-			for (int v = 0; v < def->nvalues; v++) {
-				pull_varattnos((Node *)def->values[v].arg, 2, &r->parent_attrs);
-				pull_varattnos((Node *)def->values[v].filter, 2, &r->parent_attrs);
-			}
-			pull_varattnos((Node *)def->quals, 2, &r->parent_attrs);
 			run->has_join = true;
 		}
 		r->row_key.values = (Datum *)palloc((sizeof(Datum) + sizeof(bool)) * def->nkeys);
@@ -404,8 +391,7 @@ ReportRun(const Run *run)
 	for (int i = 0; i < run->ncounters; i++) {
 		const CounterRun *r = &run->runs[i];
 		ReportCounterStats(r->c->counter->query, (int64)run->rows, r->keys_written,
-		                   pass_ms + INSTR_TIME_GET_MILLISEC(r->apply_time),
-		                   r->c->mode == ApplyMode::Log || r->c->mode == ApplyMode::Sharded);
+		                   pass_ms + INSTR_TIME_GET_MILLISEC(r->apply_time), HasPending(r->c->counter->mode));
 	}
 }
 

@@ -12,17 +12,23 @@
 #include "citus/citus.hpp"
 
 extern "C" {
+#include "access/genam.h"
+#include "access/nbtree.h"
 #include "access/relation.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "utils/syscache.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
 #include "rewrite/rewriteHandler.h"
+#include "rewrite/rewriteManip.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -38,8 +44,15 @@ namespace counters {
 
 namespace {
 
+/*
+ * What an entry's relation is to its counters: the relation their source's triggers fire on (the source, or one of its
+ * partitions), the parent their rows join (counters through a parent row), or the existing table that keeps their
+ * counter-cache columns. A cache each.
+ */
+enum class Kind { Source, Parent, Target };
 HTAB *source_cache = nullptr;
-HTAB *parent_cache = nullptr; /* the same, for the parents of counters through a parent row */
+HTAB *parent_cache = nullptr;
+HTAB *target_cache = nullptr;
 /* Bumped by every relcache invalidation: an entry built while one arrived is rebuilt at its next use. */
 uint64 invalidation_count = 0;
 
@@ -61,8 +74,8 @@ void
 InvalidateCallback(Datum arg, Oid relid)
 {
 	invalidation_count++;
-	HTAB *caches[2] = {source_cache, parent_cache};
-	for (int i = 0; i < 2; i++) {
+	HTAB *caches[3] = {source_cache, parent_cache, target_cache};
+	for (int i = 0; i < 3; i++) {
 		if (caches[i] == nullptr)
 			continue;
 		HASH_SEQ_STATUS status;
@@ -155,10 +168,10 @@ IsFastKeyType(Oid type)
  * co-located shard on this node.
  */
 Oid
-WriteRelation(const char *name, ApplyMode mode, Oid target, Oid log, Oid fired, Oid source)
+WriteRelation(const Counter *e, Oid fired, Oid source)
 {
-	Oid rel = mode == ApplyMode::Log || mode == ApplyMode::Sharded ? log : target;
-	return citus::WriteShard(name, rel, fired, source);
+	Oid rel = HasPending(e->mode) ? e->log : e->target;
+	return citus::WriteShard(e->name, rel, fired, source);
 }
 
 SPIPlanPtr
@@ -189,13 +202,13 @@ ResolveColumns(CompiledCounter *c)
 		c->key_columns[i] = def->keys[i].column_name;
 	for (int i = 0; i < def->nvalues; i++)
 		c->value_columns[i] = def->values[i].column_name;
-	if (c->mode == ApplyMode::Target)
+	if (!c->counter->owns_target)
 		return;
 	c->key_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nkeys);
 	c->value_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nvalues);
 	/* (and the keys its key index has by their digest, exact: the counter table, sharded: the slots: ON CONFLICT) */
-	bool keyed = c->mode == ApplyMode::Exact || c->mode == ApplyMode::Sharded;
-	RelationColumns columns = ColumnsIn(def, c->write_rel, keyed, c->mode == ApplyMode::Sharded);
+	Mode mode = c->counter->mode;
+	RelationColumns columns = ColumnsIn(def, c->write_rel, mode != Mode::Log, mode == Mode::Sharded);
 	for (int col = 0; col < def->ncolumns; col++) {
 		ColumnDef *cd = &def->columns[col];
 		if (cd->is_key) {
@@ -221,16 +234,19 @@ FetchPlan(CompiledCounter *c, Plan plan, int nargs, Oid *argtypes)
 	const char *sql;
 	switch (plan) {
 	case PLAN_WINDOW_SUMS:
-		sql = WindowSumsStatement(c, c->window_bucket, c->window, true);
+		sql = WindowSumsStatement(c, true);
 		break;
 	case PLAN_WINDOW_STATE:
-		sql = WindowStateStatement(c->window->crossings);
+		sql = WindowStateStatement(c->counter->crossings);
 		break;
 	case PLAN_PARENT_ROWS:
 		sql = ParentRowsStatement(c->def);
 		break;
 	case PLAN_CHILD_ROWS:
 		sql = ChildRowsStatement(c->def);
+		break;
+	case PLAN_KEY_RECOUNT:
+		sql = KeyRecountStatement(c->def, c->counter->query, c->counter->target);
 		break;
 	default:
 		elog(ERROR, "counters: plan %d of counter \"%s\" is prepared when it is compiled", (int)plan, c->def->name);
@@ -242,6 +258,69 @@ FetchPlan(CompiledCounter *c, Plan plan, int nargs, Oid *argtypes)
 		     SPI_result_code_string(SPI_result));
 	c->plans[plan] = prepared;
 	return prepared;
+}
+
+/*
+ * The key index of a counter's table, as the compiled counter keeps it: found once (see write.hpp), checked to still
+ * be there at each use.
+ */
+Oid
+KeyIndexOf(CompiledCounter *c, Relation rel)
+{
+	if (c->key_of_column == nullptr) {
+		c->key_of_column =
+		    (int *)MemoryContextAlloc(GetMemoryChunkContext(c->key_attnums), sizeof(int) * c->def->nkeys);
+		c->key_index = FindKeyIndexOf(rel, c->def->nkeys, c->key_attnums,
+		                              c->counter->mode == Mode::Sharded ? c->slot_attnum : InvalidAttrNumber,
+		                              c->key_of_column, nullptr);
+	}
+	List *indexes = OidIsValid(c->key_index) ? RelationGetIndexList(rel) : NIL;
+	bool exists = list_member_oid(indexes, c->key_index);
+	list_free(indexes);
+	return exists ? c->key_index : InvalidOid;
+}
+
+namespace {
+
+/*
+ * Whether a scan of `index` in order meets keys in the order SortDeltas sorts them: a btree whose columns are the
+ * keys in definition order, as stored (no digest), ascending, NULLS LAST, each ordered by its type's default
+ * comparison in the key's collation.
+ */
+bool
+IndexSortedAsDeltas(Relation index, const CompiledCounter *c)
+{
+	const CounterDef *def = c->def;
+	if (index->rd_rel->relam != BTREE_AM_OID || index->rd_index->indnkeyatts != def->nkeys)
+		return false;
+	for (int j = 0; j < def->nkeys; j++) {
+		if (c->key_of_column[j] != j || (c->key_digested != nullptr && c->key_digested[j]) ||
+		    index->rd_indoption[j] != 0 || index->rd_indcollation[j] != def->keys[j].collation ||
+		    TupleDescAttr(RelationGetDescr(index), j)->atttypid != def->keys[j].type ||
+		    index_getprocid(index, j + 1, BTORDER_PROC) != c->key_cmp[j].fn_oid)
+			return false;
+	}
+	return true;
+}
+
+} // namespace
+
+void
+KeyIndexProcs(CompiledCounter *c, Relation index)
+{
+	Oid indexoid = RelationGetRelid(index);
+	if (c->key_eq_procs != nullptr && c->key_eq_index == indexoid)
+		return;
+	RegProcedure *procs =
+	    (RegProcedure *)MemoryContextAlloc(GetMemoryChunkContext(c->key_attnums), sizeof(RegProcedure) * c->def->nkeys);
+	for (int j = 0; j < c->def->nkeys; j++) {
+		procs[j] = IndexColumnOperator(index, j, BTEqualStrategyNumber);
+		if (!OidIsValid(procs[j]))
+			elog(ERROR, "counters: no equality operator in operator family %u", index->rd_opfamily[j]);
+	}
+	c->key_eq_procs = procs;
+	c->key_eq_index = indexoid;
+	c->key_index_sorted = IndexSortedAsDeltas(index, c);
 }
 
 namespace {
@@ -278,6 +357,48 @@ CompileKeys(CompiledCounter *c)
 		c->key_fast[i] = IsFastKeyType(def->keys[i].type);
 		get_typlenbyvalalign(def->keys[i].type, &c->key_typlen[i], &c->key_byval[i], &c->key_typalign[i]);
 	}
+}
+
+/* An expression of a counter through a parent row reads the parent's columns (varno 2) from the inner slot. */
+Expr *
+ForRun(const CounterDef *def, Expr *expr)
+{
+	if (expr == nullptr || !OidIsValid(def->parent))
+		return expr;
+	Expr *copy = (Expr *)copyObject(expr);
+	ChangeVarNodes((Node *)copy, 2, INNER_VAR, 0);
+	return copy;
+}
+
+/*
+ * The definition's expressions as a statement evaluates them, and (through a parent row) the parent's columns they
+ * read: the same for every statement, found once.
+ */
+void
+CompileExpressions(CompiledCounter *c)
+{
+	const CounterDef *def = c->def;
+	c->quals = (List *)ForRun(def, (Expr *)def->quals);
+	c->key_exprs = (Expr **)palloc(sizeof(Expr *) * def->nkeys);
+	for (int k = 0; k < def->nkeys; k++)
+		c->key_exprs[k] = ForRun(def, def->keys[k].expr);
+	c->arg_exprs = (Expr **)palloc0(sizeof(Expr *) * def->nvalues);
+	c->filters = (List **)palloc0(sizeof(List *) * def->nvalues);
+	for (int v = 0; v < def->nvalues; v++) {
+		c->arg_exprs[v] = ForRun(def, def->values[v].arg);
+		if (def->values[v].filter != nullptr)
+			c->filters[v] = make_ands_implicit(ForRun(def, def->values[v].filter));
+	}
+	if (!OidIsValid(def->parent))
+		return;
+	c->parent_attrs = bms_make_singleton(def->parent_key - FirstLowInvalidHeapAttributeNumber);
+	for (int k = 0; k < def->nkeys; k++)
+		pull_varattnos((Node *)def->keys[k].expr, 2, &c->parent_attrs);
+	for (int v = 0; v < def->nvalues; v++) {
+		pull_varattnos((Node *)def->values[v].arg, 2, &c->parent_attrs);
+		pull_varattnos((Node *)def->values[v].filter, 2, &c->parent_attrs);
+	}
+	pull_varattnos((Node *)def->quals, 2, &c->parent_attrs);
 }
 
 /* The bounds set with counters.set_bounds, by value column. */
@@ -341,18 +462,62 @@ ReadThresholds(CompiledCounter *c, const CounterOptions *o)
 	}
 }
 
+/*
+ * The window thresholds set with counters.set_window_thresholds, of an exact counter with a table of its own: the
+ * window's bucket key, and per window column its thresholds as the statements take them and its callback. (The window
+ * itself is read from the counter's options where it is checked: windows.cpp.)
+ */
+void
+ReadWindowThresholds(CompiledCounter *c)
+{
+	const Counter *e = c->counter;
+	const WindowOptions *w = e->options->window;
+	c->window_bucket = -1;
+	if (w == nullptr || w->bucket == nullptr || !e->owns_target || e->mode != Mode::Exact)
+		return;
+	for (int k = 0; k < c->def->nkeys; k++)
+		if (strcmp(c->def->keys[k].column_name, w->bucket) == 0)
+			c->window_bucket = k;
+	if (c->window_bucket < 0 || w->ncolumns == 0)
+		return;
+	c->window_thresholds = (Datum *)palloc(sizeof(Datum) * w->ncolumns);
+	c->window_callbacks = (Oid *)palloc(sizeof(Oid) * w->ncolumns);
+	c->window_callback_missing = (bool *)palloc(sizeof(bool) * w->ncolumns);
+	for (int i = 0; i < w->ncolumns; i++) {
+		const ColumnThresholds *t = &w->columns[i];
+		c->window_thresholds[i] =
+		    PointerGetDatum(construct_array(t->values, t->nvalues, NUMERICOID, -1, false, TYPALIGN_INT));
+		c->window_callbacks[i] = ResolveCallback(t->callback);
+		c->window_callback_missing[i] = t->callback != nullptr && !OidIsValid(c->window_callbacks[i]);
+	}
+}
+
+/* The counters kept in counter-cache columns of existing table `target`, in name order. */
+List *
+CountersKeptIn(Oid target)
+{
+	List *counters = ReadCatalogOfRelation(target);
+	ListCell *lc;
+	foreach (lc, counters) {
+		const Counter *e = (const Counter *)lfirst(lc);
+		if (e->owns_target || e->target != target)
+			counters = foreach_delete_current(counters, lc);
+	}
+	return counters;
+}
+
 /* Build the entry's counters; on error the half-built context (child of the caller's) goes away with it. */
 void
-BuildEntry(SourceCounters *entry, bool as_parent)
+BuildEntry(SourceCounters *entry, Kind kind)
 {
-	const Oid source = as_parent ? entry->relid : SourceOf(entry->relid);
+	const Oid source = kind == Kind::Source ? SourceOf(entry->relid) : entry->relid;
 
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "counters source cache", ALLOCSET_SMALL_SIZES);
 	MemoryContext oldcxt = CurrentMemoryContext;
 
 	/* (the catalog rows, their options included, live as long as the compiled counters) */
 	MemoryContextSwitchTo(cxt);
-	List *entries = ReadCountersOf(source, as_parent);
+	List *entries = kind == Kind::Target ? CountersKeptIn(entry->relid) : ReadCountersOf(source, kind == Kind::Parent);
 	int n = list_length(entries);
 	SpiConnect();
 	MemoryContextSwitchTo(cxt);
@@ -376,16 +541,13 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 				                          "could have: the definition view must be named after the counter, and its "
 				                          "owner must have the privileges of the owners of the source and the table."),
 				                errhint("The source's owner may delete the row; see docs/citus.md.")));
-			bool log_mode = OidIsValid(e->log);
-
 			CompiledCounter *c = &compiled[i];
 			c->counter = e;
-			c->mode = ApplyModeOf(e);
 			c->followed = FollowedSubscription(e, &c->followed_table);
 			if (c->followed != nullptr)
 				entry->nfollowed++;
-			c->write_rel = WriteRelation(name, c->mode, e->target, e->log, entry->relid, source);
-			c->totals = log_mode ? e->totals : InvalidOid;
+			c->write_rel = WriteRelation(e, entry->relid, source);
+			c->totals = HasPending(e->mode) ? e->totals : InvalidOid;
 			/* (its own code, as the catalog row says, runs for whoever writes its source) */
 			c->auth = AuthorizedByCatalog(e);
 			c->def = DefinitionOf(e);
@@ -402,25 +564,19 @@ BuildEntry(SourceCounters *entry, bool as_parent)
 						                                        ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 					}
 			}
-			c->touch_column = c->mode == ApplyMode::Target ? o->touch : nullptr;
+			c->touch_column = !e->owns_target ? o->touch : nullptr;
 			c->keep_zero = o->keep_zero;
-			c->window_bucket = -1;
-			if (o->window != nullptr && o->window->bucket != nullptr && c->mode == ApplyMode::Exact) {
-				for (int k = 0; k < c->def->nkeys; k++)
-					if (strcmp(c->def->keys[k].column_name, o->window->bucket) == 0)
-						c->window_bucket = k;
-			}
 			Relation trel = table_open(c->write_rel, AccessShareLock);
 			c->has_check = RelationGetDescr(trel)->constr != nullptr && RelationGetDescr(trel)->constr->num_check > 0;
 			c->has_rls = trel->rd_rel->relrowsecurity;
 			table_close(trel, AccessShareLock);
 			CompileKeys(c);
+			CompileExpressions(c);
 			ResolveColumns(c);
 			ReadBounds(c, o);
 			if (o->nthresholds > 0)
 				ReadThresholds(c, o);
-			if (c->window_bucket >= 0)
-				c->window = ReadWindow(e);
+			ReadWindowThresholds(c);
 			/* Statements are analysed with the owner's privileges, as they will run (e.g. USAGE on its schema). */
 			OwnerScope as;
 			EnterOwner(&as, c->auth, PIN_SEARCH_PATH);
@@ -473,7 +629,7 @@ InitCache()
 namespace {
 
 SourceCounters *
-GetEntry(HTAB **cache, Oid relid, bool as_parent)
+GetEntry(HTAB **cache, Oid relid, Kind kind)
 {
 	if (*cache == nullptr) {
 		HASHCTL ctl;
@@ -481,8 +637,10 @@ GetEntry(HTAB **cache, Oid relid, bool as_parent)
 		ctl.keysize = sizeof(Oid);
 		ctl.entrysize = sizeof(SourceCounters);
 		ctl.hcxt = CacheMemoryContext;
-		*cache = hash_create(as_parent ? "counters parent cache" : "counters source cache", 64, &ctl,
-		                     HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		*cache = hash_create(kind == Kind::Source   ? "counters source cache"
+		                     : kind == Kind::Parent ? "counters parent cache"
+		                                            : "counters target cache",
+		                     64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	bool found;
 	SourceCounters *entry = (SourceCounters *)hash_search(*cache, &relid, HASH_ENTER, &found);
@@ -497,7 +655,7 @@ GetEntry(HTAB **cache, Oid relid, bool as_parent)
 	if (!entry->valid) {
 		RetireEntry(entry);
 		uint64 before = invalidation_count;
-		BuildEntry(entry, as_parent);
+		BuildEntry(entry, kind);
 		if (invalidation_count != before)
 			entry->valid = false;
 	}
@@ -509,13 +667,19 @@ GetEntry(HTAB **cache, Oid relid, bool as_parent)
 SourceCounters *
 GetSourceCounters(Oid relid)
 {
-	return GetEntry(&source_cache, relid, false);
+	return GetEntry(&source_cache, relid, Kind::Source);
 }
 
 SourceCounters *
 GetParentCounters(Oid relid)
 {
-	return GetEntry(&parent_cache, relid, true);
+	return GetEntry(&parent_cache, relid, Kind::Parent);
+}
+
+SourceCounters *
+GetTargetCounters(Oid relid)
+{
+	return GetEntry(&target_cache, relid, Kind::Target);
 }
 
 CompiledCounter *

@@ -39,7 +39,6 @@ extern "C" {
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/itup.h"
-#include "access/nbtree.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -113,14 +112,6 @@ DirectAllowed(Relation rel)
 	if (constr != nullptr && constr->has_generated_stored)
 		return false;
 	return !IsolationIsSerializable();
-}
-
-/* The unique btree index on exactly the key columns of counter `c`'s table, or InvalidOid. */
-Oid
-FindKeyIndex(Relation rel, CompiledCounter *c, int *key_of_column)
-{
-	return FindKeyIndexOf(rel, c->def->nkeys, c->key_attnums,
-	                      c->mode == ApplyMode::Sharded ? c->slot_attnum : InvalidAttrNumber, key_of_column, nullptr);
 }
 
 } // namespace
@@ -292,7 +283,7 @@ OnlyCounterColumns(Relation rel, CompiledCounter *c)
 	for (int a = 0; a < desc->natts; a++)
 		if (!TupleDescAttr(desc, a)->attisdropped)
 			n++;
-	return n == c->def->nkeys + c->def->nvalues + (c->mode == ApplyMode::Sharded ? 1 : 0);
+	return n == c->def->nkeys + c->def->nvalues + (c->counter->mode == Mode::Sharded ? 1 : 0);
 }
 
 /*
@@ -338,7 +329,7 @@ InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
 		if (CrossesAtWrite(c))
 			NoteCrossings(c, v, delta, type, delta, params, nulls);
 	}
-	if (c->mode == ApplyMode::Sharded) {
+	if (c->counter->mode == Mode::Sharded) {
 		next->tts_isnull[c->slot_attnum - 1] = false;
 		next->tts_values[c->slot_attnum - 1] = Int32GetDatum(slot);
 	}
@@ -397,56 +388,24 @@ DirectAppend(DirectTarget *d, Datum *params, char *nulls)
 	d->modified = true;
 }
 
-namespace {
-
-/*
- * Whether a scan of `index` in order meets keys in the order SortDeltas sorts them: a btree whose columns are the
- * keys in definition order, as stored (no digest), ascending, NULLS LAST, each ordered by its type's default
- * comparison in the key's collation.
- */
-bool
-IndexSortedAsDeltas(Relation index, const CompiledCounter *c)
-{
-	const CounterDef *def = c->def;
-	if (index->rd_rel->relam != BTREE_AM_OID || index->rd_index->indnkeyatts != def->nkeys)
-		return false;
-	for (int j = 0; j < def->nkeys; j++) {
-		if (c->key_of_column[j] != j || (c->key_digested != nullptr && c->key_digested[j]) ||
-		    index->rd_indoption[j] != 0 || index->rd_indcollation[j] != def->keys[j].collation ||
-		    TupleDescAttr(RelationGetDescr(index), j)->atttypid != def->keys[j].type ||
-		    index_getprocid(index, j + 1, BTORDER_PROC) != c->key_cmp[j].fn_oid)
-			return false;
-	}
-	return true;
-}
-
-} // namespace
-
 DirectTarget *
 DirectBegin(CompiledCounter *c)
 {
-	if (c->mode == ApplyMode::Log)
-		return DirectBeginAppend(c);
-	if ((c->mode != ApplyMode::Exact && c->mode != ApplyMode::Sharded) || c->key_attnums == nullptr)
+	/* (not counter-cache columns of an existing table, whose rows the UPDATE finds) */
+	Mode mode = c->counter->mode;
+	if (!c->counter->owns_target || c->key_attnums == nullptr)
 		return nullptr;
-	if (c->mode == ApplyMode::Sharded && (c->slot_attnum == InvalidAttrNumber || c->max_slots < 1))
+	if (mode == Mode::Log)
+		return DirectBeginAppend(c);
+	if (mode == Mode::Sharded && (c->slot_attnum == InvalidAttrNumber || c->max_slots < 1))
 		return nullptr;
 	Relation rel = table_open(c->write_rel, RowExclusiveLock);
 	if (!DirectAllowed(rel)) {
 		table_close(rel, NoLock);
 		return nullptr;
 	}
-	/* The key index found once per compiled counter (its key_of_column kept with it), checked to still exist. */
-	if (c->key_of_column == nullptr) {
-		c->key_of_column =
-		    (int *)MemoryContextAlloc(GetMemoryChunkContext(c->key_attnums), sizeof(int) * c->def->nkeys);
-		c->key_index = FindKeyIndex(rel, c, c->key_of_column);
-	}
-	Oid indexoid = c->key_index;
-	List *indexes = OidIsValid(indexoid) ? RelationGetIndexList(rel) : NIL;
-	bool exists = list_member_oid(indexes, indexoid);
-	list_free(indexes);
-	if (!exists) {
+	Oid indexoid = KeyIndexOf(c, rel);
+	if (!OidIsValid(indexoid)) {
 		table_close(rel, NoLock);
 		return nullptr;
 	}
@@ -463,21 +422,9 @@ DirectBegin(CompiledCounter *c)
 	d->zero = DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
 	d->can_insert = OnlyCounterColumns(rel, c);
 	/* (exact mode, nothing decided from a row's value: no bounds, no thresholds, no CHECK constraints) */
-	d->unlocked_update = c->mode == ApplyMode::Exact && c->has_min == nullptr && !c->has_thresholds && !c->has_check;
+	d->unlocked_update = mode == Mode::Exact && c->has_min == nullptr && !c->has_thresholds && !c->has_check;
 	d->arbiters = list_make1_oid(indexoid);
-	/* The index columns' equality functions, looked up once per compiled counter and index. */
-	if (c->key_eq_procs == nullptr || c->key_eq_index != indexoid) {
-		RegProcedure *procs = (RegProcedure *)MemoryContextAlloc(GetMemoryChunkContext(c->key_attnums),
-		                                                         sizeof(RegProcedure) * c->def->nkeys);
-		for (int j = 0; j < c->def->nkeys; j++) {
-			procs[j] = IndexColumnOperator(d->index, j, BTEqualStrategyNumber);
-			if (!OidIsValid(procs[j]))
-				elog(ERROR, "counters: no equality operator in operator family %u", d->index->rd_opfamily[j]);
-		}
-		c->key_eq_procs = procs;
-		c->key_eq_index = indexoid;
-		c->key_index_sorted = IndexSortedAsDeltas(d->index, c);
-	}
+	KeyIndexProcs(c, d->index);
 	/* Keys the index has by their digest: looked up by it (SetScanKeys), compared exactly (RequireSameKey). */
 	d->digest_type = (Oid *)palloc0(sizeof(Oid) * c->def->nkeys);
 	for (int j = 0; c->key_digested != nullptr && j < c->def->nkeys; j++)
@@ -748,8 +695,9 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot, bool abse
 			 * (a key seen absent is inserted at once: a row another transaction inserted since is met by the
 			 * speculative insertion, as one inserted after a lookup would be, and looked up then)
 			 */
-			if (!absent && (d->c->mode == ApplyMode::Sharded ? LockSlotRow(d, params, nulls, &tid, free_slot, &untaken)
-			                                                 : LockKeyRow(d, params, nulls, &tid, lock)))
+			if (!absent &&
+			    (d->c->counter->mode == Mode::Sharded ? LockSlotRow(d, params, nulls, &tid, free_slot, &untaken)
+			                                          : LockKeyRow(d, params, nulls, &tid, lock)))
 				break;
 			absent = false;
 			if (!d->can_insert || !untaken)

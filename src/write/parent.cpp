@@ -215,7 +215,7 @@ bool
 ParentChanged(CounterRun *r, TupleDesc desc, HeapTuple old_tuple, HeapTuple new_tuple)
 {
 	int m = -1;
-	while ((m = bms_next_member(r->parent_attrs, m)) >= 0) {
+	while ((m = bms_next_member(r->c->parent_attrs, m)) >= 0) {
 		AttrNumber attnum = (AttrNumber)(m + FirstLowInvalidHeapAttributeNumber);
 		if (attnum <= 0)
 			return true;
@@ -267,14 +267,8 @@ CountChildren(Run *run, CounterRun *r, const int64 *keys, int n, HeapTuple paren
 			p = found->tuple;
 		}
 		ExecStoreHeapTuple(&child, r->child_slot, false);
-		run->econtext->ecxt_scantuple = r->child_slot;
-		r->fixed_parent = p;
-		run->counting = (int)(r - run->runs);
-		CountRowFor(run, r, sign);
-		run->counting = -1;
-		r->fixed_parent = nullptr;
+		CountRowWithParent(run, r, r->child_slot, p, sign);
 		ExecClearTuple(r->child_slot);
-		ResetExprContext(run->econtext);
 	}
 	error_context_stack = context.previous;
 	LeaveOwner(&owner);
@@ -342,8 +336,6 @@ MoveChildren(Run *run, CounterRun *r, const int64 *keys, int n, HeapTuple minus,
 	IndexScanDesc scan = compat::BeginIndexScan(source, index, snapshot, 1);
 	ErrorContextCallback context;
 	PushCountContext(&context, run);
-	run->econtext->ecxt_scantuple = slot;
-	run->counting = (int)(r - run->runs);
 	for (int k = 0; k < n; k++) {
 		/* (the key in the child column's own type: a key that type cannot hold has no children) */
 		if ((type == INT2OID && (keys[k] < PG_INT16_MIN || keys[k] > PG_INT16_MAX)) ||
@@ -361,20 +353,12 @@ MoveChildren(Run *run, CounterRun *r, const int64 *keys, int n, HeapTuple minus,
 		                              : Int64GetDatum(keys[k]));
 		index_rescan(scan, &skey, 1, nullptr, 0);
 		while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
-			if (minus != nullptr) {
-				r->fixed_parent = minus;
-				CountRowFor(run, r, -1);
-				ResetExprContext(run->econtext);
-			}
-			if (in != nullptr) {
-				r->fixed_parent = in;
-				CountRowFor(run, r, 1);
-				ResetExprContext(run->econtext);
-			}
+			if (minus != nullptr)
+				CountRowWithParent(run, r, slot, minus, -1);
+			if (in != nullptr)
+				CountRowWithParent(run, r, slot, in, 1);
 		}
 	}
-	run->counting = -1;
-	r->fixed_parent = nullptr;
 	error_context_stack = context.previous;
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);

@@ -47,13 +47,13 @@ TargetKeyRow(TriggerData *td)
 	Datum *values = (Datum *)palloc0(sizeof(Datum) * desc->natts);
 	bool *nulls = (bool *)palloc0(sizeof(bool) * desc->natts);
 	bool *replace = (bool *)palloc0(sizeof(bool) * desc->natts);
-	ListCell *lc;
-	foreach (lc, ReadCatalogOfRelation(relid)) {
-		Counter *e = (Counter *)lfirst(lc);
-		if (e->owns_target || e->target != relid)
-			continue;
-		Authorization auth = AuthorizedByCatalog(e);
-		CounterDef *def = AnalyzeView(e->name, e->query, auth);
+	/* (the counters kept here, compiled: the entry's array stays while this row is recounted) */
+	SourceCounters *tc = GetTargetCounters(relid);
+	CompiledCounter *counters = tc->counters;
+	int ncounters = tc->ncounters;
+	for (int i = 0; i < ncounters; i++) {
+		CompiledCounter *c = &counters[i];
+		const CounterDef *def = c->def;
 		Datum *keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
 		char *key_nulls = (char *)palloc(sizeof(char) * def->nkeys);
 		Oid *types = (Oid *)palloc(sizeof(Oid) * def->nkeys);
@@ -73,17 +73,15 @@ TargetKeyRow(TriggerData *td)
 		MemoryContext caller = CurrentMemoryContext;
 		SpiConnect();
 		OwnerScope scope;
-		EnterOwner(&scope, auth, PIN_ROW_SECURITY);
-		SPIPlanPtr plan = SPI_prepare(KeyRecountStatement(def, e->query, relid), def->nkeys, types);
-		if (plan == nullptr)
-			elog(ERROR, "counters: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		EnterOwner(&scope, c->auth, PIN_ROW_SECURITY);
+		SPIPlanPtr plan = FetchPlan(c, PLAN_KEY_RECOUNT, def->nkeys, types);
 		/* (the latest snapshot: the source's rows as committed, and as this transaction left them) */
 		Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
 		int ret = SPI_execute_snapshot(plan, keys, key_nulls, latest, InvalidSnapshot, true, false, 1);
 		UnregisterSnapshot(latest);
 		LeaveOwner(&scope);
 		if (ret != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "counters: recounting counter \"%s\" for a row's new key failed: %s", e->name,
+			elog(ERROR, "counters: recounting counter \"%s\" for a row's new key failed: %s", def->name,
 			     SPI_result_code_string(ret));
 		for (int v = 0; v < def->nvalues; v++) {
 			AttrNumber attnum = get_attnum(relid, def->values[v].column_name);

@@ -62,7 +62,7 @@ ZeroCounters(SourceCounters *sc)
 			continue; /* (its publisher's counts arrive by logical replication: see CountsHere) */
 		OwnerScope owner;
 		EnterOwner(&owner, c->auth, 0);
-		if (c->mode == ApplyMode::Log || c->mode == ApplyMode::Sharded)
+		if (HasPending(c->counter->mode))
 			LockRelationOid(c->write_rel, ShareUpdateExclusiveLock);
 		Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
 		int ret = SPI_execute_snapshot(c->plans[PLAN_TRUNCATE], nullptr, nullptr, latest,

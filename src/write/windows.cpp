@@ -84,58 +84,34 @@ struct WindowRows {
 	Datum **sums; /* [column][row] */
 };
 
-} // namespace
-
-WindowConfig *
-ReadWindow(const Counter *e)
+/* The window of counter `c` as its options have it, where it is compiled (CompiledCounter.window_bucket); else NULL. */
+const WindowOptions *
+WindowOf(const CompiledCounter *c)
 {
-	const WindowOptions *o = e->options->window;
-	if (o == nullptr || o->ncolumns == 0)
-		return nullptr;
-	WindowConfig *w = (WindowConfig *)palloc0(sizeof(WindowConfig));
-	w->bucket = pstrdup(o->bucket != nullptr ? o->bucket : "");
-	w->width = pstrdup(o->width != nullptr ? o->width : "");
-	w->ncolumns = o->ncolumns;
-	w->columns = (char **)palloc(sizeof(char *) * w->ncolumns);
-	w->thresholds = (Datum *)palloc(sizeof(Datum) * w->ncolumns);
-	w->threshold_values = (Datum **)palloc(sizeof(Datum *) * w->ncolumns);
-	w->nthresholds = (int *)palloc(sizeof(int) * w->ncolumns);
-	w->callbacks = (Oid *)palloc(sizeof(Oid) * w->ncolumns);
-	w->callback_missing = (bool *)palloc(sizeof(bool) * w->ncolumns);
-	w->crossings = e->crossings;
-	for (int i = 0; i < w->ncolumns; i++) {
-		const ColumnThresholds *t = &o->columns[i];
-		w->columns[i] = pstrdup(t->column);
-		w->thresholds[i] = PointerGetDatum(construct_array(t->values, t->nvalues, NUMERICOID, -1, false, TYPALIGN_INT));
-		w->nthresholds[i] = t->nvalues;
-		w->threshold_values[i] = (Datum *)palloc(sizeof(Datum) * Max(t->nvalues, 1));
-		for (int j = 0; j < t->nvalues; j++)
-			w->threshold_values[i][j] = datumCopy(t->values[j], false, -1);
-		w->callbacks[i] = ResolveCallback(t->callback);
-		w->callback_missing[i] = t->callback != nullptr && !OidIsValid(w->callbacks[i]);
-	}
-	return w;
+	return c->window_thresholds != nullptr ? c->counter->options->window : nullptr;
 }
 
-namespace {
+/* Its width, as text (set_window_thresholds always sets it). */
+const char *
+WindowWidth(const WindowOptions *w)
+{
+	return w->width != nullptr ? w->width : "";
+}
 
 /*
  * The window's bucket key of counter `c` (an error if the definition has no such key any more, or the state table is
- * gone). The options name it as the definition does, as compile.cpp finds it: the counter table's column may have been
- * renamed since (it is followed by position).
+ * gone). The options name it as the definition does, and compile.cpp found it so: the counter table's column may have
+ * been renamed since (it is followed by position).
  */
 int
-RequireWindow(const CompiledCounter *c, const WindowConfig *w)
+RequireWindow(const CompiledCounter *c, const WindowOptions *w)
 {
-	int bucket = -1;
-	for (int k = 0; k < c->def->nkeys; k++)
-		if (strcmp(c->def->keys[k].column_name, w->bucket) == 0)
-			bucket = k;
+	int bucket = c->window_bucket;
 	if (bucket < 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("counter \"%s\": its window's bucket column \"%s\" is gone", c->def->name, w->bucket),
 		                errhint("Set its window thresholds again with counters.set_window_thresholds().")));
-	if (!OidIsValid(w->crossings))
+	if (!OidIsValid(c->counter->crossings))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("counter \"%s\" has window thresholds but no table of their state", c->def->name),
 		                errhint("Set its window thresholds again with counters.set_window_thresholds().")));
@@ -147,7 +123,7 @@ RequireWindow(const CompiledCounter *c, const WindowConfig *w)
  * prefix key column) of the prefixes a statement wrote, those whose state would change; else of every prefix.
  */
 WindowRows
-SumsByQuery(CompiledCounter *c, const WindowConfig *w, int bucket, Datum *prefixes)
+SumsByQuery(CompiledCounter *c, const WindowOptions *w, int bucket, Datum *prefixes)
 {
 	int np = c->def->nkeys - 1;
 	int nargs = prefixes != nullptr ? np + 1 + 2 * w->ncolumns : 1;
@@ -161,13 +137,13 @@ SumsByQuery(CompiledCounter *c, const WindowConfig *w, int bucket, Datum *prefix
 				args[a++] = prefixes[p++];
 			}
 	argtypes[a] = TEXTOID;
-	args[a++] = CStringGetTextDatum(w->width);
+	args[a++] = CStringGetTextDatum(WindowWidth(w));
 	if (prefixes != nullptr) {
 		for (int i = 0; i < w->ncolumns; i++) {
 			argtypes[a] = TEXTOID;
-			args[a++] = CStringGetTextDatum(w->columns[i]);
+			args[a++] = CStringGetTextDatum(w->columns[i].column);
 			argtypes[a] = NUMERICARRAYOID;
-			args[a++] = w->thresholds[i];
+			args[a++] = c->window_thresholds[i];
 		}
 	}
 	OwnerScope owner;
@@ -181,7 +157,7 @@ SumsByQuery(CompiledCounter *c, const WindowConfig *w, int bucket, Datum *prefix
 		                           InvalidSnapshot, true, false, 0);
 		UnregisterSnapshot(latest);
 	} else
-		ret = QueryLatest(WindowSumsStatement(c, bucket, w, false), nargs, argtypes, args, nullptr, false);
+		ret = QueryLatest(WindowSumsStatement(c, false), nargs, argtypes, args, nullptr, false);
 	LeaveOwner(&owner);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: window sums of counter \"%s\" failed: %s", c->def->name, SPI_result_code_string(ret));
@@ -290,12 +266,12 @@ FindCrossingsIndex(Relation crel, WindowDirect *d)
  * of built-in types, window columns of integer or numeric types, no row-level security, and the state table's index.
  */
 WindowDirect *
-PrepareDirect(CompiledCounter *c, WindowConfig *w, int bucket, Relation rel, Relation crel)
+PrepareDirect(CompiledCounter *c, const WindowOptions *w, int bucket, Relation rel, Relation crel)
 {
 	const CounterDef *def = c->def;
-	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(w));
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(c->window_thresholds));
 	WindowDirect *d = (WindowDirect *)palloc0(sizeof(WindowDirect));
-	w->direct = d;
+	c->window_direct = d;
 	bool ok = bucket == def->nkeys - 1 && !c->has_rls && c->key_attnums != nullptr && c->value_attnums != nullptr &&
 	          c->key_of_column != nullptr && OidIsValid(c->key_index) &&
 	          (def->keys[bucket].type == TIMESTAMPOID || def->keys[bucket].type == TIMESTAMPTZOID ||
@@ -308,7 +284,7 @@ PrepareDirect(CompiledCounter *c, WindowConfig *w, int bucket, Relation rel, Rel
 		for (int i = 0; ok && i < w->ncolumns; i++) {
 			int v = -1;
 			for (int j = 0; j < def->nvalues; j++)
-				if (strcmp(c->value_columns[j], w->columns[i]) == 0)
+				if (strcmp(c->value_columns[j], w->columns[i].column) == 0)
 					v = j;
 			ok = v >= 0;
 			if (ok) {
@@ -350,17 +326,17 @@ PrepareDirect(CompiledCounter *c, WindowConfig *w, int bucket, Relation rel, Rel
  * statement does it. As the counter's owner; settings pinned.
  */
 bool
-SumsDirect(CompiledCounter *c, WindowConfig *w, int bucket, const WrittenPrefixes *p, WindowRows *rows)
+SumsDirect(CompiledCounter *c, const WindowOptions *w, int bucket, const WrittenPrefixes *p, WindowRows *rows)
 {
 	const CounterDef *def = c->def;
-	if (p->any_null || (w->direct != nullptr && !w->direct->usable) || c->key_of_column == nullptr)
+	if (p->any_null || (c->window_direct != nullptr && !c->window_direct->usable) || c->key_of_column == nullptr)
 		return false;
 	int nkeys = def->nkeys;
 	OwnerScope owner;
 	EnterOwner(&owner, c->auth, 0);
 	Relation rel = table_open(c->write_rel, AccessShareLock);
-	Relation crel = table_open(w->crossings, AccessShareLock);
-	WindowDirect *d = w->direct != nullptr ? w->direct : PrepareDirect(c, w, bucket, rel, crel);
+	Relation crel = table_open(c->counter->crossings, AccessShareLock);
+	WindowDirect *d = c->window_direct != nullptr ? c->window_direct : PrepareDirect(c, w, bucket, rel, crel);
 	/* (the indexes found once must still be there) */
 	List *indexes = d->usable ? RelationGetIndexList(rel) : NIL;
 	List *cindexes = d->usable ? RelationGetIndexList(crel) : NIL;
@@ -376,8 +352,8 @@ SumsDirect(CompiledCounter *c, WindowConfig *w, int bucket, const WrittenPrefixe
 	Relation index = index_open(d->key_index, AccessShareLock);
 	Relation cindex = index_open(d->crossings_index, AccessShareLock);
 	/* The window: buckets later than now() - width, in the bucket's type (as the statement casts it). */
-	Datum width =
-	    DirectFunctionCall3(interval_in, CStringGetDatum(w->width), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	Datum width = DirectFunctionCall3(interval_in, CStringGetDatum(WindowWidth(w)), ObjectIdGetDatum(InvalidOid),
+	                                  Int32GetDatum(-1));
 	Datum since =
 	    DirectFunctionCall2(timestamptz_mi_interval, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()), width);
 	if (def->keys[bucket].type == TIMESTAMPOID)
@@ -402,14 +378,14 @@ SumsDirect(CompiledCounter *c, WindowConfig *w, int bucket, const WrittenPrefixe
 	Datum zero = NumericGetDatum(int64_to_numeric(0));
 	Datum *column_names = (Datum *)palloc(sizeof(Datum) * w->ncolumns);
 	for (int i = 0; i < w->ncolumns; i++)
-		column_names[i] = CStringGetTextDatum(w->columns[i]);
+		column_names[i] = CStringGetTextDatum(w->columns[i].column);
 	Oid *types = (Oid *)palloc(sizeof(Oid) * nkeys);
 	for (int k = 0; k < nkeys; k++)
 		types[k] = def->keys[k].type;
 	Datum *sums = (Datum *)palloc(sizeof(Datum) * w->ncolumns);
 	int maxth = 1;
 	for (int i = 0; i < w->ncolumns; i++)
-		maxth = Max(maxth, w->nthresholds[i]);
+		maxth = Max(maxth, w->columns[i].nvalues);
 	bool *recorded = (bool *)palloc(sizeof(bool) * maxth);
 	rows->n = 0;
 	rows->prefixes = (Datum *)palloc(sizeof(Datum) * p->n);
@@ -445,7 +421,8 @@ SumsDirect(CompiledCounter *c, WindowConfig *w, int bucket, const WrittenPrefixe
 		Datum digest = KeyDigest(DirectFunctionCall1(textin, DirectFunctionCall1(jsonb_out, prefix)), TEXTOID);
 		bool changed = false;
 		for (int i = 0; i < w->ncolumns && !changed; i++) {
-			for (int t = 0; t < w->nthresholds[i]; t++)
+			const ColumnThresholds *th = &w->columns[i];
+			for (int t = 0; t < th->nvalues; t++)
 				recorded[t] = false;
 			ckeys[0].sk_argument = column_names[i];
 			ckeys[1].sk_argument = digest;
@@ -456,13 +433,12 @@ SumsDirect(CompiledCounter *c, WindowConfig *w, int bucket, const WrittenPrefixe
 				if (isnull || !DatumGetBool(DirectFunctionCall2(jsonb_eq, stored, prefix)))
 					continue;
 				Datum threshold = slot_getattr(cslot, d->threshold_attnum, &isnull);
-				for (int t = 0; !isnull && t < w->nthresholds[i]; t++)
-					if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, threshold, w->threshold_values[i][t])) == 0)
+				for (int t = 0; !isnull && t < th->nvalues; t++)
+					if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, threshold, th->values[t])) == 0)
 						recorded[t] = true;
 			}
-			for (int t = 0; t < w->nthresholds[i] && !changed; t++)
-				changed = (DatumGetInt32(DirectFunctionCall2(numeric_cmp, sums[i], w->threshold_values[i][t])) >= 0) !=
-				          recorded[t];
+			for (int t = 0; t < th->nvalues && !changed; t++)
+				changed = (DatumGetInt32(DirectFunctionCall2(numeric_cmp, sums[i], th->values[t])) >= 0) != recorded[t];
 		}
 		if (changed) {
 			rows->prefixes[rows->n] = prefix;
@@ -489,7 +465,7 @@ SumsDirect(CompiledCounter *c, WindowConfig *w, int bucket, const WrittenPrefixe
  * changed; SPI connected, settings pinned. Returns the crossings announced.
  */
 int64
-Announce(CompiledCounter *c, const WindowConfig *w, const WindowRows *rows, bool all)
+Announce(CompiledCounter *c, const WindowOptions *w, const WindowRows *rows, bool all)
 {
 	if (!all && rows->n == 0)
 		return 0;
@@ -499,11 +475,12 @@ Announce(CompiledCounter *c, const WindowConfig *w, const WindowRows *rows, bool
 		bool isnull;
 		/* What changed, as the counter's owner (the state is a table of the owner's). */
 		Oid state_types[5] = {TEXTOID, JSONBARRAYOID, NUMERICARRAYOID, NUMERICARRAYOID, BOOLOID};
+		const char *column = w->columns[i].column;
 		Datum state_args[5] = {
-		    CStringGetTextDatum(w->columns[i]),
+		    CStringGetTextDatum(column),
 		    PointerGetDatum(construct_array(rows->prefixes, (int)rows->n, JSONBOID, -1, false, TYPALIGN_INT)),
 		    PointerGetDatum(construct_array(rows->sums[i], (int)rows->n, NUMERICOID, -1, false, TYPALIGN_INT)),
-		    w->thresholds[i], BoolGetDatum(all)};
+		    c->window_thresholds[i], BoolGetDatum(all)};
 		EnterOwner(&owner, c->auth, 0);
 		int ret = SPI_execute_plan(FetchPlan(c, PLAN_WINDOW_STATE, 5, state_types), state_args, nullptr, false, 0);
 		LeaveOwner(&owner);
@@ -514,13 +491,13 @@ Announce(CompiledCounter *c, const WindowConfig *w, const WindowRows *rows, bool
 		for (uint64 r = 0; r < SPI_processed; r++) {
 			HeapTuple tup = SPI_tuptable->vals[r];
 			bool up = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
-			NotifyCrossing(c->def->name, w->columns[i]);
+			NotifyCrossing(c->def->name, column);
 			FmgrInfo flinfo;
-			if (PrepareCallback(c, "window", w->columns[i], w->callbacks[i], w->callback_missing[i], &flinfo)) {
+			if (PrepareCallback(c, "window", column, c->window_callbacks[i], c->window_callback_missing[i], &flinfo)) {
 				/* (old: none, a window sum checked now has no "before"; every: none, crossed: 1) */
 				Datum fields[9] = {CStringGetTextDatum(c->def->name),
 				                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull),
-				                   CStringGetTextDatum(w->columns[i]),
+				                   CStringGetTextDatum(column),
 				                   (Datum)0,
 				                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull),
 				                   SPI_getbinval(tup, SPI_tuptable->tupdesc, 4, &isnull),
@@ -587,7 +564,7 @@ WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n)
 void
 CheckWrittenWindows(CompiledCounter *c, WrittenPrefixes *prefixes)
 {
-	WindowConfig *w = c->window;
+	const WindowOptions *w = WindowOf(c);
 	if (w == nullptr || prefixes->n == 0)
 		return;
 	int bucket = RequireWindow(c, w);
@@ -615,7 +592,7 @@ CheckWindows(const char *name)
 			continue;
 		}
 		CompiledCounter *c = CompiledOf(e);
-		WindowConfig *w = c->window;
+		const WindowOptions *w = WindowOf(c);
 		if (w == nullptr)
 			continue;
 		CHECK_FOR_INTERRUPTS();

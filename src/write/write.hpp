@@ -11,7 +11,7 @@
  *                         collected across the statement's events in one frame
  *   compile.cpp           a counter's executable form in this backend, cached and invalidated; its plans
  *   delta.cpp             the delta table of one counter: summed deltas per key
- *   apply.cpp             the deltas -> the counter's relation, keys in sorted order, one path per ApplyMode
+ *   apply.cpp             the deltas -> the counter's relation, keys in sorted order, one path per mode
  *   direct.cpp            ... adding to existing rows without the executor
  *   decide.cpp            what a new value decides: bounds (an error), thresholds crossed (events, callbacks)
  *   windows.cpp           thresholds on sliding-window sums
@@ -47,33 +47,17 @@ enum Plan {
 	PLAN_WINDOW_STATE,                  /* record which thresholds each prefix reached; what changed */
 	PLAN_PARENT_ROWS,                   /* a counter through a parent row: its parents by key, FOR SHARE */
 	PLAN_CHILD_ROWS,                    /* ... and the source's rows by key (a parent's write counts them) */
+	PLAN_KEY_RECOUNT,                   /* a counter-cache row's values recounted for its new key (target_key.cpp) */
 	NUM_PLANS
 };
-/* A counter's window (counters.set_window_thresholds), as its catalog row has it. */
-struct WindowConfig {
-	char *bucket; /* key column */
-	char *width;  /* interval, as text */
-	int ncolumns;
-	char **columns;
-	Datum *thresholds; /* numeric[] */
-	Oid *callbacks;
-	bool *callback_missing; /* a callback was set but no longer exists */
-	Oid crossings;          /* the counter's table of which thresholds each prefix is at or above, as announced */
-	/* (windows.cpp's direct check: per column its thresholds, and what it found once per compiled counter) */
-	Datum **threshold_values; /* numeric */
-	int *nthresholds;
-	struct WindowDirect *direct;
-};
-
 /* The compiled, per-backend form of one counter. */
 struct CompiledCounter {
 	/*
-	 * The counter, as the model holds it (its catalog row: name, relations, mode, typed options); what follows is
-	 * what this backend derives from it to execute: the analysed definition, where deltas go, plans.
+	 * The counter, as the model holds it (its catalog row: name, relations, mode and kind of table, typed options);
+	 * what follows is what this backend derives from it to execute: the analysed definition, where deltas go, plans.
 	 */
 	const Counter *counter;
 	CounterDef *def;
-	ApplyMode mode;
 	/* logical replication: the subscription that brings its tables (FollowedSubscription), and which; NULL: none */
 	const char *followed;
 	Oid followed_table;
@@ -124,12 +108,34 @@ struct CompiledCounter {
 	Oid key_eq_index;
 	bool key_index_sorted; /* index key_eq_index is a btree in the order SortDeltas sorts keys (DirectMergeBegin) */
 	SPIPlanPtr plans[NUM_PLANS];
+	/*
+	 * The definition's expressions as a statement evaluates them (StartRun initialises them per statement): a counter
+	 * through a parent row reads the parent's columns (varno 2) from the inner slot (INNER_VAR); the WHERE clause and
+	 * each value's FILTER (NIL: none) as implicit-AND lists. parent_attrs: the parent's columns it reads (offset by
+	 * FirstLowInvalidHeapAttributeNumber; NULL: not through a parent row): an update of a parent that changes none of
+	 * them changes nothing.
+	 */
+	List *quals;
+	Expr **key_exprs;
+	Expr **arg_exprs;
+	List **filters;
+	Bitmapset *parent_attrs;
 	const char *touch_column; /* counter-cache counters: a timestamp column of the target set when values change */
 	bool has_check;           /* write_rel has CHECK constraints */
 	bool keep_zero;           /* counters.set_keep_zero: rows whose values are all zero stay */
-	int window_bucket;        /* counters.set_window_thresholds: the window's bucket key (-1: no window) */
-	WindowConfig *window;     /* ... and the window (NULL: none) */
-	bool has_rls;             /* ... has row-level security enabled */
+	bool has_rls;             /* write_rel has row-level security enabled */
+	/*
+	 * counters.set_window_thresholds, of an exact counter with a table of its own (its window -- bucket, width,
+	 * columns and their thresholds -- is counter->options->window; its state table counter->crossings): the bucket's
+	 * key number (-1: no window); per window column, its thresholds as a numeric[] (the statements' parameter; NULL:
+	 * the window has no column) and its callback (InvalidOid if none; missing: set, but no longer exists); what
+	 * windows.cpp's direct check found, once (NULL until then)
+	 */
+	int window_bucket;
+	Datum *window_thresholds;
+	Oid *window_callbacks;
+	bool *window_callback_missing;
+	struct WindowDirect *window_direct;
 };
 
 /* A prepared statement's text and parameter types. */
@@ -171,10 +177,13 @@ void DirectAppend(DirectTarget *d, Datum *params, char *nulls);
 /* Whether rows were written: the caller makes them visible (CommandCounterIncrement) before reading them again. */
 bool DirectEnd(DirectTarget *d);
 
-/* All counters fed by one relation (a source table or one of its partitions), in name order. */
+/*
+ * All counters fed by one relation (a source table or one of its partitions), in name order; or those whose rows join
+ * it as their parent, or that keep counter-cache columns in it.
+ */
 struct SourceCounters {
 	Oid relid;  /* the relation the trigger fired on */
-	Oid source; /* the declared source (the partitioned root when relid is a partition) */
+	Oid source; /* the declared source (the partitioned root when relid is a partition; relid for the others) */
 	bool valid;
 	MemoryContext cxt;
 	int ncounters;
@@ -186,8 +195,19 @@ struct SourceCounters {
 SourceCounters *GetSourceCounters(Oid relid);
 /* ... and the counters through a parent row whose parent is `relid` (their source is another table). */
 SourceCounters *GetParentCounters(Oid relid);
+/* ... and the counters kept in counter-cache columns of existing table `relid`. */
+SourceCounters *GetTargetCounters(Oid relid);
 /* The compiled form of counter `e` in this backend (compiled now if needed). */
 CompiledCounter *CompiledOf(const Counter *e);
+/*
+ * The unique index on exactly the key columns of counter `c`'s table `rel` (exact: the counter table; sharded: the
+ * slots, the slot column last), found when first needed (DirectBegin) and kept with the compiled counter (key_index,
+ * key_of_column), checked to still be there at each use; InvalidOid if there is none. KeyIndexProcs: the equality
+ * functions of its columns, `index` opened (key_eq_procs), and whether its order is SortDeltas' (key_index_sorted),
+ * looked up once per compiled counter and index.
+ */
+Oid KeyIndexOf(CompiledCounter *c, Relation rel);
+void KeyIndexProcs(CompiledCounter *c, Relation index);
 
 /* Register the relcache invalidation callback (from _PG_init). */
 void InitCache();
@@ -238,7 +258,7 @@ void NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta
 inline bool
 CrossesAtWrite(const CompiledCounter *c)
 {
-	return c->mode == ApplyMode::Exact || c->mode == ApplyMode::Target;
+	return !HasPending(c->counter->mode);
 }
 /*
  * A function that can be a threshold callback, not returning a set: (text, jsonb, text, numeric, numeric, numeric,
@@ -276,10 +296,8 @@ struct DeltaEntry;
 struct WrittenPrefixes;
 WrittenPrefixes *WindowPrefixes(const CompiledCounter *c, DeltaEntry **entries, uint32 n);
 void CheckWrittenWindows(CompiledCounter *c, WrittenPrefixes *prefixes);
-/* A counter's window from its catalog row (in CurrentMemoryContext; NULL: none). */
-WindowConfig *ReadWindow(const Counter *e);
-/* The window sums of counter `c`'s value columns `columns` per prefix (written: of the prefixes in arrays $1...). */
-char *WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w, bool written);
+/* The window sums of counter `c`'s window columns per prefix (written: of the prefixes in arrays $1...). */
+char *WindowSumsStatement(const CompiledCounter *c, bool written);
 /* Record in `crossings` which thresholds each prefix's window sum reached; the crossings, to announce. */
 char *WindowStateStatement(Oid crossings);
 
@@ -348,7 +366,6 @@ struct CounterRun {
 	HTAB *parents;
 	TupleTableSlot *parent_slot;
 	HeapTuple fixed_parent;
-	Bitmapset *parent_attrs;    /* the parent's columns it reads (offset by FirstLowInvalidHeapAttributeNumber) */
 	TupleTableSlot *child_slot; /* the source's rows, when the parent's write counts its children */
 	/* statistics (stats.cpp): keys written and time spent writing them, over the statement's batches */
 	int64 keys_written;
@@ -401,8 +418,9 @@ void InitDecisions();
  * outside any frame a run of its own, which EndStatementRun applies at once; StatementCommand is the command whose
  * writes the statement made. StartRun and FinishRun make and apply a run of their own; a RowReader turns rows of the
  * source (or a partition) into the slot the definitions read; CountTuplestores counts a statement's old (-1) and new
- * (+1) rows, CountSlot one row, CountRowFor one row for one counter; InitFrames installs the executor and utility hooks
- * that open frames.
+ * (+1) rows, CountSlot one row, CountRowWithParent one row (in `slot`) for one counter through a parent row with the
+ * parent row given (the parent's write moving its children); InitFrames installs the executor and utility hooks that
+ * open frames.
  */
 struct Run {
 	Oid source;              /* the source whose counters these are */
@@ -444,7 +462,7 @@ void InitReader(RowReader *rd, Relation rel, Oid source, const TupleTableSlotOps
 void DropReader(RowReader *rd);
 void CountSlot(Run *run, RowReader *rd, int sign);
 void CountTuplestores(Run *run, RowReader *rd, Tuplestorestate *old_rows, Tuplestorestate *new_rows);
-void CountRowFor(Run *run, CounterRun *r, int sign);
+void CountRowWithParent(Run *run, CounterRun *r, TupleTableSlot *slot, HeapTuple parent, int sign);
 void PushCountContext(ErrorContextCallback *context, Run *run);
 /* An int2, int4 or int8 join key as int64; qsort's comparison of int64 keys. */
 int64 IntegerDatum(Oid type, Datum d);

@@ -170,10 +170,7 @@ char *
 TruncateStatement(const CompiledCounter *c)
 {
 	const char *rel = QualifiedName(c->write_rel);
-	switch (c->mode) {
-	case ApplyMode::Exact:
-		return psprintf("DELETE FROM %s", rel);
-	case ApplyMode::Target: {
+	if (!c->counter->owns_target) {
 		StringInfoData sql;
 		initStringInfo(&sql);
 		appendStringInfo(&sql, "UPDATE %s SET ", rel);
@@ -185,9 +182,9 @@ TruncateStatement(const CompiledCounter *c)
 			appendStringInfo(&sql, "%s%s IS DISTINCT FROM 0", i ? " OR " : "", quote_identifier(c->value_columns[i]));
 		return sql.data;
 	}
-	default:
+	if (HasPending(c->counter->mode))
 		return psprintf("WITH l AS (DELETE FROM %s) DELETE FROM %s", rel, QualifiedName(c->totals));
-	}
+	return psprintf("DELETE FROM %s", rel);
 }
 
 } // namespace
@@ -203,10 +200,12 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 	for (int i = 0; i < def->nvalues; i++)
 		st.argtypes[def->nkeys + i] = def->values[i].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
 	const char *rel = QualifiedName(c->write_rel);
-	bool exact = c->mode == ApplyMode::Exact;
+	/* (a counter kept in counter-cache columns of an existing table is in exact mode, but not `exact` here) */
+	Mode mode = c->counter->mode;
+	bool exact = c->counter->owns_target && mode == Mode::Exact;
 	switch (plan) {
 	case PLAN_APPLY:
-		if (c->mode == ApplyMode::Log) {
+		if (mode == Mode::Log) {
 			/* Log mode: append the statement's summed deltas; no counter row is locked, nothing can conflict. */
 			StringInfoData sql;
 			initStringInfo(&sql);
@@ -216,7 +215,7 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 			AppendParams(&sql, nparams, false);
 			appendStringInfoChar(&sql, ')');
 			st.sql = sql.data;
-		} else if (c->mode == ApplyMode::Sharded) {
+		} else if (mode == Mode::Sharded) {
 			st.argtypes[st.nargs++] = INT4OID;
 			st.sql = UpsertStatement(c, false, quote_identifier(get_attname(c->write_rel, c->slot_attnum, false)));
 		} else if (exact)
@@ -231,7 +230,7 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 			if (!OidIsValid(st.argtypes[i]))
 				return st;
 		}
-		if (c->mode == ApplyMode::Log) {
+		if (mode == Mode::Log) {
 			StringInfoData sql;
 			initStringInfo(&sql);
 			appendStringInfo(&sql, "INSERT INTO %s (", rel);
@@ -263,7 +262,7 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 	case PLAN_DELETE:
 		st.nargs = 1;
 		st.argtypes[0] = TIDOID;
-		if (exact || c->mode == ApplyMode::Sharded)
+		if (exact || mode == Mode::Sharded)
 			st.sql = psprintf("DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) $1", rel);
 		break;
 	case PLAN_BULK_DELETE:
@@ -285,9 +284,11 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 /* ---- window thresholds ---- */
 
 char *
-WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w, bool written)
+WindowSumsStatement(const CompiledCounter *c, bool written)
 {
 	const CounterDef *def = c->def;
+	const WindowOptions *w = c->counter->options->window;
+	int bucket = c->window_bucket;
 	const char *table = QualifiedName(c->write_rel);
 	/* the prefix: the key columns but the bucket, of the counter's rows (t) or of the prefixes written (w) */
 	StringInfoData t_object, w_object, t_prefix, names, match, params, sums, changed;
@@ -319,7 +320,7 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 	}
 	for (int i = 0; i < w->ncolumns; i++) {
 		appendStringInfo(&sums, ", COALESCE(pg_catalog.sum(t.%s), 0)::pg_catalog.numeric AS s%d",
-		                 quote_identifier(w->columns[i]), i);
+		                 quote_identifier(w->columns[i].column), i);
 		/*
 		 * (written: per column, from $p+2, its name and thresholds. A prefix is returned when a threshold's state would
 		 * change: reached and not recorded, or recorded and not reached. OFFSET 0 keeps the lookup of the state one
@@ -332,7 +333,7 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 		    "%s r WHERE r.column_name OPERATOR(pg_catalog.=) $%d "
 		    "AND counters.%s(r.prefix::pg_catalog.text) OPERATOR(pg_catalog.=) counters.%s(x.prefix::pg_catalog.text) "
 		    "AND r.prefix OPERATOR(pg_catalog.=) x.prefix AND r.threshold OPERATOR(pg_catalog.=) th.th OFFSET 0))",
-		    i ? " OR " : "", p + 3 + 2 * i, i, QualifiedName(w->crossings), p + 2 + 2 * i, KEY_DIGEST_NAME,
+		    i ? " OR " : "", p + 3 + 2 * i, i, QualifiedName(c->counter->crossings), p + 2 + 2 * i, KEY_DIGEST_NAME,
 		    KEY_DIGEST_NAME);
 	}
 	/* The window: buckets later than now() - width, compared in the bucket's type. */
@@ -357,7 +358,7 @@ WindowSumsStatement(const CompiledCounter *c, int bucket, const WindowConfig *w,
 			appendStringInfo(&columns,
 			                 ", (SELECT COALESCE(pg_catalog.sum(t.%s), 0)::pg_catalog.numeric FROM %s t WHERE %s%s) "
 			                 "AS s%d",
-			                 quote_identifier(w->columns[i]), table, window, match.data, i);
+			                 quote_identifier(w->columns[i].column), table, window, match.data, i);
 		sums_query = psprintf("SELECT pg_catalog.jsonb_build_object(%s) AS prefix%s "
 		                      "  FROM (SELECT DISTINCT * FROM ROWS FROM (%s) AS w(%s)) w",
 		                      w_object.data, columns.data, params.data, names.data);
