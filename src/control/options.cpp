@@ -649,11 +649,12 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 	     !DatumGetBool(DirectFunctionCall2(interval_eq,
 	                                       DirectFunctionCall3(interval_in, CStringGetDatum(current->width), 0, -1),
 	                                       DirectFunctionCall3(interval_in, CStringGetDatum(width), 0, -1)))))
-		ereport(ERROR,
-		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-		         errmsg("counter \"%s\" already has a window of %s over \"%s\"", name, current->width, current->bucket),
-		         errdetail("A counter has one window, for all its columns."),
-		         errhint("Remove its window thresholds first (thresholds => '{}' for each column).")));
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("counter \"%s\" already has a window of %s over \"%s\"", name,
+		                       current->width != nullptr ? current->width : "",
+		                       current->bucket != nullptr ? current->bucket : ""),
+		                errdetail("A counter has one window, for all its columns."),
+		                errhint("Remove its window thresholds first (thresholds => '{}' for each column).")));
 	Datum interval = DirectFunctionCall3(interval_in, CStringGetDatum(width), 0, -1);
 	Datum zero = DirectFunctionCall3(interval_in, CStringGetDatum("0"), 0, -1);
 	if (!DatumGetBool(DirectFunctionCall2(interval_gt, interval, zero)))
