@@ -257,6 +257,30 @@ struct Counter {
  */
 ApplyMode ApplyModeOf(const Counter *e);
 
+/* ---- layout.cpp: a counter's columns in its relations ---- */
+/* The type a counter keeps in column `i` (definition order): the key's type, or int8 or numeric as the value sums. */
+Oid ColumnType(const CounterDef *def, int i);
+/*
+ * The first def->ncolumns columns of `rel`, a table create_counter made, by position (its columns follow the
+ * definition's; renames are followed), each checked to have the type the counter keeps there (42804 naming the
+ * counter; 42P16 when it has fewer): their names and (attnums not NULL) attribute numbers, in definition order.
+ */
+void ColumnsByPosition(const CounterDef *def, Oid rel, const char ***names, AttrNumber **attnums);
+/*
+ * A counter's columns in one of its relations `rel` -- its counter table or totals, its log or slots, the view users
+ * read -- by position (ColumnsByPosition: names and attribute numbers, in definition order); and of a table with a
+ * key index (keyed), the keys that index has by their digest (by key number; NULL: none), and of sharded mode's slots
+ * (slots), the slot column (the integer column after the definition's, last in the key index). The one place that
+ * finds them: the write plane compiles from it, the control plane builds its statements from it.
+ */
+struct RelationColumns {
+	const char **names;
+	AttrNumber *attnums;
+	bool *digested;
+	AttrNumber slot;
+};
+RelationColumns ColumnsIn(const CounterDef *def, Oid rel, bool keyed, bool slots);
+
 /* ---- lock.cpp: the locks of a change, in one order ---- */
 /*
  * Lock a source and every partition under it (as LOCK TABLE does): a writer that names a partition takes no lock on
@@ -529,15 +553,6 @@ bool MayRead(const Counter *e);
 Oid CounterOwner(const Counter *e);
 Oid OwnerOfTable(Oid target, Oid totals);
 
-/* The type a counter keeps in column `i` (definition order): the key's type, or int8 or numeric as the value sums. */
-Oid ColumnType(const CounterDef *def, int i);
-/*
- * The first def->ncolumns columns of `rel`, a table create_counter made, by position (its columns follow the
- * definition's; renames are followed), each checked to have the type the counter keeps there (42804 naming the
- * counter; 42P16 when it has fewer): their names and (attnums not NULL) attribute numbers, in definition order. The
- * one place that finds a counter's columns in its tables: compile.cpp and BuildShape both use it.
- */
-void ColumnsByPosition(const CounterDef *def, Oid rel, const char ***names, AttrNumber **attnums);
 /* Names derived from a counter: "<base>_<suffix>", shortened to an identifier; a definition column's name. */
 /* "<counter>_definition", the definition view (COUNTER_NAME_MAX_BYTES leaves room for the suffix). */
 char *DefinitionViewName(const char *counter);
@@ -693,20 +708,6 @@ Oid FirstIndexOf(Relation rel, bool (*match)(Relation index, void *arg), void *a
 RegProcedure IndexColumnOperator(Relation index, int column, int16 strategy);
 Oid FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column,
                    bool *digested);
-/*
- * A counter's columns in one of its relations `rel` -- its counter table or totals, its log or slots, the view users
- * read -- by position (ColumnsByPosition: names and attribute numbers, in definition order); and of a table with a
- * key index (keyed), the keys that index has by their digest (by key number; NULL: none), and of sharded mode's slots
- * (slots), the slot column (the integer column after the definition's, last in the key index). The one place that
- * finds them: the write plane compiles from it, the control plane builds its statements from it.
- */
-struct RelationColumns {
-	const char **names;
-	AttrNumber *attnums;
-	bool *digested;
-	AttrNumber slot;
-};
-RelationColumns ColumnsIn(const CounterDef *def, Oid rel, bool keyed, bool slots);
 /*
  * Every relation definition `definition` of counter `name` names (its FROM items, joins, subqueries, WITH queries),
  * found in its raw parse and resolved as its analysis will resolve them -- with the caller's search_path spelled out,
