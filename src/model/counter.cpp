@@ -333,6 +333,12 @@ ApplyModeOf(const Counter *e)
 	return OidIsValid(e->log) ? ApplyMode::Log : ApplyMode::Exact;
 }
 
+bool
+HasPending(Mode mode)
+{
+	return mode == Mode::Log || mode == Mode::Sharded;
+}
+
 Mode
 ParseModeName(const char *name)
 {

@@ -9,6 +9,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 }
 
@@ -91,6 +92,70 @@ ColumnsIn(const CounterDef *def, Oid relid, bool keyed, bool slots)
 	table_close(rel, AccessShareLock);
 	out.digested = any ? digested : nullptr;
 	return out;
+}
+
+Oid
+ValuesTable(const Counter *e)
+{
+	return OidIsValid(e->totals) ? e->totals : e->target;
+}
+
+const CounterLayout *
+LayoutOf(const Counter *e)
+{
+	if (e->layout != nullptr)
+		return e->layout;
+	/* (where the Counter lives, so that its layout lives as long; kept with it only once complete) */
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext((void *)e));
+	const CounterDef *def = DefinitionOf(e);
+	int n = def->ncolumns;
+	CounterLayout *l = (CounterLayout *)palloc0(sizeof(CounterLayout));
+	l->table = ValuesTable(e);
+	l->ncolumns = n;
+	l->is_key = (bool *)palloc(sizeof(bool) * Max(n, 1));
+	l->def_names = (const char **)palloc(sizeof(char *) * Max(n, 1));
+	for (int i = 0; i < n; i++) {
+		l->is_key[i] = def->columns[i].is_key;
+		l->def_names[i] = ColumnName(def, i);
+	}
+	if (e->owns_target) {
+		/* (and the keys the values table's key index has by their digest: its ON CONFLICT targets, the log's, slots')
+		 */
+		l->in_table = ColumnsIn(def, l->table, true, false);
+		l->in_read = e->target == l->table ? l->in_table : ColumnsIn(def, e->target, false, false);
+		if (OidIsValid(e->log))
+			l->in_pending = ColumnsIn(def, e->log, e->mode == Mode::Sharded, e->mode == Mode::Sharded);
+		if (l->in_table.digested != nullptr) {
+			l->digested = (bool *)palloc0(sizeof(bool) * n);
+			for (int i = 0; i < n; i++)
+				l->digested[i] = l->is_key[i] && l->in_table.digested[def->columns[i].index];
+		}
+	} else {
+		/* An existing table's columns are named by the definition's aliases (renames of them are followed). */
+		l->in_table = RelationColumns{l->def_names, nullptr, nullptr, InvalidAttrNumber};
+		l->in_read = l->in_table;
+	}
+	l->retention_column = -1;
+	const char *retention = e->options->retention_column;
+	for (int i = 0; retention != nullptr && i < n; i++)
+		if (l->is_key[i] && strcmp(l->def_names[i], retention) == 0) {
+			l->retention_column = i;
+			l->retention_type = def->keys[def->columns[i].index].type;
+		}
+	MemoryContextSwitchTo(old);
+	e->layout = l;
+	return l;
+}
+
+const RelationColumns *
+LayoutColumnsIn(const Counter *e, Oid rel)
+{
+	if (!OidIsValid(rel) || (rel != e->target && rel != e->totals && rel != e->log))
+		return nullptr;
+	const CounterLayout *l = LayoutOf(e);
+	if (rel == l->table)
+		return &l->in_table;
+	return rel == e->log ? &l->in_pending : &l->in_read;
 }
 
 } // namespace counters

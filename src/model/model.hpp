@@ -2,9 +2,10 @@
  * model.hpp: what a counter is, decided once. Its definition decomposed into the universal formula (definition.cpp);
  * its catalog row with typed options, read by one reader and written by one writer (catalog.cpp, counter.cpp),
  * entered only through Register (register.cpp), kept by a dump as its description (restore.cpp); the locks of a
- * change (lock.cpp); its mode, names, relations and their order (counter.cpp); whose code it runs and the one way to
- * run it (security.cpp); its keys in indexes (keys.cpp); SPI (spi.cpp). What it asks of an integration (Citus) goes
- * through IntegrationHooks: the model includes nothing but counters.hpp, compat.hpp and its own header.
+ * change (lock.cpp); its mode, names, relations and their order (counter.cpp); its layout, where its values live and
+ * its columns in each relation (layout.cpp); whose code it runs and the one way to run it (security.cpp); its keys in
+ * indexes (keys.cpp); SPI (spi.cpp). What it asks of an integration (Citus) goes through IntegrationHooks: the model
+ * includes nothing but counters.hpp, compat.hpp and its own header.
  */
 #pragma once
 
@@ -101,6 +102,8 @@ enum class ApplyMode { Exact, Target, Log, Sharded };
 
 /* A counter's mode, as counters.counter.mode names it. */
 enum class Mode { Exact, Log, Sharded };
+/* Whether a mode keeps rows pending (log: the log, sharded: the slots) beside the totals, which compaction folds. */
+bool HasPending(Mode mode);
 /* A mode's name, and back: LookupModeName says whether `name` is one; ParseModeName reads the catalog's (else exact).
  */
 const char *ModeName(Mode mode);
@@ -236,6 +239,7 @@ Authorization AuthorizeTableOwner(Oid rel);
 Authorization AuthorizeCatalogOwner();
 Authorization AuthorizeCaller();
 
+struct CounterLayout; /* (layout.cpp) */
 /* One row of counters.counter (catalog.cpp). Relations absent in the row are InvalidOid. */
 struct Counter {
 	const char *name;
@@ -250,6 +254,8 @@ struct Counter {
 	const CounterOptions *options;
 	/* its definition, analysed once (DefinitionOf), in the Counter's own memory context; NULL until asked for */
 	mutable CounterDef *definition;
+	/* its layout, found once (LayoutOf), in the same context; NULL until asked for */
+	mutable CounterLayout *layout;
 };
 /*
  * How a counter's deltas are written, from its row: the one place that derives it (a counter-cache counter is
@@ -280,6 +286,42 @@ struct RelationColumns {
 	AttrNumber slot;
 };
 RelationColumns ColumnsIn(const CounterDef *def, Oid rel, bool keyed, bool slots);
+/*
+ * The table that holds a counter's values: its totals (log, sharded mode), else the relation users read (the counter
+ * table, or an existing table that keeps counter-cache columns). The one place that says which.
+ */
+Oid ValuesTable(const Counter *e);
+/*
+ * A counter's layout: its columns, in definition order, in each of its relations, found by position in the tables it
+ * made (ColumnsIn) and named by the definition's aliases in an existing table that keeps counter-cache columns; the
+ * keys its values table's key index has by their digest; and the key column its retention ages out. What its options
+ * say beyond that (keep_zero, the interval kept) callers read from e->options.
+ */
+struct CounterLayout {
+	Oid table;    /* ValuesTable(e) */
+	int ncolumns; /* in definition order */
+	bool *is_key;
+	const char **def_names;     /* in the definition view */
+	RelationColumns in_table;   /* in the values table, and its key index's digested keys (by key number) */
+	RelationColumns in_read;    /* in the relation users read (e->target): the values table, or the view of log and
+	                               sharded mode */
+	RelationColumns in_pending; /* in the log (log mode) or the slots (sharded: and the slot column); names NULL in
+	                               exact mode */
+	bool *digested;             /* by column: the keys in_table has by their digest (NULL: none) */
+	int retention_column;       /* the key column options.retention names (-1: none), */
+	Oid retention_type;         /* ... and its type */
+};
+/*
+ * The layout of a counter read from the catalog: found once per Counter, from its definition (DefinitionOf) and its
+ * tables, and kept with it in its memory context (callers share it: they do not change it).
+ */
+const CounterLayout *LayoutOf(const Counter *e);
+/*
+ * The columns of counter `e` in `rel` as its layout has them: its values table's, the relation users read, its log's
+ * or slots'; NULL for any other relation (a Citus shard of one of them: its own attribute numbers), whose layout is
+ * then not looked for.
+ */
+const RelationColumns *LayoutColumnsIn(const Counter *e, Oid rel);
 
 /* ---- lock.cpp: the locks of a change, in one order ---- */
 /*
