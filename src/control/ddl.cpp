@@ -337,9 +337,8 @@ CounterOfColumn(List *catalog, Oid relid, const char *column)
 			continue;
 		if (own && strcmp(column, "counters_slot") == 0)
 			return e;
-		CounterShape *s = BuildShape(e);
-		const char **names = relid == e->log ? s->log_names : relid == e->totals ? s->table_names : s->read_names;
-		for (int i = 0; i < s->ncolumns; i++)
+		const char **names = LayoutColumnsIn(e, relid)->names;
+		for (int i = 0, n = LayoutOf(e)->ncolumns; i < n; i++)
 			if (strcmp(names[i], column) == 0)
 				return e;
 	}

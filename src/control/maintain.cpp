@@ -59,51 +59,6 @@ StepTimeoutHandler()
 
 } // namespace
 
-CounterShape *
-BuildShape(const Counter *e)
-{
-	CounterShape *s = (CounterShape *)palloc0(sizeof(CounterShape));
-	s->e = e;
-	s->keep_zero = e->options->keep_zero;
-	s->def = DefinitionOf(e);
-	CounterDef *def = s->def;
-	int n = def->ncolumns;
-	s->ncolumns = n;
-	s->is_key = (bool *)palloc(sizeof(bool) * n);
-	s->def_names = (const char **)palloc(sizeof(char *) * n);
-	for (int i = 0; i < n; i++) {
-		ColumnDef *cd = &def->columns[i];
-		s->is_key[i] = cd->is_key;
-		s->def_names[i] = cd->is_key ? def->keys[cd->index].column_name : def->values[cd->index].column_name;
-	}
-	s->table = OidIsValid(e->totals) ? e->totals : e->target;
-	if (e->owns_target) {
-		/* (and the keys the table's key index has by their digest: its ON CONFLICT targets, the log's and slots') */
-		RelationColumns table = ColumnsIn(def, s->table, true, false);
-		s->table_names = table.names;
-		s->read_names = e->target == s->table ? s->table_names : ColumnsIn(def, e->target, false, false).names;
-		if (OidIsValid(e->log))
-			s->log_names = ColumnsIn(def, e->log, false, false).names;
-		if (table.digested != nullptr) {
-			s->digested = (bool *)palloc0(sizeof(bool) * n);
-			for (int i = 0; i < n; i++)
-				s->digested[i] = s->is_key[i] && table.digested[def->columns[i].index];
-		}
-	} else {
-		/* An existing table's columns are named by the definition's aliases (renames of them are followed). */
-		s->table_names = s->read_names = s->def_names;
-	}
-	s->retention_column = -1;
-	const char *retention = e->options->retention_column;
-	for (int i = 0; retention != nullptr && i < n; i++)
-		if (s->is_key[i] && strcmp(s->def_names[i], retention) == 0) {
-			s->retention_column = i;
-			s->retention_keep = e->options->retention_keep;
-			s->retention_type = def->keys[def->columns[i].index].type;
-		}
-	return s;
-}
-
 namespace {
 
 /*
@@ -231,7 +186,7 @@ WithThresholds(const Counter *e)
  * order, then the sum folded into each value column), noted for AnnounceCrossings.
  */
 void
-NoteFoldedCrossings(CompiledCounter *c, const CounterShape *s)
+NoteFoldedCrossings(CompiledCounter *c)
 {
 	const CounterDef *def = c->def;
 	Datum *keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
@@ -241,16 +196,16 @@ NoteFoldedCrossings(CompiledCounter *c, const CounterShape *s)
 		HeapTuple row = SPI_tuptable->vals[r];
 		bool isnull;
 		int first = 3; /* f1 */
-		int sums = first + s->ncolumns;
+		int sums = first + def->ncolumns;
 		int nvalue = 0;
-		for (int i = 0; i < s->ncolumns; i++) {
+		for (int i = 0; i < def->ncolumns; i++) {
 			const ColumnDef *cd = &def->columns[i];
 			if (!cd->is_key)
 				continue;
 			keys[cd->index] = SPI_getbinval(row, desc, first + i, &isnull);
 			key_nulls[cd->index] = isnull ? 'n' : ' ';
 		}
-		for (int i = 0; i < s->ncolumns; i++) {
+		for (int i = 0; i < def->ncolumns; i++) {
 			const ColumnDef *cd = &def->columns[i];
 			if (cd->is_key)
 				continue;
@@ -270,13 +225,13 @@ NoteFoldedCrossings(CompiledCounter *c, const CounterShape *s)
 
 /* The crossings of the folded keys, in a list of their own (the enclosing one is put back even on error). */
 List *
-FoldedCrossings(CompiledCounter *c, const CounterShape *s)
+FoldedCrossings(CompiledCounter *c)
 {
 	List *enclosing = StartCrossings();
 	List *mine = NIL;
 	PG_TRY();
 	{
-		NoteFoldedCrossings(c, s);
+		NoteFoldedCrossings(c);
 	}
 	PG_FINALLY();
 	{
@@ -298,23 +253,22 @@ CompactOne(const Counter *e, Round *round)
 		                errhint("If create_counter_concurrently() or rebuild_concurrently() stopped, CALL "
 		                        "counters.rebuild_concurrently('%s') completes it.",
 		                        e->name)));
-	CounterShape *s = BuildShape(e);
 	CompiledCounter *thresholds = WithThresholds(e);
 	/* (before the statement's snapshot: what commits after it stays pending, stats.cpp) */
 	NoteCompactionStart(e->query);
 	SpiConnect();
 	int ret =
-	    RunAsOwner(AuthorizedByCatalog(e), CompactStatement(s, thresholds != nullptr), 0, nullptr, nullptr, false);
+	    RunAsOwner(AuthorizedByCatalog(e), CompactStatement(e, thresholds != nullptr), 0, nullptr, nullptr, false);
 	if (ret != SPI_OK_SELECT || SPI_processed < 1)
 		elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	int64 folded = Int64Column(1);
-	List *crossings = thresholds != nullptr ? FoldedCrossings(thresholds, s) : NIL;
+	List *crossings = thresholds != nullptr ? FoldedCrossings(thresholds) : NIL;
 	bool isnull;
 	Datum zero_rows = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	if (!isnull && !s->keep_zero &&
+	if (!isnull && !e->options->keep_zero &&
 	    ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(zero_rows)), ARR_DIMS(DatumGetArrayTypeP(zero_rows))) > 0) {
 		Oid tids = TIDARRAYOID;
-		ret = RunAsOwner(AuthorizedByCatalog(e), DeleteRowsStatement(s->table), 1, &tids, &zero_rows, false);
+		ret = RunAsOwner(AuthorizedByCatalog(e), DeleteRowsStatement(ValuesTable(e)), 1, &tids, &zero_rows, false);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	}
@@ -327,12 +281,12 @@ CompactOne(const Counter *e, Round *round)
 int64
 RetainOne(const Counter *e, Round *round)
 {
-	Oid table = OidIsValid(e->totals) ? e->totals : e->target;
+	Oid table = ValuesTable(e);
 	if (!LockIfUnchanged(e, table, RowExclusiveLock, round) ||
 	    (OidIsValid(e->log) && !LockIfUnchanged(e, e->log, RowExclusiveLock, round)))
 		return 0;
-	CounterShape *s = BuildShape(e);
-	if (s->retention_column < 0)
+	const CounterLayout *l = LayoutOf(e);
+	if (l->retention_column < 0)
 		return 0;
 	SpiConnect();
 	int64 deleted = 0;
@@ -340,8 +294,9 @@ RetainOne(const Counter *e, Round *round)
 		Oid rel = i == 0 ? table : e->log;
 		if (!OidIsValid(rel))
 			continue;
-		int ret = RunAsOwner(AuthorizedByCatalog(e), RetentionStatement(s, rel, i == 0 ? s->table_names : s->log_names),
-		                     0, nullptr, nullptr, false);
+		int ret = RunAsOwner(AuthorizedByCatalog(e),
+		                     RetentionStatement(e, rel, i == 0 ? l->in_table.names : l->in_pending.names), 0, nullptr,
+		                     nullptr, false);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: applying the retention of counter \"%s\" failed: %s", e->name,
 			     SPI_result_code_string(ret));
@@ -615,11 +570,10 @@ VerifyOne(void *arg)
 	const Counter *e = a->e;
 	ReturnSetInfo *rsinfo = a->rsinfo;
 	RequireAllRowsVisible(e);
-	CounterShape *s = BuildShape(e);
 	SpiConnect();
 	Oid argtypes[1] = {TEXTOID};
 	Datum args[1] = {CStringGetTextDatum(e->name)};
-	int ret = RunAsOwner(AuthorizedByCatalog(e), VerifyStatement(s), 1, argtypes, args, true);
+	int ret = RunAsOwner(AuthorizedByCatalog(e), VerifyStatement(e), 1, argtypes, args, true);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: verifying counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	uint64 wrong = SPI_processed;
@@ -691,7 +645,6 @@ namespace {
 
 struct Condition {
 	const Counter *e;
-	const CounterShape *s;
 	const char *condition;
 };
 
@@ -702,21 +655,21 @@ ProbeCondition(void *arg)
 	if (list_length(raw_parser(ConditionProbe(c->condition), RAW_PARSE_DEFAULT)) != 1)
 		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR), errmsg("more than one statement")));
 	SpiConnect();
-	(void)RunAsOwner(AuthorizeMaintainer(c->e), RebuildConditionCheck(c->s, c->condition), 0, nullptr, nullptr, true);
+	(void)RunAsOwner(AuthorizeMaintainer(c->e), RebuildConditionCheck(c->e, c->condition), 0, nullptr, nullptr, true);
 	SPI_finish();
 }
 
 /* A rebuild condition is one boolean expression over the key columns; its errors are reported as such. */
 void
-CheckCondition(const Counter *e, const CounterShape *s, const char *condition)
+CheckCondition(const Counter *e, const char *condition)
 {
-	Condition c = {e, s, condition};
+	Condition c = {e, condition};
 	ErrorData *error = TryInSubtransaction(ProbeCondition, &c);
 	if (error != nullptr)
 		ereport(ERROR,
 		        (errcode(error->sqlerrcode),
 		         errmsg("counter \"%s\": rebuild condition \"%s\" is not a condition over the key columns (%s): %s",
-		                e->name, condition, KeyColumnList(s), error->message)));
+		                e->name, condition, KeyColumnList(e), error->message)));
 }
 
 } // namespace
@@ -773,18 +726,17 @@ RebuildOne(const Counter *e, const char *condition, bool named)
 	RequireAllRowsVisible(e);
 	if (e->mode != Mode::Exact)
 		(void)CompactOne(e, nullptr);
-	CounterShape *s = BuildShape(e);
 	if (condition != nullptr)
-		CheckCondition(e, s, condition);
+		CheckCondition(e, condition);
 	SpiConnect();
-	bool distributed = citus::KindOfTable(s->table) != citus::Kind::Local;
+	bool distributed = citus::KindOfTable(ValuesTable(e)) != citus::Kind::Local;
 	int ret =
-	    RunAsOwner(AuthorizeMaintainer(e), RebuildStatement(s, condition, distributed), 0, nullptr, nullptr, false);
+	    RunAsOwner(AuthorizeMaintainer(e), RebuildStatement(e, condition, distributed), 0, nullptr, nullptr, false);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "counters: rebuilding counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	int64 differ = Int64Column(1), deleted = Int64Column(2), inserted = Int64Column(3), updated = Int64Column(4);
-	if (distributed && e->owns_target && !s->keep_zero) {
-		ret = RunAsOwner(AuthorizedByCatalog(e), ZeroRowsStatement(s), 0, nullptr, nullptr, false);
+	if (distributed && e->owns_target && !e->options->keep_zero) {
+		ret = RunAsOwner(AuthorizedByCatalog(e), ZeroRowsStatement(e), 0, nullptr, nullptr, false);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: rebuilding counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 		deleted = (int64)SPI_processed;

@@ -85,7 +85,6 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	char *rel = get_rel_name(c->target);
 	SpiConnect();
 	if (mode != Mode::Exact) {
-		CounterShape *s = BuildShape(c);
 		char *totals_name = DerivedName(rel, "_totals");
 		char *log_name = DerivedName(rel, mode == Mode::Log ? "_log" : "_slots");
 		Oid totals = c->target;
@@ -97,15 +96,15 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		Execute(SetStorageStatement(log, StorageParameters(mode == Mode::Log ? Storage::Log : Storage::Slots)),
 		        SPI_OK_UTILITY);
 		if (mode == Mode::Log)
-			Execute(LogIndexStatement(s, log), SPI_OK_UTILITY);
+			Execute(LogIndexStatement(c, log), SPI_OK_UTILITY);
 		else {
 			/* the slot number: the column after the definition's (the trigger finds it by position) */
 			Execute(AddSlotColumnStatement(log), SPI_OK_UTILITY);
-			Execute(SlotKeyStatement(s, log), SPI_OK_UTILITY);
+			Execute(SlotKeyStatement(c, log), SPI_OK_UTILITY);
 			SetOption(name, "max_slots", MaxSlotsJsonb(max_slots == -1 ? MAX_SLOTS_DEFAULT : max_slots), false);
 		}
 		/* Readers see totals plus pending deltas as of their snapshot: exact and transactional, never a cache. */
-		Execute(PendingViewStatement(s, nsp, rel, totals, log), SPI_OK_UTILITY);
+		Execute(PendingViewStatement(c, nsp, rel, totals, log), SPI_OK_UTILITY);
 		Oid view = RelationIn(nsp, rel);
 		CopySelectGrants(totals, view);
 		SPI_finish();
@@ -242,7 +241,7 @@ void
 GiveBack(const char *name, const Kept *k)
 {
 	Counter *e = LookupCounter(name);
-	CounterDef *def = BuildShape(e)->def;
+	CounterDef *def = DefinitionOf(e);
 	RestoreOptions(name, k->options, def);
 	/* (a DBA's fillfactor or autovacuum settings stay; the counter is declared again in the same mode) */
 	RestoreStorage(TableOfCounts(e), k->counts_storage);
@@ -507,11 +506,10 @@ RefreshConcurrently(const char *name, const char *step)
 	 * totals, for its next round.
 	 */
 	LockRelationOid(e->log, ShareUpdateExclusiveLock);
-	CounterShape *s = BuildShape(e);
 	/* (the log's rows go with this snapshot's fill, as a compaction folds them: counters.stats.oldest_pending) */
 	NoteCompactionStart(e->query);
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	const char *statements[3] = {DeleteAllStatement(e->totals), FillStatement(s->def, e->totals, e->query),
+	const char *statements[3] = {DeleteAllStatement(e->totals), FillStatement(DefinitionOf(e), e->totals, e->query),
 	                             DeleteAllStatement(e->log)};
 	uint64 processed[3];
 	SpiConnect();
