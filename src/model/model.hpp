@@ -277,7 +277,8 @@ void ColumnsByPosition(const CounterDef *def, Oid rel, const char ***names, Attr
  * read -- by position (ColumnsByPosition: names and attribute numbers, in definition order); and of a table with a
  * key index (keyed), the keys that index has by their digest (by key number; NULL: none), and of sharded mode's slots
  * (slots), the slot column (the integer column after the definition's, last in the key index). The one place that
- * finds them: the write plane compiles from it, the control plane builds its statements from it.
+ * finds them: LayoutOf fills a counter's layout from it, which both planes read (the write plane also finds a Citus
+ * shard's own columns with it).
  */
 struct RelationColumns {
 	const char **names;
