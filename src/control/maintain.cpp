@@ -132,11 +132,12 @@ struct Round {
 };
 
 /*
- * Lock `rel` (which the catalog row read earlier named) and check that the counter still is what `e` says: a
- * transaction that dropped it or switched its mode while we waited for the lock has committed by then. In a round,
- * a lock another transaction holds is not waited for: the step is skipped (false, round->busy).
+ * Lock `rel` (which the catalog row read earlier named) and read the counter again: its row as it is once the lock is
+ * held (its options too), or NULL if it no longer is what `e` says -- a transaction that dropped it or switched its
+ * mode while we waited for the lock has committed by then. In a round, a lock another transaction holds is not
+ * waited for: the step is skipped (NULL, round->busy).
  */
-bool
+const Counter *
 LockIfUnchanged(const Counter *e, Oid rel, LOCKMODE mode, Round *round)
 {
 	if (round == nullptr)
@@ -148,16 +149,17 @@ LockIfUnchanged(const Counter *e, Oid rel, LOCKMODE mode, Round *round)
 		        name != nullptr ? quote_qualified_identifier(get_namespace_name(get_rel_namespace(rel)), name)
 		                        : "a table of the counter",
 		        sizeof(round->busy_name));
-		return false;
+		return nullptr;
 	}
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
-		return false;
+		return nullptr;
 	List *now = ReadCatalog(e->name);
 	if (now == NIL)
-		return false;
+		return nullptr;
 	Counter *c = (Counter *)linitial(now);
-	return c->mode == e->mode && c->target == e->target && c->totals == e->totals && c->log == e->log &&
-	       c->query == e->query;
+	bool same = c->mode == e->mode && c->target == e->target && c->totals == e->totals && c->log == e->log &&
+	            c->query == e->query;
+	return same ? c : nullptr;
 }
 
 int64
@@ -170,12 +172,12 @@ Int64Column(int col)
 
 /*
  * Thresholds of a log or sharded counter are crossed by the values compaction folds: the compiled counter (with its
- * thresholds) of `e`, or NULL if it has none.
+ * thresholds) of `e`, or NULL if its options (as read under the compaction's lock) have none.
  */
 CompiledCounter *
 WithThresholds(const Counter *e)
 {
-	if (CurrentOptions(e->name)->nthresholds == 0)
+	if (e->options->nthresholds == 0)
 		return nullptr;
 	CompiledCounter *c = CompiledOf(e);
 	return c->has_thresholds ? c : nullptr;
@@ -245,9 +247,11 @@ FoldedCrossings(CompiledCounter *c)
 int64
 CompactOne(const Counter *e, Round *round)
 {
-	if (!LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock, round))
+	/* (from here on, the counter as read under the lock: its options too) */
+	e = LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock, round);
+	if (e == nullptr)
 		return 0;
-	if (CurrentOptions(e->name)->building)
+	if (e->options->building)
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("counter \"%s\" is being built concurrently: its totals are not complete yet", e->name),
 		                errhint("If create_counter_concurrently() or rebuild_concurrently() stopped, CALL "
@@ -281,9 +285,11 @@ CompactOne(const Counter *e, Round *round)
 int64
 RetainOne(const Counter *e, Round *round)
 {
-	Oid table = ValuesTable(e);
-	if (!LockIfUnchanged(e, table, RowExclusiveLock, round) ||
-	    (OidIsValid(e->log) && !LockIfUnchanged(e, e->log, RowExclusiveLock, round)))
+	/* (from here on, the counter as read under the locks: its retention too) */
+	e = LockIfUnchanged(e, ValuesTable(e), RowExclusiveLock, round);
+	if (e != nullptr && OidIsValid(e->log))
+		e = LockIfUnchanged(e, e->log, RowExclusiveLock, round);
+	if (e == nullptr)
 		return 0;
 	const CounterLayout *l = LayoutOf(e);
 	if (l->retention_column < 0)
@@ -291,7 +297,7 @@ RetainOne(const Counter *e, Round *round)
 	SpiConnect();
 	int64 deleted = 0;
 	for (int i = 0; i < 2; i++) {
-		Oid rel = i == 0 ? table : e->log;
+		Oid rel = i == 0 ? l->table : e->log;
 		if (!OidIsValid(rel))
 			continue;
 		int ret = RunAsOwner(AuthorizedByCatalog(e),
@@ -480,6 +486,7 @@ MaintainInRound(const Counter *e)
 	}
 	if (HasRetention(e))
 		(void)TryRoundStep(RetainOne, e, "applying the retention", &n, nullptr);
+	/* (read now, not as the round read the counter: one dropped while its steps ran has no window to check) */
 	if (CurrentOptions(e->name)->window != nullptr)
 		(void)TryRoundStep(CheckWindowsStep, e, "checking the window thresholds", &n, nullptr);
 	return folded;
@@ -514,7 +521,7 @@ Compact(const char *name)
 		(void)RetainOne(e, nullptr);
 	/*
 	 * ... and window sums whose buckets aged out are checked. A failure there (a callback's) is a WARNING: it must not
-	 * stop compaction, and the next round checks again. (A counter dropped while compact() waited is gone by now.)
+	 * stop compaction, and the next round checks again. (Read now: a counter dropped while compact() waited is gone.)
 	 */
 	if (CurrentOptions(name)->window == nullptr)
 		return folded;

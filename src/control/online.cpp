@@ -225,10 +225,14 @@ RestoreStorage(Oid rel, List *options)
 	SPI_finish();
 }
 
+/*
+ * What counter `c` keeps, as BeginChange read it under the change's locks: its options as they are then
+ * (AlterDefinition and SaveAndDrop keep those read before going through exact mode instead).
+ */
 void
 Keep(const Counter *c, Kept *k)
 {
-	k->options = CurrentOptions(c->name);
+	k->options = c->options;
 	k->counts_storage = StorageOf(TableOfCounts(c));
 	k->log_storage = StorageOf(c->mode == Mode::Exact ? InvalidOid : c->log);
 	k->grantees = c->owns_target ? SelectGrantees(c->target) : NIL;
@@ -345,7 +349,7 @@ SaveAndDrop(const Counter *e)
 {
 	RequireMaintainer(e);
 	const char *mode = ModeName(e->mode);
-	/* (read again: in this memory context, which lives until the counter is declared again) */
+	/* (read now, into this memory context, which lives until the counter is declared again: `e` is the caller's) */
 	const CounterOptions *options = CurrentOptions(e->name);
 	List *log_storage = e->mode != Mode::Exact ? StorageOf(e->log) : NIL;
 	if (KeepsTable(e) && !IsSink(e->source))
@@ -545,13 +549,13 @@ namespace {
 
 /*
  * Where a concurrent declaration or rebuild is going (its "building" option, which step 1 sets and step 2 removes):
- * the mode it ends in and, sharded, its max_slots; or, when none is under way, the counter's own. Read with the
- * latest snapshot.
+ * the mode it ends in and, sharded, its max_slots; or, when none is under way, the counter's own. As `e` was just
+ * read (LookupCounter: with the latest snapshot).
  */
 void
 ReadDestination(const Counter *e, Mode *mode, int *max_slots)
 {
-	const CounterOptions *options = CurrentOptions(e->name);
+	const CounterOptions *options = e->options;
 	*mode = options->building && options->building_has_mode ? options->building_mode : e->mode;
 	*max_slots = -1;
 	if (*mode == Mode::Sharded)

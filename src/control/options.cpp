@@ -124,6 +124,7 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 			                errhint("SELECT * FROM %s WHERE %s lists them.", QualifiedName(e->target), outside)));
 		EndChange(&change);
 	}
+	/* (read-modify-write: the options now, not as `e` was read before the check above) */
 	CounterOptions o = *CurrentOptions(name);
 	ColumnBounds entry = {col.definition_name, !min_null, !max_null, min_null ? (Datum)0 : min,
 	                      max_null ? (Datum)0 : max};
@@ -200,6 +201,7 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 			entry.nvalues++;
 		}
 	}
+	/* (read-modify-write: the options now, whatever was set since `e` was read) */
 	CounterOptions o = *CurrentOptions(name);
 	o.thresholds = WithColumnThresholds(o.thresholds, &o.nthresholds, col.definition_name,
 	                                    n == 0 && every_null ? nullptr : &entry);
@@ -528,7 +530,7 @@ void
 WriteWindowOption(const char *name, const char *bucket, const char *width, const char *column, Datum thresholds,
                   Oid callback)
 {
-	/* the window's other columns as they are, and this one's thresholds (none: the column goes) */
+	/* the window's other columns as they are now (read-modify-write), this one's thresholds (none: the column goes) */
 	CounterOptions o = *CurrentOptions(name);
 	WindowOptions w = {bucket, width, 0, nullptr};
 	if (o.window != nullptr) {
