@@ -449,12 +449,6 @@ BackedOffUntil(const Counter *e)
 }
 
 bool
-IsPending(const Counter *e)
-{
-	return e->mode != Mode::Exact;
-}
-
-bool
 HasRetention(const Counter *e)
 {
 	return e->options->retention_column != nullptr;
@@ -470,14 +464,14 @@ MaintainInRound(const Counter *e)
 	int64 folded = 0, n;
 	CHECK_FOR_INTERRUPTS();
 	/* (the worker's rounds back off; compact() called by hand tries every counter) */
-	TimestampTz until = IsPending(e) && MyBackendType == B_BG_WORKER ? BackedOffUntil(e) : 0;
+	TimestampTz until = HasPending(e->mode) && MyBackendType == B_BG_WORKER ? BackedOffUntil(e) : 0;
 	if (until != 0)
 		ereport(LOG, (errmsg("counter \"%s\": compaction skipped until %s: its last rounds' compactions failed",
 		                     e->name, timestamptz_to_str(until)),
 		              errdetail("The worker backs off from a counter whose compaction keeps failing, so that the "
 		                        "others are not held up; counters.compact('%s') tries it now.",
 		                        e->name)));
-	else if (IsPending(e)) {
+	else if (HasPending(e->mode)) {
 		ErrorData *error = nullptr;
 		TimestampTz started = GetCurrentTimestamp();
 		/* a skipped compaction is neither a success nor a failure: nothing noted */
@@ -511,7 +505,7 @@ Compact(const char *name)
 	(void)Allowed(e, true, false);
 	(void)MayWriteHere(e, true, "compact");
 	int64 folded = 0;
-	if (IsPending(e)) {
+	if (HasPending(e->mode)) {
 		TimestampTz started = GetCurrentTimestamp();
 		folded = CompactOne(e, nullptr);
 		NoteCompaction(e, nullptr, folded, started);
@@ -731,7 +725,7 @@ RebuildOne(const Counter *e, const char *condition, bool named)
 		return 0;
 	}
 	RequireAllRowsVisible(e);
-	if (e->mode != Mode::Exact)
+	if (HasPending(e->mode))
 		(void)CompactOne(e, nullptr);
 	if (condition != nullptr)
 		CheckCondition(e, condition);

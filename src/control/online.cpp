@@ -61,7 +61,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	(void)MayWriteHere(c, true, "switch the mode of");
 	/* (folding the log or slots after locking writers out must see every delta committed before the lock) */
 	RequireReadCommitted("counters.alter_counter()");
-	if (c->mode != Mode::Exact && mode != Mode::Exact)
+	if (HasPending(c->mode) && HasPending(mode))
 		AlterCounter(name, "exact", -1);
 	/*
 	 * Writers wait; the relations of the new mode are created by the counter's owner, whoever switches it: a counter's
@@ -69,7 +69,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	 */
 	Change change;
 	c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
-	if (c->mode == mode || (c->mode != Mode::Exact && mode != Mode::Exact)) {
+	if (c->mode == mode || (HasPending(c->mode) && HasPending(mode))) {
 		/* (another transaction switched it while this one waited: from there, or already done) */
 		EndChange(&change);
 		AlterCounter(name, mode_text, max_slots);
@@ -79,12 +79,12 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	 * Checked on the counter as locked: a switch that committed while this one waited renamed its relations (a row
 	 * read before the locks may be older than the relations the checks look at).
 	 */
-	RequireModeAllowed(c, mode, c->mode == Mode::Exact ? c->target : c->totals, c->target);
+	RequireModeAllowed(c, mode, ValuesTable(c), c->target);
 	/* (in this context: SPI's goes away with SPI_finish) */
 	char *nsp = get_namespace_name(get_rel_namespace(c->target));
 	char *rel = get_rel_name(c->target);
 	SpiConnect();
-	if (mode != Mode::Exact) {
+	if (HasPending(mode)) {
 		char *totals_name = DerivedName(rel, "_totals");
 		char *log_name = DerivedName(rel, mode == Mode::Log ? "_log" : "_slots");
 		Oid totals = c->target;
@@ -172,7 +172,7 @@ RenameCounter(const char *from, const char *to, const char *table)
 	SpiConnect();
 	RenameWithIndexes(e->query, DefinitionViewName(to), from, to);
 	RenameWithIndexes(e->target, table, from, to);
-	if (e->mode != Mode::Exact) {
+	if (HasPending(e->mode)) {
 		RenameWithIndexes(e->totals, DerivedName(table, "_totals"), from, to);
 		RenameWithIndexes(e->log, DerivedName(table, e->mode == Mode::Log ? "_log" : "_slots"), from, to);
 	}
@@ -200,15 +200,6 @@ struct Kept {
 	List *log_storage;    /* and of the log or slots */
 };
 
-/* the counter's table of counts: its own table in exact mode, the totals otherwise (invalid: columns of a table) */
-Oid
-TableOfCounts(const Counter *c)
-{
-	if (!c->owns_target)
-		return InvalidOid;
-	return c->mode == Mode::Exact ? c->target : c->totals;
-}
-
 /* rel's storage parameters made `options` (rel invalid: nothing) */
 void
 RestoreStorage(Oid rel, List *options)
@@ -233,8 +224,8 @@ void
 Keep(const Counter *c, Kept *k)
 {
 	k->options = c->options;
-	k->counts_storage = StorageOf(TableOfCounts(c));
-	k->log_storage = StorageOf(c->mode == Mode::Exact ? InvalidOid : c->log);
+	k->counts_storage = StorageOf(c->owns_target ? ValuesTable(c) : InvalidOid);
+	k->log_storage = StorageOf(HasPending(c->mode) ? c->log : InvalidOid);
 	k->grantees = c->owns_target ? SelectGrantees(c->target) : NIL;
 	k->crossings = c->crossings;
 	if (OidIsValid(c->crossings))
@@ -248,8 +239,8 @@ GiveBack(const char *name, const Kept *k)
 	CounterDef *def = DefinitionOf(e);
 	RestoreOptions(name, k->options, def);
 	/* (a DBA's fillfactor or autovacuum settings stay; the counter is declared again in the same mode) */
-	RestoreStorage(TableOfCounts(e), k->counts_storage);
-	if (e->mode != Mode::Exact)
+	RestoreStorage(e->owns_target ? ValuesTable(e) : InvalidOid, k->counts_storage);
+	if (HasPending(e->mode))
 		RestoreStorage(e->log, k->log_storage);
 	if (OidIsValid(k->crossings))
 		KeepCrossings(e, k->crossings, def);
@@ -280,7 +271,7 @@ KeepsTable(const Counter *c)
 Counter *
 ToExact(const Counter *c)
 {
-	if (c->mode != Mode::Exact)
+	if (HasPending(c->mode))
 		AlterCounter(c->name, "exact", -1);
 	return LookupCounter(c->name);
 }
@@ -299,7 +290,7 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	Mode final_mode = mode != nullptr ? ParseMode(name, mode) : c->mode;
 	/* (what going through exact mode forgets: max_slots, the log's or slots' storage settings) */
 	const CounterOptions *options = c->options;
-	List *log_storage = c->mode != Mode::Exact ? StorageOf(c->log) : NIL;
+	List *log_storage = HasPending(c->mode) ? StorageOf(c->log) : NIL;
 	if (KeepsTable(c) && !IsSink(c->source))
 		c = ToExact(c);
 	/* (writers wait until the transaction ends: the counter is dropped and declared again in it) */
@@ -351,7 +342,7 @@ SaveAndDrop(const Counter *e)
 	const char *mode = ModeName(e->mode);
 	/* (read now, into this memory context, which lives until the counter is declared again: `e` is the caller's) */
 	const CounterOptions *options = CurrentOptions(e->name);
-	List *log_storage = e->mode != Mode::Exact ? StorageOf(e->log) : NIL;
+	List *log_storage = HasPending(e->mode) ? StorageOf(e->log) : NIL;
 	if (KeepsTable(e) && !IsSink(e->source))
 		e = ToExact(e);
 	Saved *s = (Saved *)palloc0(sizeof(Saved));
@@ -463,8 +454,7 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	if (comment != nullptr) {
 		Counter *e = LookupCounter(name);
 		SpiConnect();
-		Execute(psprintf("COMMENT ON TABLE %s IS %s", QualifiedName(e->mode == Mode::Exact ? e->target : e->totals),
-		                 quote_literal_cstr(comment)),
+		Execute(psprintf("COMMENT ON TABLE %s IS %s", QualifiedName(ValuesTable(e)), quote_literal_cstr(comment)),
 		        SPI_OK_UTILITY);
 		SPI_finish();
 	}

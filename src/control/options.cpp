@@ -359,7 +359,7 @@ RunTop(const Counter *e, int col, Datum k, bool k_null, const char *filter, bool
 	/* The caller reads the counter with its own rights; the statement's names are its own, pinned. */
 	int level = PinSettings(PIN_SEARCH_PATH);
 	/* In log and sharded mode a key's value is spread over several rows: the filter may name key columns only. */
-	if (e->mode != Mode::Exact && filter != nullptr)
+	if (HasPending(e->mode) && filter != nullptr)
 		RequireKeyFilter(e, filter);
 	int ret = SPI_execute(TopStatement(e, col, limit, filter, rows ? desc : nullptr), true, 0);
 	if (ret != SPI_OK_SELECT)

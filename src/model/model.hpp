@@ -594,6 +594,7 @@ bool MayRead(const Counter *e);
  * of its target, or the declaring role when it creates its own table.
  */
 Oid CounterOwner(const Counter *e);
+/* ... and of a row not read as a Counter yet (a declaration): the owner of its totals, else of its target. */
 Oid OwnerOfTable(Oid target, Oid totals);
 
 /* Names derived from a counter: "<base>_<suffix>", shortened to an identifier; a definition column's name. */
