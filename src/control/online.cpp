@@ -308,7 +308,7 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	Oid owner = CounterOwner(c);
 	/* (the new definition is parsed with the caller's search_path, resolved as the caller: out of the scope again) */
 	Oid source = c->source;
-	Oid parent = CounterParent(c);
+	Oid parent = DefinitionOf(c)->parent;
 	EndChange(&change);
 	/*
 	 * The triggers stay while the counter is declared again (dropping them would lock the source ACCESS EXCLUSIVE,

@@ -344,7 +344,10 @@ void LockCounterSources(const Counter *e, LOCKMODE mode);
  * them in the error.) Not for Citus tables, whose locks are taken on every node.
  */
 void LockPolitely(const char *counter, Oid rel, void (*lock)(void *), void *arg);
-/* The parent of a counter through a parent row (InvalidOid: none, or its definition view is gone). */
+/*
+ * The parent of a counter through a parent row, from its definition (DefinitionOf: analysed once per Counter);
+ * InvalidOid: none, or its definition view is gone (a broken counter dropped, or one read while DDL drops it).
+ */
 Oid CounterParent(const Counter *e);
 
 /* ---- catalog.cpp: the rows of counters.counter and counters.maintenance, read and written ---- */
