@@ -6,6 +6,7 @@
  *   options.cpp              bounds, thresholds, retention, touch, keep_zero, window thresholds, top()
  *   maintain.cpp             compact, retention, verify, rebuild, the concurrent steps
  *   ddl.cpp                  the event triggers: what DDL does to counters
+ *   ddl_counters.cpp         ... and which counters a table's DDL concerns
  *   declare_statements.cpp   the statements that declare, switch and drop
  *   maintain_statements.cpp  the statements of maintenance, bounds and top()
  *
@@ -267,6 +268,19 @@ void Verify(const char *name, FunctionCallInfo fcinfo);
  * or a shutdown is not caught: it ends the whole call.
  */
 ErrorData *TryInSubtransaction(void (*body)(void *), void *arg);
+
+/*
+ * The counters of `catalog` (ReadCatalog's rows) a DDL statement on `relid` concerns (ddl_counters.cpp): those whose
+ * source is `relid` (or the root it feeds, `source`), or that join it as their parent; the first of those whose source
+ * or parent it is, or NULL (writes to such a table must fire its own triggers, so it cannot gain inheritance children
+ * or become a partition or a child); the counter whose values it keeps (its own tables, or an existing table with
+ * counter-cache columns), or NULL; the counter one of whose columns (a key, value or slot column) `column` is, in its
+ * own table or in the columns it keeps in an existing table, or NULL.
+ */
+List *CountersReading(List *catalog, Oid relid, Oid source);
+Counter *CounterOfSource(List *catalog, Oid relid);
+const Counter *CounterKeptIn(List *catalog, Oid relid);
+const Counter *CounterOfColumn(List *catalog, Oid relid, const char *column);
 
 /* The event triggers (ddl.cpp): ddl_command_start, ddl_command_end, sql_drop; InitDdl from _PG_init. */
 void InitDdl();
