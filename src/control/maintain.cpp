@@ -257,6 +257,7 @@ CompactOne(const Counter *e, Round *round)
 		                errhint("If create_counter_concurrently() or rebuild_concurrently() stopped, CALL "
 		                        "counters.rebuild_concurrently('%s') completes it.",
 		                        e->name)));
+	const CounterLayout *l = LayoutOf(e);
 	CompiledCounter *thresholds = WithThresholds(e);
 	/* (before the statement's snapshot: what commits after it stays pending, stats.cpp) */
 	NoteCompactionStart(e->query);
@@ -272,7 +273,7 @@ CompactOne(const Counter *e, Round *round)
 	if (!isnull && !e->options->keep_zero &&
 	    ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(zero_rows)), ARR_DIMS(DatumGetArrayTypeP(zero_rows))) > 0) {
 		Oid tids = TIDARRAYOID;
-		ret = RunAsOwner(AuthorizedByCatalog(e), DeleteRowsStatement(ValuesTable(e)), 1, &tids, &zero_rows, false);
+		ret = RunAsOwner(AuthorizedByCatalog(e), DeleteRowsStatement(l->table), 1, &tids, &zero_rows, false);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	}
@@ -647,6 +648,7 @@ namespace {
 struct Condition {
 	const Counter *e;
 	const char *condition;
+	const char *check; /* RebuildConditionCheck: built from the counter's layout before the subtransaction */
 };
 
 void
@@ -656,7 +658,7 @@ ProbeCondition(void *arg)
 	if (list_length(raw_parser(ConditionProbe(c->condition), RAW_PARSE_DEFAULT)) != 1)
 		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR), errmsg("more than one statement")));
 	SpiConnect();
-	(void)RunAsOwner(AuthorizeMaintainer(c->e), RebuildConditionCheck(c->e, c->condition), 0, nullptr, nullptr, true);
+	(void)RunAsOwner(AuthorizeMaintainer(c->e), c->check, 0, nullptr, nullptr, true);
 	SPI_finish();
 }
 
@@ -664,7 +666,7 @@ ProbeCondition(void *arg)
 void
 CheckCondition(const Counter *e, const char *condition)
 {
-	Condition c = {e, condition};
+	Condition c = {e, condition, RebuildConditionCheck(e, condition)};
 	ErrorData *error = TryInSubtransaction(ProbeCondition, &c);
 	if (error != nullptr)
 		ereport(ERROR,

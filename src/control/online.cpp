@@ -500,10 +500,11 @@ RefreshConcurrently(const char *name, const char *step)
 	 * totals, for its next round.
 	 */
 	LockRelationOid(e->log, ShareUpdateExclusiveLock);
+	const CounterDef *def = DefinitionOf(e);
 	/* (the log's rows go with this snapshot's fill, as a compaction folds them: counters.stats.oldest_pending) */
 	NoteCompactionStart(e->query);
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	const char *statements[3] = {DeleteAllStatement(e->totals), FillStatement(DefinitionOf(e), e->totals, e->query),
+	const char *statements[3] = {DeleteAllStatement(e->totals), FillStatement(def, e->totals, e->query),
 	                             DeleteAllStatement(e->log)};
 	uint64 processed[3];
 	SpiConnect();
