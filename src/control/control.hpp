@@ -6,6 +6,7 @@
  *   options.cpp              bounds, thresholds, retention, touch, keep_zero, window thresholds, top()
  *   maintain.cpp             compact, retention, verify, rebuild, the concurrent steps
  *   ddl.cpp                  the event triggers: what DDL does to counters
+ *   ddl_counters.cpp         ... and which counters a table's DDL concerns
  *   declare_statements.cpp   the statements that declare, switch and drop
  *   maintain_statements.cpp  the statements of maintenance, bounds and top()
  *
@@ -32,37 +33,23 @@ struct Change {
 Counter *BeginChange(Change *change, const char *name, LOCKMODE mode, LOCKMODE own);
 void EndChange(Change *change);
 
-/* The columns of a counter as the maintenance statements need them (maintain.cpp, maintain_statements.cpp). */
-struct CounterShape {
-	const Counter *e;
-	CounterDef *def;
-	int ncolumns; /* in definition order */
-	bool *is_key;
-	const char **def_names;  /* in the definition view */
-	const char **read_names; /* in the relation users read (e->target) */
-	Oid table;               /* the table holding the values: totals, or the target */
-	const char **table_names;
-	const char **log_names; /* log or slots (log, sharded mode) */
-	int retention_column;   /* -1: no retention */
-	bool *digested;         /* key columns the table's key index has by their digest (NULL: none) */
-	bool keep_zero;         /* counters.set_keep_zero */
-	const char *retention_keep;
-	Oid retention_type;
-};
-CounterShape *BuildShape(const Counter *e);
-char *VerifyStatement(const CounterShape *s);
+/*
+ * The statements of maintenance (maintain_statements.cpp), built from a counter's layout (LayoutOf) and definition
+ * (DefinitionOf); its options as the row `e` has them.
+ */
+char *VerifyStatement(const Counter *e);
 /* A statement whose parse tells whether `condition` is one expression (nothing injected after it). */
 char *ConditionProbe(const char *condition);
-char *RebuildConditionCheck(const CounterShape *s, const char *condition);
+char *RebuildConditionCheck(const Counter *e, const char *condition);
 /* distributed: for a Citus counter table (no ctid); then ZeroRowsStatement deletes the rows of zeros */
-char *RebuildStatement(const CounterShape *s, const char *condition, bool distributed);
-char *ZeroRowsStatement(const CounterShape *s);
-char *KeyColumnList(const CounterShape *s);
+char *RebuildStatement(const Counter *e, const char *condition, bool distributed);
+char *ZeroRowsStatement(const Counter *e);
+char *KeyColumnList(const Counter *e);
 /* Fold pending rows into the totals: (rows moved, zero rows' ctids), and with_rows, each folded key's row after. */
-char *CompactStatement(const CounterShape *s, bool with_rows);
+char *CompactStatement(const Counter *e, bool with_rows);
 char *DeleteRowsStatement(Oid rel);
 char *DeleteAllStatement(Oid rel);
-char *RetentionStatement(const CounterShape *s, Oid rel, const char **names);
+char *RetentionStatement(const Counter *e, Oid rel, const char **names);
 
 /* Statements for declaring and switching counters (declare_statements.cpp). */
 char *CreateViewStatement(const char *schema, const char *view, const char *definition);
@@ -91,10 +78,10 @@ char *ReplicaIdentityStatement(Oid rel, bool full);
 char *ReplicaIdentityFullStatement(Oid rel);
 char *RenameStatement(Oid rel, const char *name);
 char *CreateLikeStatement(const char *schema, const char *name, Oid like);
-char *LogIndexStatement(const CounterShape *s, Oid log);
+char *LogIndexStatement(const Counter *e, Oid log);
 char *AddSlotColumnStatement(Oid log);
-char *SlotKeyStatement(const CounterShape *s, Oid log);
-char *PendingViewStatement(const CounterShape *s, const char *schema, const char *name, Oid totals, Oid log);
+char *SlotKeyStatement(const Counter *e, Oid log);
+char *PendingViewStatement(const Counter *e, const char *schema, const char *name, Oid totals, Oid log);
 char *GrantSelectStatement(Oid rel, Oid grantee);
 char *DropStatement(const char *kind, Oid rel, bool if_exists = false);
 char *RenameViewColumnStatement(Oid view, const char *from, const char *to);
@@ -219,16 +206,16 @@ void SetKeepZero(const char *name, bool keep);
 void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
 /* top() in the row type `rowtype` of the relation a counter is read from: whole rows of that type. */
 void TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
-void RequireKeyFilter(const Counter *e, const CounterShape *s, const char *filter);
+void RequireKeyFilter(const Counter *e, const char *filter);
 char *BoundsViolation(const char *column, Datum min, bool min_null, Datum max, bool max_null);
 char *CountWhereStatement(Oid rel, const char *condition);
-char *KeyFilterCheckStatement(const CounterShape *s, const char *filter);
+char *KeyFilterCheckStatement(const Counter *e, const char *filter);
 /*
  * The top statement: (the key columns..., value numeric) rows, or with `rowtype` (the row type of the relation the
  * counter is read from) that relation's non-dropped columns in order, the values of the counter's columns in their
  * types.
  */
-char *TopStatement(const CounterShape *s, int col, const char *limit, const char *filter, TupleDesc rowtype = nullptr);
+char *TopStatement(const Counter *e, int col, const char *limit, const char *filter, TupleDesc rowtype = nullptr);
 
 /* Thresholds on a sliding-window sum: setting them, and window_state() (options.cpp). */
 void SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds, const char *bucket,
@@ -281,6 +268,19 @@ void Verify(const char *name, FunctionCallInfo fcinfo);
  * or a shutdown is not caught: it ends the whole call.
  */
 ErrorData *TryInSubtransaction(void (*body)(void *), void *arg);
+
+/*
+ * The counters of `catalog` (ReadCatalog's rows) a DDL statement on `relid` concerns (ddl_counters.cpp): those whose
+ * source is `relid` (or the root it feeds, `source`), or that join it as their parent; the first of those whose source
+ * or parent it is, or NULL (writes to such a table must fire its own triggers, so it cannot gain inheritance children
+ * or become a partition or a child); the counter whose values it keeps (its own tables, or an existing table with
+ * counter-cache columns), or NULL; the counter one of whose columns (a key, value or slot column) `column` is, in its
+ * own table or in the columns it keeps in an existing table, or NULL.
+ */
+List *CountersReading(List *catalog, Oid relid, Oid source);
+Counter *CounterOfSource(List *catalog, Oid relid);
+const Counter *CounterKeptIn(List *catalog, Oid relid);
+const Counter *CounterOfColumn(List *catalog, Oid relid, const char *column);
 
 /* The event triggers (ddl.cpp): ddl_command_start, ddl_command_end, sql_drop; InitDdl from _PG_init. */
 void InitDdl();

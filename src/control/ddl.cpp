@@ -47,33 +47,6 @@ LookupTable(RangeVar *rv)
 }
 
 /*
- * The counter whose source is `relid`, or that joins it as the parent of its rows, or NULL: writes to such a table
- * must fire its own triggers, so it cannot gain inheritance children or become a partition or a child.
- */
-/* The counters whose source is `relid` (or the root it feeds, `source`), or that join it as their parent. */
-List *
-CountersReading(List *catalog, Oid relid, Oid source)
-{
-	/* (the parent of a counter carries the parent triggers: only then is a definition analysed, as its owner) */
-	bool parent = OidIsValid(TriggerFunction(relid, ParentTriggerName(PARENT_BEGIN_TRIGGER)));
-	List *counters = NIL;
-	ListCell *lc;
-	foreach (lc, catalog) {
-		Counter *e = (Counter *)lfirst(lc);
-		if (e->source == relid || e->source == source || (parent && CounterParent(e) == relid))
-			counters = lappend(counters, e);
-	}
-	return counters;
-}
-
-Counter *
-CounterOfSource(List *catalog, Oid relid)
-{
-	List *counters = CountersReading(catalog, relid, relid);
-	return counters != NIL ? (Counter *)linitial(counters) : nullptr;
-}
-
-/*
  * The caller may run the command that makes `relid` leave or join its table (PostgreSQL checks it only later): DROP
  * needs the owner of the table or of its schema (DROP SCHEMA, DROP OWNED: the schema's or the role's), ATTACH and
  * DETACH the owner of the table. Checked before anything is locked or counted.
@@ -246,19 +219,6 @@ RetypeCounters(List *catalog, Oid relid, const char *column)
 	}
 }
 
-/* The counter whose values `relid` keeps (its own tables, or an existing table with counter-cache columns), or NULL. */
-const Counter *
-CounterKeptIn(List *catalog, Oid relid)
-{
-	ListCell *lc;
-	foreach (lc, catalog) {
-		Counter *e = (Counter *)lfirst(lc);
-		if (relid == e->target || relid == e->totals || relid == e->log || relid == e->crossings)
-			return e;
-	}
-	return nullptr;
-}
-
 /*
  * An unlogged table is emptied by crash recovery, and no other: a counter whose source or values table is unlogged
  * would silently stop matching its source at the next crash (docs/operations.md#durability).
@@ -322,28 +282,6 @@ WarnRenamed(List *catalog, Oid relid, const char *name, const char *schema)
 		                 "the new table, declares the counter on it and recounts it.",
 		                 e->name)));
 	}
-}
-
-/* A counter column (a key, value or slot column) of a counter's own table, or of columns kept in an existing table. */
-const Counter *
-CounterOfColumn(List *catalog, Oid relid, const char *column)
-{
-	ListCell *lc;
-	foreach (lc, catalog) {
-		Counter *e = (Counter *)lfirst(lc);
-		bool own = e->owns_target && (relid == e->target || relid == e->totals || relid == e->log);
-		bool cache = !e->owns_target && relid == e->target;
-		if (!own && !cache)
-			continue;
-		if (own && strcmp(column, "counters_slot") == 0)
-			return e;
-		CounterShape *s = BuildShape(e);
-		const char **names = relid == e->log ? s->log_names : relid == e->totals ? s->table_names : s->read_names;
-		for (int i = 0; i < s->ncolumns; i++)
-			if (strcmp(names[i], column) == 0)
-				return e;
-	}
-	return nullptr;
 }
 
 void

@@ -440,9 +440,7 @@ DropCounter(const char *name, bool keep_triggers, bool keep_tables)
 	Counter *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
 	if (citus::IsCitusRelation(c->source))
 		citus::BeginDistributedChange();
-	Oid parent = OidIsValid(c->query) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->query))
-	                 ? DefinitionOf(c)->parent
-	                 : InvalidOid;
+	Oid parent = CounterParent(c);
 	Unregister(c);
 	ForgetCounterStats(c->query);
 	/* (DROP TRIGGER locks the table ACCESS EXCLUSIVE: a counter declared again in this transaction keeps them) */
@@ -620,9 +618,7 @@ JoinsParent(Oid parent)
 	ListCell *lc;
 	foreach (lc, ReadCatalog(nullptr)) {
 		Counter *e = (Counter *)lfirst(lc);
-		if (e->source == parent || !OidIsValid(e->query) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
-			continue;
-		if (DefinitionOf(e)->parent == parent)
+		if (e->source != parent && CounterParent(e) == parent)
 			return true;
 	}
 	return false;
@@ -634,10 +630,7 @@ ParentsOfSource(Oid source)
 	List *parents = NIL;
 	ListCell *lc;
 	foreach (lc, ReadCatalogOfSource(source)) {
-		Counter *e = (Counter *)lfirst(lc);
-		if (!OidIsValid(e->query) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->query)))
-			continue;
-		Oid parent = DefinitionOf(e)->parent;
+		Oid parent = CounterParent((Counter *)lfirst(lc));
 		if (OidIsValid(parent))
 			parents = list_append_unique_oid(parents, parent);
 	}

@@ -315,37 +315,39 @@ namespace {
 
 /* The key columns (index: as the totals' key index has them, a long key by its digest). */
 char *
-ShapeKeys(const CounterShape *s, bool index = false)
+LayoutKeys(const Counter *e, bool index = false)
 {
+	const CounterLayout *l = LayoutOf(e);
 	StringInfoData keys;
 	initStringInfo(&keys);
-	for (int i = 0; i < s->ncolumns; i++)
-		if (s->is_key[i])
+	for (int i = 0; i < l->ncolumns; i++)
+		if (l->is_key[i])
 			appendStringInfo(&keys, "%s%s", keys.len ? ", " : "",
-			                 KeyIndexElement(quote_identifier(s->table_names[i]),
-			                                 index && s->digested != nullptr && s->digested[i]));
+			                 KeyIndexElement(quote_identifier(l->in_table.names[i]),
+			                                 index && l->digested != nullptr && l->digested[i]));
 	return keys.data;
 }
 
 } // namespace
 
 char *
-LogIndexStatement(const CounterShape *s, Oid log)
+LogIndexStatement(const Counter *e, Oid log)
 {
+	const CounterLayout *l = LayoutOf(e);
 	/*
 	 * One index, for readers of a key or a range (the log takes every write): the keys, or where the totals have a
 	 * key by its digest, the others (a digest has no range, and the log is read by few), else a hash of the first.
 	 */
-	if (s->digested == nullptr)
-		return psprintf("CREATE INDEX ON %s (%s)", QualifiedName(log), ShapeKeys(s));
+	if (l->digested == nullptr)
+		return psprintf("CREATE INDEX ON %s (%s)", QualifiedName(log), LayoutKeys(e));
 	StringInfoData plain;
 	initStringInfo(&plain);
 	const char *first = nullptr;
-	for (int i = 0; i < s->ncolumns; i++)
-		if (s->is_key[i] && !s->digested[i])
-			appendStringInfo(&plain, "%s%s", plain.len ? ", " : "", quote_identifier(s->table_names[i]));
-		else if (s->is_key[i] && first == nullptr)
-			first = quote_identifier(s->table_names[i]);
+	for (int i = 0; i < l->ncolumns; i++)
+		if (l->is_key[i] && !l->digested[i])
+			appendStringInfo(&plain, "%s%s", plain.len ? ", " : "", quote_identifier(l->in_table.names[i]));
+		else if (l->is_key[i] && first == nullptr)
+			first = quote_identifier(l->in_table.names[i]);
 	if (plain.len > 0)
 		return psprintf("CREATE INDEX ON %s (%s)", QualifiedName(log), plain.data);
 	return psprintf("CREATE INDEX ON %s USING hash (%s)", QualifiedName(log), first);
@@ -358,43 +360,45 @@ AddSlotColumnStatement(Oid log)
 }
 
 char *
-SlotKeyStatement(const CounterShape *s, Oid log)
+SlotKeyStatement(const Counter *e, Oid log)
 {
+	const CounterLayout *l = LayoutOf(e);
 	bool nullable = false;
-	for (int i = 0; i < s->ncolumns; i++)
-		if (s->is_key[i]) {
-			HeapTuple tup = SearchSysCacheAttName(s->table, s->table_names[i]);
+	for (int i = 0; i < l->ncolumns; i++)
+		if (l->is_key[i]) {
+			HeapTuple tup = SearchSysCacheAttName(l->table, l->in_table.names[i]);
 			if (HeapTupleIsValid(tup)) {
 				nullable |= !((Form_pg_attribute)GETSTRUCT(tup))->attnotnull;
 				ReleaseSysCache(tup);
 			}
 		}
 	/* (a key by its digest is an expression: a unique index, not a constraint) */
-	if (s->digested != nullptr)
-		return psprintf("CREATE UNIQUE INDEX ON %s (%s, counters_slot)%s", QualifiedName(log), ShapeKeys(s, true),
+	if (l->digested != nullptr)
+		return psprintf("CREATE UNIQUE INDEX ON %s (%s, counters_slot)%s", QualifiedName(log), LayoutKeys(e, true),
 		                nullable ? " NULLS NOT DISTINCT" : "");
 	return psprintf("ALTER TABLE %s ADD UNIQUE %s (%s, counters_slot)", QualifiedName(log),
-	                nullable ? "NULLS NOT DISTINCT" : "", ShapeKeys(s));
+	                nullable ? "NULLS NOT DISTINCT" : "", LayoutKeys(e));
 }
 
 char *
-PendingViewStatement(const CounterShape *s, const char *schema, const char *name, Oid totals, Oid log)
+PendingViewStatement(const Counter *e, const char *schema, const char *name, Oid totals, Oid log)
 {
+	const CounterLayout *l = LayoutOf(e);
 	StringInfoData select, cols, nonzero;
 	initStringInfo(&select);
 	initStringInfo(&cols);
 	initStringInfo(&nonzero);
-	for (int i = 0; i < s->ncolumns; i++) {
-		const char *col = quote_identifier(s->table_names[i]);
+	for (int i = 0; i < l->ncolumns; i++) {
+		const char *col = quote_identifier(l->in_table.names[i]);
 		appendStringInfo(&cols, "%s%s", i ? ", " : "", col);
 		/* the view's columns in the counter table's order (keys and values interleaved as declared) */
-		if (s->is_key[i])
+		if (l->is_key[i])
 			appendStringInfo(&select, "%s%s", i ? ", " : "", col);
 		else {
 			Oid type;
 			int32 typmod;
 			Oid collation;
-			get_atttypetypmodcoll(totals, get_attnum(totals, s->table_names[i]), &type, &typmod, &collation);
+			get_atttypetypmodcoll(totals, get_attnum(totals, l->in_table.names[i]), &type, &typmod, &collation);
 			appendStringInfo(&select, "%spg_catalog.sum(%s)::%s AS %s", i ? ", " : "", col,
 			                 format_type_with_typemod(type, typmod), col);
 			appendStringInfo(&nonzero, "%spg_catalog.sum(%s) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "",
@@ -404,7 +408,7 @@ PendingViewStatement(const CounterShape *s, const char *schema, const char *name
 	return psprintf("CREATE VIEW %s AS SELECT %s FROM (SELECT %s FROM %s UNION ALL SELECT %s FROM %s) u "
 	                "GROUP BY %s HAVING %s",
 	                quote_qualified_identifier(schema, name), select.data, cols.data, QualifiedName(totals), cols.data,
-	                QualifiedName(log), ShapeKeys(s), nonzero.data);
+	                QualifiedName(log), LayoutKeys(e), nonzero.data);
 }
 
 char *

@@ -59,51 +59,6 @@ StepTimeoutHandler()
 
 } // namespace
 
-CounterShape *
-BuildShape(const Counter *e)
-{
-	CounterShape *s = (CounterShape *)palloc0(sizeof(CounterShape));
-	s->e = e;
-	s->keep_zero = e->options->keep_zero;
-	s->def = DefinitionOf(e);
-	CounterDef *def = s->def;
-	int n = def->ncolumns;
-	s->ncolumns = n;
-	s->is_key = (bool *)palloc(sizeof(bool) * n);
-	s->def_names = (const char **)palloc(sizeof(char *) * n);
-	for (int i = 0; i < n; i++) {
-		ColumnDef *cd = &def->columns[i];
-		s->is_key[i] = cd->is_key;
-		s->def_names[i] = cd->is_key ? def->keys[cd->index].column_name : def->values[cd->index].column_name;
-	}
-	s->table = OidIsValid(e->totals) ? e->totals : e->target;
-	if (e->owns_target) {
-		/* (and the keys the table's key index has by their digest: its ON CONFLICT targets, the log's and slots') */
-		RelationColumns table = ColumnsIn(def, s->table, true, false);
-		s->table_names = table.names;
-		s->read_names = e->target == s->table ? s->table_names : ColumnsIn(def, e->target, false, false).names;
-		if (OidIsValid(e->log))
-			s->log_names = ColumnsIn(def, e->log, false, false).names;
-		if (table.digested != nullptr) {
-			s->digested = (bool *)palloc0(sizeof(bool) * n);
-			for (int i = 0; i < n; i++)
-				s->digested[i] = s->is_key[i] && table.digested[def->columns[i].index];
-		}
-	} else {
-		/* An existing table's columns are named by the definition's aliases (renames of them are followed). */
-		s->table_names = s->read_names = s->def_names;
-	}
-	s->retention_column = -1;
-	const char *retention = e->options->retention_column;
-	for (int i = 0; retention != nullptr && i < n; i++)
-		if (s->is_key[i] && strcmp(s->def_names[i], retention) == 0) {
-			s->retention_column = i;
-			s->retention_keep = e->options->retention_keep;
-			s->retention_type = def->keys[def->columns[i].index].type;
-		}
-	return s;
-}
-
 namespace {
 
 /*
@@ -177,11 +132,12 @@ struct Round {
 };
 
 /*
- * Lock `rel` (which the catalog row read earlier named) and check that the counter still is what `e` says: a
- * transaction that dropped it or switched its mode while we waited for the lock has committed by then. In a round,
- * a lock another transaction holds is not waited for: the step is skipped (false, round->busy).
+ * Lock `rel` (which the catalog row read earlier named) and read the counter again: its row as it is once the lock is
+ * held (its options too), or NULL if it no longer is what `e` says -- a transaction that dropped it or switched its
+ * mode while we waited for the lock has committed by then. In a round, a lock another transaction holds is not
+ * waited for: the step is skipped (NULL, round->busy).
  */
-bool
+const Counter *
 LockIfUnchanged(const Counter *e, Oid rel, LOCKMODE mode, Round *round)
 {
 	if (round == nullptr)
@@ -193,12 +149,15 @@ LockIfUnchanged(const Counter *e, Oid rel, LOCKMODE mode, Round *round)
 		        name != nullptr ? quote_qualified_identifier(get_namespace_name(get_rel_namespace(rel)), name)
 		                        : "a table of the counter",
 		        sizeof(round->busy_name));
-		return false;
+		return nullptr;
 	}
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
-		return false;
+		return nullptr;
 	List *now = ReadCatalog(e->name);
-	return now != NIL && SameCounter(e, (Counter *)linitial(now));
+	if (now == NIL)
+		return nullptr;
+	Counter *c = (Counter *)linitial(now);
+	return SameCounter(e, c) ? c : nullptr;
 }
 
 int64
@@ -211,12 +170,12 @@ Int64Column(int col)
 
 /*
  * Thresholds of a log or sharded counter are crossed by the values compaction folds: the compiled counter (with its
- * thresholds) of `e`, or NULL if it has none.
+ * thresholds) of `e`, or NULL if its options (as read under the compaction's lock) have none.
  */
 CompiledCounter *
 WithThresholds(const Counter *e)
 {
-	if (CurrentOptions(e->name)->nthresholds == 0)
+	if (e->options->nthresholds == 0)
 		return nullptr;
 	CompiledCounter *c = CompiledOf(e);
 	return c->has_thresholds ? c : nullptr;
@@ -227,7 +186,7 @@ WithThresholds(const Counter *e)
  * order, then the sum folded into each value column), noted for AnnounceCrossings.
  */
 void
-NoteFoldedCrossings(CompiledCounter *c, const CounterShape *s)
+NoteFoldedCrossings(CompiledCounter *c)
 {
 	const CounterDef *def = c->def;
 	Datum *keys = (Datum *)palloc(sizeof(Datum) * def->nkeys);
@@ -237,16 +196,16 @@ NoteFoldedCrossings(CompiledCounter *c, const CounterShape *s)
 		HeapTuple row = SPI_tuptable->vals[r];
 		bool isnull;
 		int first = 3; /* f1 */
-		int sums = first + s->ncolumns;
+		int sums = first + def->ncolumns;
 		int nvalue = 0;
-		for (int i = 0; i < s->ncolumns; i++) {
+		for (int i = 0; i < def->ncolumns; i++) {
 			const ColumnDef *cd = &def->columns[i];
 			if (!cd->is_key)
 				continue;
 			keys[cd->index] = SPI_getbinval(row, desc, first + i, &isnull);
 			key_nulls[cd->index] = isnull ? 'n' : ' ';
 		}
-		for (int i = 0; i < s->ncolumns; i++) {
+		for (int i = 0; i < def->ncolumns; i++) {
 			const ColumnDef *cd = &def->columns[i];
 			if (cd->is_key)
 				continue;
@@ -266,13 +225,13 @@ NoteFoldedCrossings(CompiledCounter *c, const CounterShape *s)
 
 /* The crossings of the folded keys, in a list of their own (the enclosing one is put back even on error). */
 List *
-FoldedCrossings(CompiledCounter *c, const CounterShape *s)
+FoldedCrossings(CompiledCounter *c)
 {
 	List *enclosing = StartCrossings();
 	List *mine = NIL;
 	PG_TRY();
 	{
-		NoteFoldedCrossings(c, s);
+		NoteFoldedCrossings(c);
 	}
 	PG_FINALLY();
 	{
@@ -286,31 +245,33 @@ FoldedCrossings(CompiledCounter *c, const CounterShape *s)
 int64
 CompactOne(const Counter *e, Round *round)
 {
-	if (!LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock, round))
+	/* (from here on, the counter as read under the lock: its options too) */
+	e = LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock, round);
+	if (e == nullptr)
 		return 0;
-	if (CurrentOptions(e->name)->building)
+	if (e->options->building)
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("counter \"%s\" is being built concurrently: its totals are not complete yet", e->name),
 		                errhint("If create_counter_concurrently() or rebuild_concurrently() stopped, CALL "
 		                        "counters.rebuild_concurrently('%s') completes it.",
 		                        e->name)));
-	CounterShape *s = BuildShape(e);
+	const CounterLayout *l = LayoutOf(e);
 	CompiledCounter *thresholds = WithThresholds(e);
 	/* (before the statement's snapshot: what commits after it stays pending, stats.cpp) */
 	NoteCompactionStart(e->query);
 	SpiConnect();
 	int ret =
-	    RunAsOwner(AuthorizedByCatalog(e), CompactStatement(s, thresholds != nullptr), 0, nullptr, nullptr, false);
+	    RunAsOwner(AuthorizedByCatalog(e), CompactStatement(e, thresholds != nullptr), 0, nullptr, nullptr, false);
 	if (ret != SPI_OK_SELECT || SPI_processed < 1)
 		elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	int64 folded = Int64Column(1);
-	List *crossings = thresholds != nullptr ? FoldedCrossings(thresholds, s) : NIL;
+	List *crossings = thresholds != nullptr ? FoldedCrossings(thresholds) : NIL;
 	bool isnull;
 	Datum zero_rows = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	if (!isnull && !s->keep_zero &&
+	if (!isnull && !e->options->keep_zero &&
 	    ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(zero_rows)), ARR_DIMS(DatumGetArrayTypeP(zero_rows))) > 0) {
 		Oid tids = TIDARRAYOID;
-		ret = RunAsOwner(AuthorizedByCatalog(e), DeleteRowsStatement(s->table), 1, &tids, &zero_rows, false);
+		ret = RunAsOwner(AuthorizedByCatalog(e), DeleteRowsStatement(l->table), 1, &tids, &zero_rows, false);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	}
@@ -323,21 +284,24 @@ CompactOne(const Counter *e, Round *round)
 int64
 RetainOne(const Counter *e, Round *round)
 {
-	Oid table = OidIsValid(e->totals) ? e->totals : e->target;
-	if (!LockIfUnchanged(e, table, RowExclusiveLock, round) ||
-	    (OidIsValid(e->log) && !LockIfUnchanged(e, e->log, RowExclusiveLock, round)))
+	/* (from here on, the counter as read under the locks: its retention too) */
+	e = LockIfUnchanged(e, ValuesTable(e), RowExclusiveLock, round);
+	if (e != nullptr && OidIsValid(e->log))
+		e = LockIfUnchanged(e, e->log, RowExclusiveLock, round);
+	if (e == nullptr)
 		return 0;
-	CounterShape *s = BuildShape(e);
-	if (s->retention_column < 0)
+	const CounterLayout *l = LayoutOf(e);
+	if (l->retention_column < 0)
 		return 0;
 	SpiConnect();
 	int64 deleted = 0;
 	for (int i = 0; i < 2; i++) {
-		Oid rel = i == 0 ? table : e->log;
+		Oid rel = i == 0 ? l->table : e->log;
 		if (!OidIsValid(rel))
 			continue;
-		int ret = RunAsOwner(AuthorizedByCatalog(e), RetentionStatement(s, rel, i == 0 ? s->table_names : s->log_names),
-		                     0, nullptr, nullptr, false);
+		int ret = RunAsOwner(AuthorizedByCatalog(e),
+		                     RetentionStatement(e, rel, i == 0 ? l->in_table.names : l->in_pending.names), 0, nullptr,
+		                     nullptr, false);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: applying the retention of counter \"%s\" failed: %s", e->name,
 			     SPI_result_code_string(ret));
@@ -484,12 +448,6 @@ BackedOffUntil(const Counter *e)
 }
 
 bool
-IsPending(const Counter *e)
-{
-	return e->mode != Mode::Exact;
-}
-
-bool
 HasRetention(const Counter *e)
 {
 	return e->options->retention_column != nullptr;
@@ -505,14 +463,14 @@ MaintainInRound(const Counter *e)
 	int64 folded = 0, n;
 	CHECK_FOR_INTERRUPTS();
 	/* (the worker's rounds back off; compact() called by hand tries every counter) */
-	TimestampTz until = IsPending(e) && MyBackendType == B_BG_WORKER ? BackedOffUntil(e) : 0;
+	TimestampTz until = HasPending(e->mode) && MyBackendType == B_BG_WORKER ? BackedOffUntil(e) : 0;
 	if (until != 0)
 		ereport(LOG, (errmsg("counter \"%s\": compaction skipped until %s: its last rounds' compactions failed",
 		                     e->name, timestamptz_to_str(until)),
 		              errdetail("The worker backs off from a counter whose compaction keeps failing, so that the "
 		                        "others are not held up; counters.compact('%s') tries it now.",
 		                        e->name)));
-	else if (IsPending(e)) {
+	else if (HasPending(e->mode)) {
 		ErrorData *error = nullptr;
 		TimestampTz started = GetCurrentTimestamp();
 		/* a skipped compaction is neither a success nor a failure: nothing noted */
@@ -521,6 +479,7 @@ MaintainInRound(const Counter *e)
 	}
 	if (HasRetention(e))
 		(void)TryRoundStep(RetainOne, e, "applying the retention", &n, nullptr);
+	/* (read now, not as the round read the counter: one dropped while its steps ran has no window to check) */
 	if (CurrentOptions(e->name)->window != nullptr)
 		(void)TryRoundStep(CheckWindowsStep, e, "checking the window thresholds", &n, nullptr);
 	return folded;
@@ -545,7 +504,7 @@ Compact(const char *name)
 	(void)Allowed(e, true, false);
 	(void)MayWriteHere(e, true, "compact");
 	int64 folded = 0;
-	if (IsPending(e)) {
+	if (HasPending(e->mode)) {
 		TimestampTz started = GetCurrentTimestamp();
 		folded = CompactOne(e, nullptr);
 		NoteCompaction(e, nullptr, folded, started);
@@ -555,7 +514,7 @@ Compact(const char *name)
 		(void)RetainOne(e, nullptr);
 	/*
 	 * ... and window sums whose buckets aged out are checked. A failure there (a callback's) is a WARNING: it must not
-	 * stop compaction, and the next round checks again. (A counter dropped while compact() waited is gone by now.)
+	 * stop compaction, and the next round checks again. (Read now: a counter dropped while compact() waited is gone.)
 	 */
 	if (CurrentOptions(name)->window == nullptr)
 		return folded;
@@ -611,11 +570,10 @@ VerifyOne(void *arg)
 	const Counter *e = a->e;
 	ReturnSetInfo *rsinfo = a->rsinfo;
 	RequireAllRowsVisible(e);
-	CounterShape *s = BuildShape(e);
 	SpiConnect();
 	Oid argtypes[1] = {TEXTOID};
 	Datum args[1] = {CStringGetTextDatum(e->name)};
-	int ret = RunAsOwner(AuthorizedByCatalog(e), VerifyStatement(s), 1, argtypes, args, true);
+	int ret = RunAsOwner(AuthorizedByCatalog(e), VerifyStatement(e), 1, argtypes, args, true);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: verifying counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	uint64 wrong = SPI_processed;
@@ -687,8 +645,8 @@ namespace {
 
 struct Condition {
 	const Counter *e;
-	const CounterShape *s;
 	const char *condition;
+	const char *check; /* RebuildConditionCheck: built from the counter's layout before the subtransaction */
 };
 
 void
@@ -698,21 +656,21 @@ ProbeCondition(void *arg)
 	if (list_length(raw_parser(ConditionProbe(c->condition), RAW_PARSE_DEFAULT)) != 1)
 		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR), errmsg("more than one statement")));
 	SpiConnect();
-	(void)RunAsOwner(AuthorizeMaintainer(c->e), RebuildConditionCheck(c->s, c->condition), 0, nullptr, nullptr, true);
+	(void)RunAsOwner(AuthorizeMaintainer(c->e), c->check, 0, nullptr, nullptr, true);
 	SPI_finish();
 }
 
 /* A rebuild condition is one boolean expression over the key columns; its errors are reported as such. */
 void
-CheckCondition(const Counter *e, const CounterShape *s, const char *condition)
+CheckCondition(const Counter *e, const char *condition)
 {
-	Condition c = {e, s, condition};
+	Condition c = {e, condition, RebuildConditionCheck(e, condition)};
 	ErrorData *error = TryInSubtransaction(ProbeCondition, &c);
 	if (error != nullptr)
 		ereport(ERROR,
 		        (errcode(error->sqlerrcode),
 		         errmsg("counter \"%s\": rebuild condition \"%s\" is not a condition over the key columns (%s): %s",
-		                e->name, condition, KeyColumnList(s), error->message)));
+		                e->name, condition, KeyColumnList(e), error->message)));
 }
 
 } // namespace
@@ -767,20 +725,19 @@ RebuildOne(const Counter *e, const char *condition, bool named)
 		return 0;
 	}
 	RequireAllRowsVisible(e);
-	if (e->mode != Mode::Exact)
+	if (HasPending(e->mode))
 		(void)CompactOne(e, nullptr);
-	CounterShape *s = BuildShape(e);
 	if (condition != nullptr)
-		CheckCondition(e, s, condition);
+		CheckCondition(e, condition);
 	SpiConnect();
-	bool distributed = citus::KindOfTable(s->table) != citus::Kind::Local;
+	bool distributed = citus::KindOfTable(ValuesTable(e)) != citus::Kind::Local;
 	int ret =
-	    RunAsOwner(AuthorizeMaintainer(e), RebuildStatement(s, condition, distributed), 0, nullptr, nullptr, false);
+	    RunAsOwner(AuthorizeMaintainer(e), RebuildStatement(e, condition, distributed), 0, nullptr, nullptr, false);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "counters: rebuilding counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	int64 differ = Int64Column(1), deleted = Int64Column(2), inserted = Int64Column(3), updated = Int64Column(4);
-	if (distributed && e->owns_target && !s->keep_zero) {
-		ret = RunAsOwner(AuthorizedByCatalog(e), ZeroRowsStatement(s), 0, nullptr, nullptr, false);
+	if (distributed && e->owns_target && !e->options->keep_zero) {
+		ret = RunAsOwner(AuthorizedByCatalog(e), ZeroRowsStatement(e), 0, nullptr, nullptr, false);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: rebuilding counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 		deleted = (int64)SPI_processed;

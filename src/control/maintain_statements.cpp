@@ -29,20 +29,22 @@ namespace {
 
 /* The retention condition over the bucket column `column` (a qualified reference), or "true". */
 char *
-LiveCondition(const CounterShape *s, const char *column)
+LiveCondition(const Counter *e, const char *column)
 {
-	if (s->retention_column < 0)
+	const CounterLayout *l = LayoutOf(e);
+	if (l->retention_column < 0)
 		return pstrdup("true");
 	return psprintf("%s OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %s::pg_catalog.interval)::%s",
-	                column, quote_literal_cstr(s->retention_keep),
-	                format_type_extended(s->retention_type, -1, FORMAT_TYPE_FORCE_QUALIFY));
+	                column, quote_literal_cstr(e->options->retention_keep),
+	                format_type_extended(l->retention_type, -1, FORMAT_TYPE_FORCE_QUALIFY));
 }
 
 } // namespace
 
 char *
-VerifyStatement(const CounterShape *s)
+VerifyStatement(const Counter *e)
 {
+	const CounterLayout *l = LayoutOf(e);
 	StringInfoData keys, view_keys, read_keys, json, stored, expected, sums, differs, unpivot;
 	initStringInfo(&keys);
 	initStringInfo(&view_keys);
@@ -54,28 +56,28 @@ VerifyStatement(const CounterShape *s)
 	initStringInfo(&differs);
 	initStringInfo(&unpivot);
 	bool fk = true, fv = true;
-	for (int i = 0; i < s->ncolumns; i++) {
+	for (int i = 0; i < l->ncolumns; i++) {
 		int n = i + 1;
-		if (s->is_key[i]) {
+		if (l->is_key[i]) {
 			Sep(&keys, &fk);
 			appendStringInfo(&keys, "u.k%d", n);
-			appendStringInfo(&view_keys, "v.%s AS k%d, ", quote_identifier(s->def_names[i]), n);
-			appendStringInfo(&read_keys, "t.%s AS k%d, ", quote_identifier(s->read_names[i]), n);
-			appendStringInfo(&json, "%s%s, d.k%d", json.len ? ", " : "", quote_literal_cstr(s->def_names[i]), n);
+			appendStringInfo(&view_keys, "v.%s AS k%d, ", quote_identifier(l->def_names[i]), n);
+			appendStringInfo(&read_keys, "t.%s AS k%d, ", quote_identifier(l->in_read.names[i]), n);
+			appendStringInfo(&json, "%s%s, d.k%d", json.len ? ", " : "", quote_literal_cstr(l->def_names[i]), n);
 		} else {
 			Sep(&sums, &fv);
 			appendStringInfo(&stored, ", COALESCE(t.%s, 0)::pg_catalog.numeric AS s%d, 0::pg_catalog.numeric AS e%d",
-			                 quote_identifier(s->read_names[i]), n, n);
+			                 quote_identifier(l->in_read.names[i]), n, n);
 			appendStringInfo(&expected, ", 0::pg_catalog.numeric, COALESCE(v.%s, 0)::pg_catalog.numeric",
-			                 quote_identifier(s->def_names[i]));
+			                 quote_identifier(l->def_names[i]));
 			appendStringInfo(&sums, "pg_catalog.sum(u.s%d) AS s%d, pg_catalog.sum(u.e%d) AS e%d", n, n, n, n);
 			appendStringInfo(&differs, "%spg_catalog.sum(u.s%d) IS DISTINCT FROM pg_catalog.sum(u.e%d)",
 			                 differs.len ? " OR " : "", n, n);
 			appendStringInfo(&unpivot, "%s(%s, d.s%d, d.e%d)", unpivot.len ? ", " : "",
-			                 quote_literal_cstr(s->def_names[i]), n, n);
+			                 quote_literal_cstr(l->def_names[i]), n, n);
 		}
 	}
-	int rk = s->retention_column + 1;
+	int rk = l->retention_column + 1;
 	/* (the keys that differ in a CTE of their own: Citus pushes it down to the shards, the keys first in both sides) */
 	return psprintf(
 	    "WITH d AS MATERIALIZED (SELECT %2$s, %3$s, pg_catalog.bool_or(u.in_target) AS in_target "
@@ -88,11 +90,11 @@ VerifyStatement(const CounterShape *s)
 	    "FROM d CROSS JOIN LATERAL (VALUES %14$s) x(column_name, stored, expected) "
 	    "WHERE x.stored IS DISTINCT FROM x.expected AND (%15$s OR d.in_target) "
 	    "ORDER BY 2, 3",
-	    json.data, keys.data, sums.data, read_keys.data, stored.data, QualifiedName(s->e->target),
-	    LiveCondition(s, rk > 0 ? psprintf("t.%s", quote_identifier(s->read_names[rk - 1])) : nullptr), view_keys.data,
-	    expected.data, QualifiedName(s->e->query),
-	    LiveCondition(s, rk > 0 ? psprintf("v.%s", quote_identifier(s->def_names[rk - 1])) : nullptr), keys.data,
-	    differs.data, unpivot.data, s->e->owns_target ? "true" : "false");
+	    json.data, keys.data, sums.data, read_keys.data, stored.data, QualifiedName(e->target),
+	    LiveCondition(e, rk > 0 ? psprintf("t.%s", quote_identifier(l->in_read.names[rk - 1])) : nullptr),
+	    view_keys.data, expected.data, QualifiedName(e->query),
+	    LiveCondition(e, rk > 0 ? psprintf("v.%s", quote_identifier(l->def_names[rk - 1])) : nullptr), keys.data,
+	    differs.data, unpivot.data, e->owns_target ? "true" : "false");
 }
 
 char *
@@ -102,29 +104,32 @@ ConditionProbe(const char *condition)
 }
 
 char *
-RebuildConditionCheck(const CounterShape *s, const char *condition)
+RebuildConditionCheck(const Counter *e, const char *condition)
 {
-	return psprintf("SELECT 1 FROM (SELECT %s FROM %s LIMIT 0) k WHERE (%s)", KeyColumnList(s), QualifiedName(s->table),
+	const CounterLayout *l = LayoutOf(e);
+	return psprintf("SELECT 1 FROM (SELECT %s FROM %s LIMIT 0) k WHERE (%s)", KeyColumnList(e), QualifiedName(l->table),
 	                condition);
 }
 
 char *
-KeyColumnList(const CounterShape *s)
+KeyColumnList(const Counter *e)
 {
+	const CounterLayout *l = LayoutOf(e);
 	StringInfoData keys;
 	initStringInfo(&keys);
 	bool first = true;
-	for (int i = 0; i < s->ncolumns; i++)
-		if (s->is_key[i]) {
+	for (int i = 0; i < l->ncolumns; i++)
+		if (l->is_key[i]) {
 			Sep(&keys, &first);
-			appendStringInfoString(&keys, quote_identifier(s->table_names[i]));
+			appendStringInfoString(&keys, quote_identifier(l->in_table.names[i]));
 		}
 	return keys.data;
 }
 
 char *
-RebuildStatement(const CounterShape *s, const char *condition, bool distributed)
+RebuildStatement(const Counter *e, const char *condition, bool distributed)
 {
+	const CounterLayout *l = LayoutOf(e);
 	StringInfoData keys, table_side, view_side, as_table, sums, differs, nonzero, insert_cols, insert_vals, conflict,
 	    sets;
 	initStringInfo(&keys);
@@ -141,28 +146,28 @@ RebuildStatement(const CounterShape *s, const char *condition, bool distributed)
 	StringInfoData stored_nonzero;
 	initStringInfo(&stored_nonzero);
 	bool fk = true, fs = true, fc = true, fi = true, fset = true;
-	for (int i = 0; i < s->ncolumns; i++) {
+	for (int i = 0; i < l->ncolumns; i++) {
 		int n = i + 1;
-		const char *col = quote_identifier(s->table_names[i]);
+		const char *col = quote_identifier(l->in_table.names[i]);
 		Sep(&table_side, &fs);
 		Sep(&view_side, &fc);
 		Sep(&insert_cols, &fi);
 		appendStringInfoString(&insert_cols, col);
-		appendStringInfo(&insert_vals, "%sd.%s%d", insert_vals.len ? ", " : "", s->is_key[i] ? "k" : "e", n);
-		if (s->is_key[i]) {
+		appendStringInfo(&insert_vals, "%sd.%s%d", insert_vals.len ? ", " : "", l->is_key[i] ? "k" : "e", n);
+		if (l->is_key[i]) {
 			appendStringInfo(&table_side, "t.%s AS k%d", col, n);
-			appendStringInfo(&view_side, "v.%s", quote_identifier(s->def_names[i]));
+			appendStringInfo(&view_side, "v.%s", quote_identifier(l->def_names[i]));
 			Sep(&keys, &fk);
 			appendStringInfo(&keys, "u.k%d", n);
 			appendStringInfo(&as_table, "%su.k%d AS %s", as_table.len ? ", " : "", n, col);
 			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "",
-			                 KeyIndexElement(col, s->digested != nullptr && s->digested[i]));
+			                 KeyIndexElement(col, l->digested != nullptr && l->digested[i]));
 		} else {
 			appendStringInfo(&table_side,
 			                 "COALESCE(t.%s, 0)::pg_catalog.numeric AS s%d, NULL::pg_catalog.numeric AS e%d", col, n,
 			                 n);
 			appendStringInfo(&view_side, "NULL::pg_catalog.numeric, COALESCE(v.%s, 0)::pg_catalog.numeric",
-			                 quote_identifier(s->def_names[i]));
+			                 quote_identifier(l->def_names[i]));
 			appendStringInfo(&sums,
 			                 ", COALESCE(pg_catalog.sum(u.s%d), 0) AS s%d, COALESCE(pg_catalog.sum(u.e%d), 0) AS e%d",
 			                 n, n, n, n);
@@ -173,7 +178,7 @@ RebuildStatement(const CounterShape *s, const char *condition, bool distributed)
 			appendStringInfo(&sets, "%s = d.e%d", col, n);
 		}
 	}
-	int rk = s->retention_column + 1;
+	int rk = l->retention_column + 1;
 	/* The condition sees exactly the key columns, named as in the counter table. */
 	char *keep = condition != nullptr
 	                 ? psprintf("EXISTS (SELECT FROM (SELECT %s) c WHERE (%s))", as_table.data, condition)
@@ -189,21 +194,21 @@ RebuildStatement(const CounterShape *s, const char *condition, bool distributed)
 	             "  GROUP BY %s) x "
 	             "WHERE %s",
 	             keys.data, sums.data, distributed ? "pg_catalog.bool_or(u.row_id)" : "pg_catalog.max(u.row_id)",
-	             table_side.data, distributed ? "true" : "t.ctid", QualifiedName(s->table), view_side.data,
-	             distributed ? "NULL::pg_catalog.bool" : "NULL::pg_catalog.tid", QualifiedName(s->e->query),
-	             LiveCondition(s, rk > 0 ? psprintf("u.k%d", rk) : nullptr), keep, keys.data,
+	             table_side.data, distributed ? "true" : "t.ctid", QualifiedName(l->table), view_side.data,
+	             distributed ? "NULL::pg_catalog.bool" : "NULL::pg_catalog.tid", QualifiedName(e->query),
+	             LiveCondition(e, rk > 0 ? psprintf("u.k%d", rk) : nullptr), keep, keys.data,
 	             /* (a stored row of zeros differs too, unless the counter keeps them: it should not exist) */
-	             s->e->owns_target && !s->keep_zero
+	             e->owns_target && !e->options->keep_zero
 	                 ? psprintf("%s OR (x.row_id IS NOT NULL AND NOT (%s))", differs.data, stored_nonzero.data)
 	                 : differs.data);
-	const char *table = QualifiedName(s->table);
+	const char *table = QualifiedName(l->table);
 	StringInfoData match;
 	initStringInfo(&match);
-	for (int i = 0; i < s->ncolumns; i++)
-		if (s->is_key[i])
-			appendStringInfo(&match, " AND t.%s OPERATOR(pg_catalog.=) d.k%d", quote_identifier(s->table_names[i]),
+	for (int i = 0; i < l->ncolumns; i++)
+		if (l->is_key[i])
+			appendStringInfo(&match, " AND t.%s OPERATOR(pg_catalog.=) d.k%d", quote_identifier(l->in_table.names[i]),
 			                 i + 1);
-	if (!s->e->owns_target)
+	if (!e->owns_target)
 		/* Columns of an existing table: rows are updated, none created or deleted. */
 		return psprintf("WITH d AS MATERIALIZED (%s), "
 		                "     updated AS (UPDATE %s AS t SET %s FROM d "
@@ -214,14 +219,14 @@ RebuildStatement(const CounterShape *s, const char *condition, bool distributed)
 		                distributed ? psprintf("d.row_id%s", match.data) : "t.ctid OPERATOR(pg_catalog.=) d.row_id");
 	StringInfoData excluded;
 	initStringInfo(&excluded);
-	for (int i = 0; i < s->ncolumns; i++)
-		if (!s->is_key[i])
+	for (int i = 0; i < l->ncolumns; i++)
+		if (!l->is_key[i])
 			appendStringInfo(&excluded, "%s%s = EXCLUDED.%s", excluded.len ? ", " : "",
-			                 quote_identifier(s->table_names[i]), quote_identifier(s->table_names[i]));
+			                 quote_identifier(l->in_table.names[i]), quote_identifier(l->in_table.names[i]));
 	StringInfoData order;
 	initStringInfo(&order);
-	for (int i = 0; i < s->ncolumns; i++)
-		if (s->is_key[i])
+	for (int i = 0; i < l->ncolumns; i++)
+		if (l->is_key[i])
 			appendStringInfo(&order, "%sd.k%d", order.len ? ", " : "", i + 1);
 	if (distributed)
 		/*
@@ -249,14 +254,15 @@ RebuildStatement(const CounterShape *s, const char *condition, bool distributed)
 	    "SELECT (SELECT pg_catalog.count(*) FROM d), (SELECT pg_catalog.count(*) FROM deleted), "
 	    "       pg_catalog.count(*) FILTER (WHERE u.inserted), pg_catalog.count(*) FILTER (WHERE NOT u.inserted) "
 	    "  FROM upserted u",
-	    diff, table, s->keep_zero ? "true" : nonzero.data, table, insert_cols.data, insert_vals.data,
-	    s->keep_zero ? psprintf("(%s) OR d.row_id IS NOT NULL", nonzero.data) : nonzero.data, order.data, conflict.data,
-	    excluded.data);
+	    diff, table, e->options->keep_zero ? "true" : nonzero.data, table, insert_cols.data, insert_vals.data,
+	    e->options->keep_zero ? psprintf("(%s) OR d.row_id IS NOT NULL", nonzero.data) : nonzero.data, order.data,
+	    conflict.data, excluded.data);
 }
 
 char *
-CompactStatement(const CounterShape *s, bool with_rows)
+CompactStatement(const Counter *e, bool with_rows)
 {
+	const CounterLayout *l = LayoutOf(e);
 	StringInfoData moved, keys, cols, sums, nonzero, updates, zero, conflict;
 	initStringInfo(&moved);
 	initStringInfo(&keys);
@@ -266,15 +272,15 @@ CompactStatement(const CounterShape *s, bool with_rows)
 	initStringInfo(&updates);
 	initStringInfo(&zero);
 	initStringInfo(&conflict);
-	for (int i = 0; i < s->ncolumns; i++) {
+	for (int i = 0; i < l->ncolumns; i++) {
 		int n = i + 1;
-		const char *col = quote_identifier(s->table_names[i]);
-		appendStringInfo(&moved, "%sl.%s AS c%d", moved.len ? ", " : "", quote_identifier(s->log_names[i]), n);
+		const char *col = quote_identifier(l->in_table.names[i]);
+		appendStringInfo(&moved, "%sl.%s AS c%d", moved.len ? ", " : "", quote_identifier(l->in_pending.names[i]), n);
 		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", col);
-		if (s->is_key[i]) {
+		if (l->is_key[i]) {
 			appendStringInfo(&keys, "%sm.c%d", keys.len ? ", " : "", n);
 			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "",
-			                 KeyIndexElement(col, s->digested != nullptr && s->digested[i]));
+			                 KeyIndexElement(col, l->digested != nullptr && l->digested[i]));
 		} else {
 			appendStringInfo(&sums, ", pg_catalog.sum(m.c%d)", n);
 			appendStringInfo(&nonzero, "%spg_catalog.sum(m.c%d) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "",
@@ -288,14 +294,14 @@ CompactStatement(const CounterShape *s, bool with_rows)
 	StringInfoData insert_cols;
 	initStringInfo(&insert_cols);
 	for (int pass = 0; pass < 2; pass++)
-		for (int i = 0; i < s->ncolumns; i++)
-			if (s->is_key[i] == (pass == 0))
+		for (int i = 0; i < l->ncolumns; i++)
+			if (l->is_key[i] == (pass == 0))
 				appendStringInfo(&insert_cols, "%s%s", insert_cols.len ? ", " : "",
-				                 quote_identifier(s->table_names[i]));
-	const char *log = QualifiedName(s->e->log);
+				                 quote_identifier(l->in_table.names[i]));
+	const char *log = QualifiedName(e->log);
 	/* Sharded mode: only the slot rows no transaction holds (busy ones wait for the next compaction). */
 	char *pending =
-	    s->e->mode == Mode::Sharded
+	    e->mode == Mode::Sharded
 	        ? psprintf("l.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT x.ctid FROM %s x FOR UPDATE SKIP LOCKED))", log)
 	        : pstrdup("true");
 	if (!with_rows)
@@ -304,7 +310,7 @@ CompactStatement(const CounterShape *s, bool with_rows)
 		    "     folded AS (INSERT INTO %s AS t (%s) SELECT %s%s FROM moved m GROUP BY %s HAVING %s "
 		    "                ORDER BY %s ON CONFLICT (%s) DO UPDATE SET %s RETURNING t.ctid, (%s) AS zero) "
 		    "SELECT (SELECT pg_catalog.count(*) FROM moved), ARRAY(SELECT f.ctid FROM folded f WHERE f.zero)",
-		    log, pending, moved.data, QualifiedName(s->table), insert_cols.data, keys.data, sums.data, keys.data,
+		    log, pending, moved.data, QualifiedName(l->table), insert_cols.data, keys.data, sums.data, keys.data,
 		    nonzero.data, keys.data, conflict.data, updates.data, zero.data);
 	/*
 	 * With the folded rows (for thresholds): the same, then one row per folded key with its new values (f1 ... fn,
@@ -315,29 +321,29 @@ CompactStatement(const CounterShape *s, bool with_rows)
 	initStringInfo(&returning);
 	initStringInfo(&join);
 	initStringInfo(&out);
-	for (int i = 0; i < s->ncolumns; i++) {
+	for (int i = 0; i < l->ncolumns; i++) {
 		int n = i + 1;
-		appendStringInfo(&returning, ", t.%s AS f%d", quote_identifier(s->table_names[i]), n);
+		appendStringInfo(&returning, ", t.%s AS f%d", quote_identifier(l->in_table.names[i]), n);
 		appendStringInfo(&out, ", f.f%d", n);
-		if (s->is_key[i]) {
+		if (l->is_key[i]) {
 			appendStringInfo(&sum_cols, "%sm.c%d", sum_cols.len ? ", " : "", n);
 			appendStringInfo(&join, "%sf.f%d IS NOT DISTINCT FROM g.c%d", join.len ? " AND " : "", n, n);
 		} else
 			appendStringInfo(&sum_cols, "%spg_catalog.sum(m.c%d) AS c%d", sum_cols.len ? ", " : "", n, n);
 	}
-	for (int i = 0; i < s->ncolumns; i++)
-		if (!s->is_key[i])
+	for (int i = 0; i < l->ncolumns; i++)
+		if (!l->is_key[i])
 			appendStringInfo(&out, ", g.c%d", i + 1);
 	StringInfoData folded_cols;
 	initStringInfo(&folded_cols);
 	for (int pass = 0; pass < 2; pass++)
-		for (int i = 0; i < s->ncolumns; i++)
-			if (s->is_key[i] == (pass == 0))
+		for (int i = 0; i < l->ncolumns; i++)
+			if (l->is_key[i] == (pass == 0))
 				appendStringInfo(&folded_cols, "%sg.c%d", folded_cols.len ? ", " : "", i + 1);
 	StringInfoData group_keys;
 	initStringInfo(&group_keys);
-	for (int i = 0; i < s->ncolumns; i++)
-		if (s->is_key[i])
+	for (int i = 0; i < l->ncolumns; i++)
+		if (l->is_key[i])
 			appendStringInfo(&group_keys, "%sg.c%d", group_keys.len ? ", " : "", i + 1);
 	return psprintf("WITH moved AS (DELETE FROM %s l WHERE %s RETURNING %s), "
 	                "     grouped AS (SELECT %s FROM moved m GROUP BY %s HAVING %s), "
@@ -345,7 +351,7 @@ CompactStatement(const CounterShape *s, bool with_rows)
 	                "                ON CONFLICT (%s) DO UPDATE SET %s RETURNING t.ctid, (%s) AS zero%s) "
 	                "SELECT (SELECT pg_catalog.count(*) FROM moved), ARRAY(SELECT f.ctid FROM folded f WHERE f.zero)%s "
 	                "  FROM (SELECT) one LEFT JOIN (folded f JOIN grouped g ON %s) ON true",
-	                log, pending, moved.data, sum_cols.data, keys.data, nonzero.data, QualifiedName(s->table),
+	                log, pending, moved.data, sum_cols.data, keys.data, nonzero.data, QualifiedName(l->table),
 	                insert_cols.data, folded_cols.data, group_keys.data, conflict.data, updates.data, zero.data,
 	                returning.data, out.data, join.data);
 }
@@ -358,15 +364,16 @@ DeleteAllStatement(Oid rel)
 }
 
 char *
-ZeroRowsStatement(const CounterShape *s)
+ZeroRowsStatement(const Counter *e)
 {
+	const CounterLayout *l = LayoutOf(e);
 	StringInfoData nonzero;
 	initStringInfo(&nonzero);
-	for (int i = 0; i < s->ncolumns; i++)
-		if (!s->is_key[i])
+	for (int i = 0; i < l->ncolumns; i++)
+		if (!l->is_key[i])
 			appendStringInfo(&nonzero, "%st.%s OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "",
-			                 quote_identifier(s->table_names[i]));
-	return psprintf("DELETE FROM %s t WHERE NOT (%s)", QualifiedName(s->table), nonzero.data);
+			                 quote_identifier(l->in_table.names[i]));
+	return psprintf("DELETE FROM %s t WHERE NOT (%s)", QualifiedName(l->table), nonzero.data);
 }
 
 char *
@@ -376,10 +383,11 @@ DeleteRowsStatement(Oid rel)
 }
 
 char *
-RetentionStatement(const CounterShape *s, Oid rel, const char **names)
+RetentionStatement(const Counter *e, Oid rel, const char **names)
 {
+	const CounterLayout *l = LayoutOf(e);
 	return psprintf("DELETE FROM %s t WHERE NOT (%s)", QualifiedName(rel),
-	                LiveCondition(s, psprintf("t.%s", quote_identifier(names[s->retention_column]))));
+	                LiveCondition(e, psprintf("t.%s", quote_identifier(names[l->retention_column]))));
 }
 
 char *
@@ -404,9 +412,10 @@ CountWhereStatement(Oid rel, const char *condition)
 }
 
 char *
-KeyFilterCheckStatement(const CounterShape *s, const char *filter)
+KeyFilterCheckStatement(const Counter *e, const char *filter)
 {
-	return psprintf("SELECT 1 FROM (SELECT %s FROM %s LIMIT 0) x WHERE (%s)", KeyColumnList(s), QualifiedName(s->table),
+	const CounterLayout *l = LayoutOf(e);
+	return psprintf("SELECT 1 FROM (SELECT %s FROM %s LIMIT 0) x WHERE (%s)", KeyColumnList(e), QualifiedName(l->table),
 	                filter);
 }
 
@@ -417,8 +426,9 @@ namespace {
  * each key as grouped and each value summed over the totals and pending rows, in the type the view gives it.
  */
 char *
-TopRowColumns(const CounterShape *s, TupleDesc rowtype)
+TopRowColumns(const Counter *e, TupleDesc rowtype)
 {
+	const CounterLayout *l = LayoutOf(e);
 	StringInfoData cols;
 	initStringInfo(&cols);
 	bool first = true;
@@ -430,14 +440,14 @@ TopRowColumns(const CounterShape *s, TupleDesc rowtype)
 		const char *type =
 		    format_type_extended(att->atttypid, att->atttypmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
 		int i = 0;
-		while (i < s->ncolumns && strcmp(s->read_names[i], NameStr(att->attname)) != 0)
+		while (i < l->ncolumns && strcmp(l->in_read.names[i], NameStr(att->attname)) != 0)
 			i++;
-		if (i == s->ncolumns)
+		if (i == l->ncolumns)
 			appendStringInfo(&cols, "NULL::%s", type);
-		else if (s->is_key[i])
-			appendStringInfoString(&cols, quote_identifier(s->table_names[i]));
+		else if (l->is_key[i])
+			appendStringInfoString(&cols, quote_identifier(l->in_table.names[i]));
 		else
-			appendStringInfo(&cols, "pg_catalog.sum(%s)::%s", quote_identifier(s->table_names[i]), type);
+			appendStringInfo(&cols, "pg_catalog.sum(%s)::%s", quote_identifier(l->in_table.names[i]), type);
 	}
 	return cols.data;
 }
@@ -445,10 +455,11 @@ TopRowColumns(const CounterShape *s, TupleDesc rowtype)
 } // namespace
 
 char *
-TopStatement(const CounterShape *s, int col, const char *limit, const char *filter, TupleDesc rowtype)
+TopStatement(const Counter *e, int col, const char *limit, const char *filter, TupleDesc rowtype)
 {
+	const CounterLayout *l = LayoutOf(e);
 	const char *cond = filter ? psprintf("(%s)", filter) : "true";
-	const char *value = quote_identifier(s->table_names[col]);
+	const char *value = quote_identifier(l->in_table.names[col]);
 	StringInfoData keys, match, null_match, any_null, nonzero, xcols;
 	initStringInfo(&keys);
 	initStringInfo(&match);
@@ -456,10 +467,10 @@ TopStatement(const CounterShape *s, int col, const char *limit, const char *filt
 	initStringInfo(&any_null);
 	initStringInfo(&nonzero);
 	initStringInfo(&xcols);
-	for (int i = 0; i < s->ncolumns; i++) {
-		const char *c = quote_identifier(s->table_names[i]);
+	for (int i = 0; i < l->ncolumns; i++) {
+		const char *c = quote_identifier(l->in_table.names[i]);
 		appendStringInfo(&xcols, "%sx.%s", i ? ", " : "", c);
-		if (s->is_key[i]) {
+		if (l->is_key[i]) {
 			bool first = keys.len == 0;
 			appendStringInfo(&keys, "%s%s", first ? "" : ", ", c);
 			appendStringInfo(&match, "%sx.%s OPERATOR(pg_catalog.=) p.%s", first ? "" : " AND ", c, c);
@@ -469,8 +480,8 @@ TopStatement(const CounterShape *s, int col, const char *limit, const char *filt
 			/* a key is present when some value is nonzero, as in the counter's view */
 			appendStringInfo(&nonzero, "%spg_catalog.sum(%s) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "", c);
 	}
-	if (s->e->mode == Mode::Exact) {
-		const char *target = QualifiedName(s->e->target);
+	if (e->mode == Mode::Exact) {
+		const char *target = QualifiedName(e->target);
 		/*
 		 * typed: the whole rows of the table, in its type (dropped columns left out: the caller skips them); else the
 		 * key columns and the value (the caller renders the key as the counter's owner)
@@ -484,8 +495,8 @@ TopStatement(const CounterShape *s, int col, const char *limit, const char *filt
 	 * The top k + m keys of the totals (an index on the column makes that an index scan) plus the m keys that have
 	 * pending deltas: any key without pending deltas is exact in the totals, so these contain the true top k.
 	 */
-	const char *totals = QualifiedName(s->e->totals);
-	const char *log = QualifiedName(s->e->log);
+	const char *totals = QualifiedName(e->totals);
+	const char *log = QualifiedName(e->log);
 	return psprintf("WITH pending AS MATERIALIZED (SELECT DISTINCT %s FROM %s WHERE %s), "
 	                "     candidates AS MATERIALIZED ( "
 	                "         (SELECT %s FROM %s WHERE %s ORDER BY %s DESC, %s LIMIT %s + (SELECT pg_catalog.count(*) "
@@ -498,11 +509,11 @@ TopStatement(const CounterShape *s, int col, const char *limit, const char *filt
 	                "        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s WHERE %s) u "
 	                " GROUP BY %s HAVING %s ORDER BY %s DESC, %s LIMIT %s",
 	                keys.data, log, cond, keys.data, totals, cond, value, keys.data, limit,
-	                rowtype ? TopRowColumns(s, rowtype) : psprintf("%s, pg_catalog.sum(%s)", keys.data, value),
+	                rowtype ? TopRowColumns(e, rowtype) : psprintf("%s, pg_catalog.sum(%s)", keys.data, value),
 	                xcols.data, totals, match.data, xcols.data, log, match.data, xcols.data, totals, null_match.data,
 	                any_null.data, xcols.data, log, null_match.data, any_null.data, keys.data, nonzero.data,
-	                rowtype ? psprintf("pg_catalog.sum(%s)", value) : psprintf("%d", s->def->nkeys + 1), keys.data,
-	                limit);
+	                rowtype ? psprintf("pg_catalog.sum(%s)", value) : psprintf("%d", DefinitionOf(e)->nkeys + 1),
+	                keys.data, limit);
 }
 
 } // namespace counters

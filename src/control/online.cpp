@@ -87,7 +87,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	(void)MayWriteHere(c, true, "switch the mode of");
 	/* (folding the log or slots after locking writers out must see every delta committed before the lock) */
 	RequireReadCommitted("counters.alter_counter()");
-	if (c->mode != Mode::Exact && mode != Mode::Exact)
+	if (HasPending(c->mode) && HasPending(mode))
 		AlterCounter(name, "exact", -1);
 	/*
 	 * Writers wait; the relations of the new mode are created by the counter's owner, whoever switches it: a counter's
@@ -95,7 +95,7 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	 */
 	Change change;
 	c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
-	if (c->mode == mode || (c->mode != Mode::Exact && mode != Mode::Exact)) {
+	if (c->mode == mode || (HasPending(c->mode) && HasPending(mode))) {
 		/* (another transaction switched it while this one waited: from there, or already done) */
 		EndChange(&change);
 		AlterCounter(name, mode_text, max_slots);
@@ -105,13 +105,12 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	 * Checked on the counter as locked: a switch that committed while this one waited renamed its relations (a row
 	 * read before the locks may be older than the relations the checks look at).
 	 */
-	RequireModeAllowed(c, mode, c->mode == Mode::Exact ? c->target : c->totals, c->target);
+	RequireModeAllowed(c, mode, ValuesTable(c), c->target);
 	/* (in this context: SPI's goes away with SPI_finish) */
 	char *nsp = get_namespace_name(get_rel_namespace(c->target));
 	char *rel = get_rel_name(c->target);
 	SpiConnect();
-	if (mode != Mode::Exact) {
-		CounterShape *s = BuildShape(c);
+	if (HasPending(mode)) {
 		char *totals_name = DerivedName(rel, "_totals");
 		char *log_name = DerivedName(rel, mode == Mode::Log ? "_log" : "_slots");
 		Oid totals = c->target;
@@ -123,15 +122,15 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		Execute(SetStorageStatement(log, StorageParameters(mode == Mode::Log ? Storage::Log : Storage::Slots)),
 		        SPI_OK_UTILITY);
 		if (mode == Mode::Log)
-			Execute(LogIndexStatement(s, log), SPI_OK_UTILITY);
+			Execute(LogIndexStatement(c, log), SPI_OK_UTILITY);
 		else {
 			/* the slot number: the column after the definition's (the trigger finds it by position) */
 			Execute(AddSlotColumnStatement(log), SPI_OK_UTILITY);
-			Execute(SlotKeyStatement(s, log), SPI_OK_UTILITY);
+			Execute(SlotKeyStatement(c, log), SPI_OK_UTILITY);
 			SetMaxSlots(name, max_slots == -1 ? MAX_SLOTS_DEFAULT : max_slots);
 		}
 		/* Readers see totals plus pending deltas as of their snapshot: exact and transactional, never a cache. */
-		Execute(PendingViewStatement(s, nsp, rel, totals, log), SPI_OK_UTILITY);
+		Execute(PendingViewStatement(c, nsp, rel, totals, log), SPI_OK_UTILITY);
 		Oid view = RelationIn(nsp, rel);
 		CopySelectGrants(totals, view);
 		SPI_finish();
@@ -199,7 +198,7 @@ RenameCounter(const char *from, const char *to, const char *table)
 	SpiConnect();
 	RenameWithIndexes(e->query, DefinitionViewName(to), from, to);
 	RenameWithIndexes(e->target, table, from, to);
-	if (e->mode != Mode::Exact) {
+	if (HasPending(e->mode)) {
 		RenameWithIndexes(e->totals, DerivedName(table, "_totals"), from, to);
 		RenameWithIndexes(e->log, DerivedName(table, e->mode == Mode::Log ? "_log" : "_slots"), from, to);
 	}
@@ -227,15 +226,6 @@ struct Kept {
 	List *log_storage;    /* and of the log or slots */
 };
 
-/* the counter's table of counts: its own table in exact mode, the totals otherwise (invalid: columns of a table) */
-Oid
-TableOfCounts(const Counter *c)
-{
-	if (!c->owns_target)
-		return InvalidOid;
-	return c->mode == Mode::Exact ? c->target : c->totals;
-}
-
 /* rel's storage parameters made `options` (rel invalid: nothing) */
 void
 RestoreStorage(Oid rel, List *options)
@@ -252,12 +242,16 @@ RestoreStorage(Oid rel, List *options)
 	SPI_finish();
 }
 
+/*
+ * What counter `c` keeps, as BeginChange read it under the change's locks: its options as they are then
+ * (AlterDefinition and SaveAndDrop keep those read before going through exact mode instead).
+ */
 void
 Keep(const Counter *c, Kept *k)
 {
-	k->options = CurrentOptions(c->name);
-	k->counts_storage = StorageOf(TableOfCounts(c));
-	k->log_storage = StorageOf(c->mode == Mode::Exact ? InvalidOid : c->log);
+	k->options = c->options;
+	k->counts_storage = StorageOf(c->owns_target ? ValuesTable(c) : InvalidOid);
+	k->log_storage = StorageOf(HasPending(c->mode) ? c->log : InvalidOid);
 	k->grantees = c->owns_target ? SelectGrantees(c->target) : NIL;
 	k->crossings = c->crossings;
 	if (OidIsValid(c->crossings))
@@ -268,11 +262,11 @@ void
 GiveBack(const char *name, const Kept *k)
 {
 	Counter *e = LookupCounter(name);
-	CounterDef *def = BuildShape(e)->def;
+	CounterDef *def = DefinitionOf(e);
 	RestoreOptions(name, k->options, def);
 	/* (a DBA's fillfactor or autovacuum settings stay; the counter is declared again in the same mode) */
-	RestoreStorage(TableOfCounts(e), k->counts_storage);
-	if (e->mode != Mode::Exact)
+	RestoreStorage(e->owns_target ? ValuesTable(e) : InvalidOid, k->counts_storage);
+	if (HasPending(e->mode))
 		RestoreStorage(e->log, k->log_storage);
 	if (OidIsValid(k->crossings))
 		KeepCrossings(e, k->crossings, def);
@@ -303,7 +297,7 @@ KeepsTable(const Counter *c)
 Counter *
 ToExact(const Counter *c)
 {
-	if (c->mode != Mode::Exact)
+	if (HasPending(c->mode))
 		AlterCounter(c->name, "exact", -1);
 	return LookupCounter(c->name);
 }
@@ -322,7 +316,7 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	Mode final_mode = mode != nullptr ? ParseMode(name, mode) : c->mode;
 	/* (what going through exact mode forgets: max_slots, the log's or slots' storage settings) */
 	const CounterOptions *options = c->options;
-	List *log_storage = c->mode != Mode::Exact ? StorageOf(c->log) : NIL;
+	List *log_storage = HasPending(c->mode) ? StorageOf(c->log) : NIL;
 	if (KeepsTable(c) && !IsSink(c->source))
 		c = ToExact(c);
 	/* (writers wait until the transaction ends: the counter is dropped and declared again in it) */
@@ -340,7 +334,7 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	Oid owner = CounterOwner(c);
 	/* (the new definition is parsed with the caller's search_path, resolved as the caller: out of the scope again) */
 	Oid source = c->source;
-	Oid parent = CounterParent(c);
+	Oid parent = DefinitionOf(c)->parent;
 	EndChange(&change);
 	/*
 	 * The triggers stay while the counter is declared again (dropping them would lock the source ACCESS EXCLUSIVE,
@@ -372,9 +366,9 @@ SaveAndDrop(const Counter *e)
 {
 	RequireMaintainer(e);
 	const char *mode = ModeName(e->mode);
-	/* (read again: in this memory context, which lives until the counter is declared again) */
+	/* (read now, into this memory context, which lives until the counter is declared again: `e` is the caller's) */
 	const CounterOptions *options = CurrentOptions(e->name);
-	List *log_storage = e->mode != Mode::Exact ? StorageOf(e->log) : NIL;
+	List *log_storage = HasPending(e->mode) ? StorageOf(e->log) : NIL;
 	if (KeepsTable(e) && !IsSink(e->source))
 		e = ToExact(e);
 	Saved *s = (Saved *)palloc0(sizeof(Saved));
@@ -486,8 +480,7 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	if (comment != nullptr) {
 		Counter *e = LookupCounter(name);
 		SpiConnect();
-		Execute(psprintf("COMMENT ON TABLE %s IS %s", QualifiedName(e->mode == Mode::Exact ? e->target : e->totals),
-		                 quote_literal_cstr(comment)),
+		Execute(psprintf("COMMENT ON TABLE %s IS %s", QualifiedName(ValuesTable(e)), quote_literal_cstr(comment)),
 		        SPI_OK_UTILITY);
 		SPI_finish();
 	}
@@ -533,11 +526,11 @@ RefreshConcurrently(const char *name, const char *step)
 	 * totals, for its next round.
 	 */
 	LockRelationOid(e->log, ShareUpdateExclusiveLock);
-	CounterShape *s = BuildShape(e);
+	const CounterDef *def = DefinitionOf(e);
 	/* (the log's rows go with this snapshot's fill, as a compaction folds them: counters.stats.oldest_pending) */
 	NoteCompactionStart(e->query);
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	const char *statements[3] = {DeleteAllStatement(e->totals), FillStatement(s->def, e->totals, e->query),
+	const char *statements[3] = {DeleteAllStatement(e->totals), FillStatement(def, e->totals, e->query),
 	                             DeleteAllStatement(e->log)};
 	uint64 processed[3];
 	SpiConnect();
@@ -573,13 +566,13 @@ namespace {
 
 /*
  * Where a concurrent declaration or rebuild is going (its "building" option, which step 1 sets and step 2 removes):
- * the mode it ends in and, sharded, its max_slots; or, when none is under way, the counter's own. Read with the
- * latest snapshot.
+ * the mode it ends in and, sharded, its max_slots; or, when none is under way, the counter's own. As `e` was just
+ * read (LookupCounter: with the latest snapshot).
  */
 void
 ReadDestination(const Counter *e, Mode *mode, int *max_slots)
 {
-	const CounterOptions *options = CurrentOptions(e->name);
+	const CounterOptions *options = e->options;
 	*mode = options->building && options->building_has_mode ? options->building_mode : e->mode;
 	*max_slots = -1;
 	if (*mode == Mode::Sharded)

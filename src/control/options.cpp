@@ -41,23 +41,23 @@ struct ValueColumn {
 ValueColumn
 FindValueColumn(const Counter *e, const char *column)
 {
-	CounterShape *s = BuildShape(e);
+	const CounterLayout *l = LayoutOf(e);
 	int found = -1;
-	for (int i = 0; i < s->ncolumns; i++) {
-		if (s->is_key[i])
+	for (int i = 0; i < l->ncolumns; i++) {
+		if (l->is_key[i])
 			continue;
-		if (strcmp(s->def_names[i], column) == 0) {
+		if (strcmp(l->def_names[i], column) == 0) {
 			found = i;
 			break;
 		}
-		if (e->owns_target && found < 0 && strcmp(s->table_names[i], column) == 0)
+		if (e->owns_target && found < 0 && strcmp(l->in_table.names[i], column) == 0)
 			found = i;
 	}
 	if (found < 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("counter \"%s\" has no value column \"%s\"", e->name, column),
 		                errhint("Bounds and thresholds apply to the count() and sum() columns of the definition.")));
-	return ValueColumn{s->def_names[found], s->table_names[found]};
+	return ValueColumn{l->def_names[found], l->in_table.names[found]};
 }
 
 char *
@@ -118,6 +118,7 @@ SetBounds(const char *name, const char *column, Datum min, bool min_null, Datum 
 			                errhint("SELECT * FROM %s WHERE %s lists them.", QualifiedName(e->target), outside)));
 		EndChange(&change);
 	}
+	/* (read-modify-write: the options now, locked, not as `e` was read before the check above) */
 	CounterOptions o = LockOptions(name);
 	ColumnBounds entry = {col.definition_name, !min_null, !max_null, min_null ? (Datum)0 : min,
 	                      max_null ? (Datum)0 : max};
@@ -192,6 +193,7 @@ SetThresholds(const char *name, const char *column, ArrayType *thresholds, Oid c
 			entry.nvalues++;
 		}
 	}
+	/* (read-modify-write: the options now, locked, whatever was set since `e` was read) */
 	CounterOptions o = LockOptions(name);
 	o.thresholds =
 	    WithColumnEntry(o.thresholds, &o.nthresholds, col.definition_name, n == 0 && every_null ? nullptr : &entry);
@@ -223,9 +225,9 @@ SetTouch(const char *name, const char *column)
 		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
 		                errmsg("counter \"%s\": column \"%s\" to touch has type %s, not timestamptz or timestamp", name,
 		                       column, format_type_be(get_atttype(e->target, attnum)))));
-	CounterShape *s = BuildShape(e);
-	for (int i = 0; i < s->ncolumns; i++)
-		if (strcmp(s->read_names[i], column) == 0)
+	const CounterLayout *l = LayoutOf(e);
+	for (int i = 0; i < l->ncolumns; i++)
+		if (strcmp(l->in_read.names[i], column) == 0)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			                errmsg("counter \"%s\": column \"%s\" is one of the counter's own columns", name, column),
 			                errhint("Touch a timestamp column of the table, such as updated_at.")));
@@ -260,19 +262,19 @@ SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 		return;
 	}
 	RequireFeature(e, Feature::Retention);
-	CounterShape *s = BuildShape(e);
+	const CounterLayout *l = LayoutOf(e);
 	int found = -1;
-	for (int i = 0; i < s->ncolumns; i++) {
-		if (!s->is_key[i])
+	for (int i = 0; i < l->ncolumns; i++) {
+		if (!l->is_key[i])
 			continue;
-		if (strcmp(s->def_names[i], column) == 0) {
+		if (strcmp(l->def_names[i], column) == 0) {
 			found = i;
 			break;
 		}
-		if (found < 0 && strcmp(s->table_names[i], column) == 0)
+		if (found < 0 && strcmp(l->in_table.names[i], column) == 0)
 			found = i;
 	}
-	Oid type = found >= 0 ? s->def->keys[s->def->columns[found].index].type : InvalidOid;
+	Oid type = found >= 0 ? ColumnType(DefinitionOf(e), found) : InvalidOid;
 	if (!IsTimeBucketType(type))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": retention needs a key column of type date, timestamp or timestamptz, "
@@ -288,7 +290,7 @@ SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("counter \"%s\": retention must keep a positive interval, not %s", name,
 		                       DatumGetCString(DirectFunctionCall1(interval_out, keep)))));
-	o.retention_column = s->def_names[found];
+	o.retention_column = l->def_names[found];
 	o.retention_keep = keep_text;
 	WriteOption(name, &o, "retention");
 }
@@ -298,16 +300,17 @@ namespace {
 /* top()'s (key jsonb, value numeric) rows from its statement's (keys..., value) rows, the keys rendered as the owner.
  */
 void
-RenderTopKeys(const Counter *e, const CounterShape *s, TupleDesc desc, FunctionCallInfo fcinfo)
+RenderTopKeys(const Counter *e, TupleDesc desc, FunctionCallInfo fcinfo)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 	TupleDesc got = SPI_tuptable->tupdesc;
-	int nkeys = s->def->nkeys;
+	const CounterLayout *l = LayoutOf(e);
+	int nkeys = DefinitionOf(e)->nkeys;
 	const char **names = (const char **)palloc(sizeof(char *) * nkeys);
 	Oid *types = (Oid *)palloc(sizeof(Oid) * nkeys);
-	for (int i = 0, k = 0; i < s->ncolumns; i++)
-		if (s->is_key[i]) {
-			names[k] = s->table_names[i];
+	for (int i = 0, k = 0; i < l->ncolumns; i++)
+		if (l->is_key[i]) {
+			names[k] = l->in_table.names[i];
 			types[k] = TupleDescAttr(got, k)->atttypid;
 			k++;
 		}
@@ -331,8 +334,7 @@ RenderTopKeys(const Counter *e, const CounterShape *s, TupleDesc desc, FunctionC
  * key is rendered as jsonb as the counter's owner (its type's cast to json is the owner's code to run).
  */
 void
-RunTop(const Counter *e, const CounterShape *s, int col, Datum k, bool k_null, const char *filter, bool rows,
-       FunctionCallInfo fcinfo)
+RunTop(const Counter *e, int col, Datum k, bool k_null, const char *filter, bool rows, FunctionCallInfo fcinfo)
 {
 	char *limit = k_null ? pstrdup("NULL") : psprintf("%d", DatumGetInt32(k));
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
@@ -342,9 +344,9 @@ RunTop(const Counter *e, const CounterShape *s, int col, Datum k, bool k_null, c
 	/* The caller reads the counter with its own rights; the statement's names are its own, pinned. */
 	int level = PinSettings(PIN_SEARCH_PATH);
 	/* In log and sharded mode a key's value is spread over several rows: the filter may name key columns only. */
-	if (e->mode != Mode::Exact && filter != nullptr)
-		RequireKeyFilter(e, s, filter);
-	int ret = SPI_execute(TopStatement(s, col, limit, filter, rows ? desc : nullptr), true, 0);
+	if (HasPending(e->mode) && filter != nullptr)
+		RequireKeyFilter(e, filter);
+	int ret = SPI_execute(TopStatement(e, col, limit, filter, rows ? desc : nullptr), true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: top() of counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	/*
@@ -353,7 +355,7 @@ RunTop(const Counter *e, const CounterShape *s, int col, Datum k, bool k_null, c
 	 */
 	TupleDesc got = SPI_tuptable->tupdesc;
 	if (!rows) {
-		RenderTopKeys(e, s, desc, fcinfo);
+		RenderTopKeys(e, desc, fcinfo);
 		UnpinSettings(level);
 		SPI_finish();
 		return;
@@ -387,13 +389,14 @@ RunTop(const Counter *e, const CounterShape *s, int col, Datum k, bool k_null, c
 	SPI_finish();
 }
 
-/* The value column of counter shape `s` named `column` in the relation `names` come from, or -1. */
+/* The value column of counter `e` named `column` in the relation `names` come from (its layout's), or -1. */
 int
-FindTopColumn(const CounterShape *s, const char **names, const char *column)
+FindTopColumn(const Counter *e, const char **names, const char *column)
 {
+	const CounterLayout *l = LayoutOf(e);
 	int col = -1;
-	for (int i = 0; i < s->ncolumns; i++)
-		if (!s->is_key[i] && strcmp(names[i], column) == 0)
+	for (int i = 0; i < l->ncolumns; i++)
+		if (!l->is_key[i] && strcmp(names[i], column) == 0)
 			col = i;
 	return col;
 }
@@ -404,12 +407,11 @@ void
 Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo)
 {
 	Counter *e = LookupCounter(name);
-	CounterShape *s = BuildShape(e);
-	int col = FindTopColumn(s, s->table_names, column);
+	int col = FindTopColumn(e, LayoutOf(e)->in_table.names, column);
 	if (col < 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("counter \"%s\" has no value column %s", name, quote_identifier(column))));
-	RunTop(e, s, col, k, k_null, filter, false, fcinfo);
+	RunTop(e, col, k, k_null, filter, false, fcinfo);
 }
 
 void
@@ -424,7 +426,6 @@ TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filte
 	 */
 	const Counter *found = nullptr;
 	const char *read_from = nullptr; /* (the last counter read from it) */
-	CounterShape *s = nullptr;
 	int col = -1, nread_from = 0;
 	ListCell *lc;
 	foreach (lc, entries) {
@@ -433,8 +434,7 @@ TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filte
 			continue;
 		nread_from++;
 		read_from = e->name;
-		CounterShape *shape = BuildShape(e);
-		int c = FindTopColumn(shape, shape->read_names, column);
+		int c = FindTopColumn(e, LayoutOf(e)->in_read.names, column);
 		if (c < 0)
 			continue;
 		if (found != nullptr)
@@ -443,7 +443,6 @@ TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filte
 			                       quote_identifier(column), QualifiedName(rel)),
 			                errhint("Use counters.top(name, column_name, k) with the counter's name.")));
 		found = e;
-		s = shape;
 		col = c;
 	}
 	if (found == nullptr && nread_from == 1)
@@ -467,13 +466,13 @@ TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filte
 		        (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("type %s is not the row type of a counter", type_name),
 		         errhint("Pass a value of the row type of the relation a counter is read from (its \"target\" in "
 		                 "counters.counters), e.g. counters.top(NULL::post_likes, 'likes', 10).")));
-	RunTop(found, s, col, k, k_null, filter, true, fcinfo);
+	RunTop(found, col, k, k_null, filter, true, fcinfo);
 }
 
 namespace {
 
 struct Filter {
-	const CounterShape *s;
+	const Counter *e;
 	const char *filter;
 };
 
@@ -481,7 +480,7 @@ void
 ProbeFilter(void *arg)
 {
 	Filter *f = (Filter *)arg;
-	int ret = SPI_execute(KeyFilterCheckStatement(f->s, f->filter), true, 0);
+	int ret = SPI_execute(KeyFilterCheckStatement(f->e, f->filter), true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: checking the filter of top() failed: %s", SPI_result_code_string(ret));
 }
@@ -489,9 +488,9 @@ ProbeFilter(void *arg)
 } // namespace
 
 void
-RequireKeyFilter(const Counter *e, const CounterShape *s, const char *filter)
+RequireKeyFilter(const Counter *e, const char *filter)
 {
-	Filter f = {s, filter};
+	Filter f = {e, filter};
 	ErrorData *error = TryInSubtransaction(ProbeFilter, &f);
 	if (error == nullptr)
 		return;
@@ -499,7 +498,7 @@ RequireKeyFilter(const Counter *e, const CounterShape *s, const char *filter)
 		ReThrowError(error);
 	ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 	                errmsg("counter \"%s\": in %s mode the filter of top() may name key columns only (%s)", e->name,
-	                       ModeName(e->mode), KeyColumnList(s)),
+	                       ModeName(e->mode), KeyColumnList(e)),
 	                errhint("Filter the result instead: SELECT * FROM %s WHERE ... ORDER BY ... LIMIT ...",
 	                        QualifiedName(e->target))));
 }
@@ -516,7 +515,7 @@ void
 WriteWindowOption(const char *name, const char *bucket, const char *width, const char *column, Datum thresholds,
                   Oid callback)
 {
-	/* the window's other columns as they are, and this one's thresholds (none: the column goes) */
+	/* the window's other columns as they are now (read-modify-write, locked), this one's thresholds (none: it goes) */
 	CounterOptions o = LockOptions(name);
 	WindowOptions w = {bucket, width, 0, nullptr};
 	if (o.window != nullptr) {
@@ -609,10 +608,10 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 	Counter *e = LookupCounter(name);
 	RequireMaintainer(e);
 	RequireFeature(e, Feature::WindowThresholds);
-	CounterShape *s = BuildShape(e);
+	const CounterDef *def = DefinitionOf(e);
 	int value = -1;
-	for (int v = 0; v < s->def->nvalues; v++)
-		if (strcmp(s->def->values[v].column_name, column) == 0)
+	for (int v = 0; v < def->nvalues; v++)
+		if (strcmp(def->values[v].column_name, column) == 0)
 			value = v;
 	if (value < 0)
 		ereport(ERROR,
@@ -631,13 +630,13 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 		                errmsg("counter \"%s\": window thresholds need a bucket column and a width", name)));
 	int key = -1;
-	for (int k = 0; k < s->def->nkeys; k++)
-		if (strcmp(s->def->keys[k].column_name, bucket) == 0)
+	for (int k = 0; k < def->nkeys; k++)
+		if (strcmp(def->keys[k].column_name, bucket) == 0)
 			key = k;
 	if (key < 0)
 		ereport(ERROR,
 		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no key column \"%s\"", name, bucket)));
-	Oid type = s->def->keys[key].type;
+	Oid type = def->keys[key].type;
 	if (!IsTimeBucketType(type))
 		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
 		                errmsg("counter \"%s\": key \"%s\" is a %s, not a time bucket (date, timestamp or timestamptz)",

@@ -34,18 +34,18 @@ namespace counters {
 KeptTable *
 KeepTable(const Counter *e)
 {
-	const CounterDef *def = DefinitionOf(e);
+	const CounterLayout *l = LayoutOf(e);
 	KeptTable *k = (KeptTable *)palloc0(sizeof(KeptTable));
-	k->table = e->mode == Mode::Exact ? e->target : e->totals;
-	k->ncolumns = def->ncolumns;
-	k->def_names = (const char **)palloc(sizeof(char *) * def->ncolumns);
-	k->is_key = (bool *)palloc(sizeof(bool) * def->ncolumns);
-	for (int i = 0; i < def->ncolumns; i++) {
-		k->def_names[i] = pstrdup(ColumnName(def, i));
-		k->is_key[i] = def->columns[i].is_key;
+	k->table = l->table;
+	k->ncolumns = l->ncolumns;
+	k->def_names = (const char **)palloc(sizeof(char *) * l->ncolumns);
+	k->is_key = (bool *)palloc(sizeof(bool) * l->ncolumns);
+	k->attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * l->ncolumns);
+	for (int i = 0; i < l->ncolumns; i++) {
+		k->def_names[i] = pstrdup(l->def_names[i]);
+		k->is_key[i] = l->is_key[i];
+		k->attnums[i] = l->in_table.attnums[i];
 	}
-	const char **names;
-	ColumnsByPosition(def, k->table, &names, &k->attnums);
 	return k;
 }
 

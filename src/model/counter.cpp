@@ -268,15 +268,6 @@ const char *const guard_trigger = "counters_guard";
 /* The trigger on an existing table that keeps counter-cache columns: its rows' keys changing (see TargetKeyRow). */
 const char *const target_key_trigger = "counters_target_key";
 
-Oid
-ColumnType(const CounterDef *def, int i)
-{
-	const ColumnDef *cd = &def->columns[i];
-	if (cd->is_key)
-		return def->keys[cd->index].type;
-	return def->values[cd->index].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
-}
-
 char *
 KeyNames(const CounterDef *def)
 {
@@ -285,41 +276,6 @@ KeyNames(const CounterDef *def)
 	for (int k = 0; k < def->nkeys; k++)
 		appendStringInfo(&keys, "%s%s", k ? ", " : "", quote_identifier(def->keys[k].column_name));
 	return keys.data;
-}
-
-void
-ColumnsByPosition(const CounterDef *def, Oid rel, const char ***names, AttrNumber **attnums)
-{
-	int n = def->ncolumns;
-	*names = (const char **)palloc0(sizeof(char *) * n);
-	if (attnums != nullptr)
-		*attnums = (AttrNumber *)palloc0(sizeof(AttrNumber) * n);
-	Relation r = table_open(rel, AccessShareLock);
-	TupleDesc desc = RelationGetDescr(r);
-	int found = 0;
-	for (int a = 0; a < desc->natts && found < n; a++) {
-		Form_pg_attribute att = TupleDescAttr(desc, a);
-		if (att->attisdropped)
-			continue;
-		/* The trigger writes datums of the definition's types: a retyped column must not be written blindly. */
-		Oid expected = ColumnType(def, found);
-		if (getBaseType(att->atttypid) != getBaseType(expected))
-			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-			                errmsg("counter \"%s\": column \"%s\" of %s has type %s, the counter keeps %s there",
-			                       def->name, NameStr(att->attname), QualifiedName(rel), format_type_be(att->atttypid),
-			                       format_type_be(expected)),
-			                errhint("Change the column back, or drop and declare the counter again.")));
-		(*names)[found] = pstrdup(NameStr(att->attname));
-		if (attnums != nullptr)
-			(*attnums)[found] = att->attnum;
-		found++;
-	}
-	table_close(r, AccessShareLock);
-	if (found < n)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-		                errmsg("counter \"%s\": counter table %s has fewer columns than the definition", def->name,
-		                       QualifiedName(rel)),
-		                errhint("Drop and declare the counter again.")));
 }
 
 } // namespace counters

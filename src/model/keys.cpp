@@ -195,41 +195,6 @@ FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber sl
 	return FirstIndexOf(rel, IsKeyIndex, &q);
 }
 
-RelationColumns
-ColumnsIn(const CounterDef *def, Oid relid, bool keyed, bool slots)
-{
-	RelationColumns out = {nullptr, nullptr, nullptr, InvalidAttrNumber};
-	ColumnsByPosition(def, relid, &out.names, &out.attnums);
-	if (!keyed)
-		return out;
-	int nkeys = def->nkeys;
-	AttrNumber *key_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * Max(nkeys, 1));
-	AttrNumber last = InvalidAttrNumber;
-	for (int i = 0; i < def->ncolumns; i++) {
-		if (def->columns[i].is_key)
-			key_attnums[def->columns[i].index] = out.attnums[i];
-		last = Max(last, out.attnums[i]);
-	}
-	Relation rel = table_open(relid, AccessShareLock);
-	TupleDesc desc = RelationGetDescr(rel);
-	/* sharded mode's slots: the slot number is the integer column after the definition's */
-	for (int a = 0; slots && a < desc->natts && out.slot == InvalidAttrNumber; a++) {
-		Form_pg_attribute att = TupleDescAttr(desc, a);
-		if (!att->attisdropped && att->attnum > last && att->atttypid == INT4OID)
-			out.slot = att->attnum;
-	}
-	int *key_of_column = (int *)palloc(sizeof(int) * Max(nkeys, 1));
-	bool *digested = (bool *)palloc0(sizeof(bool) * Max(nkeys, 1));
-	bool any = false;
-	if (OidIsValid(
-	        FindKeyIndexOf(rel, nkeys, key_attnums, slots ? out.slot : InvalidAttrNumber, key_of_column, digested)))
-		for (int k = 0; k < nkeys; k++)
-			any |= digested[k];
-	table_close(rel, AccessShareLock);
-	out.digested = any ? digested : nullptr;
-	return out;
-}
-
 char *
 KeyIndexElement(const char *quoted_column, bool digested)
 {

@@ -2,9 +2,10 @@
  * model.hpp: what a counter is, decided once. Its definition decomposed into the universal formula (definition.cpp);
  * its catalog row with typed options, read by one reader and written by one writer (catalog.cpp, options.cpp),
  * entered only through Register (register.cpp), kept by a dump as its description (restore.cpp); the locks of a
- * change (lock.cpp); its mode, names, relations and their order (counter.cpp); whose code it runs and the one way to
- * run it (security.cpp); its keys in indexes (keys.cpp); SPI (spi.cpp). What it asks of an integration (Citus) goes
- * through IntegrationHooks: the model includes nothing but counters.hpp, compat.hpp and its own header.
+ * change (lock.cpp); its mode, names, relations and their order (counter.cpp); its layout, where its values live and
+ * its columns in each relation (layout.cpp); whose code it runs and the one way to run it (security.cpp); its keys in
+ * indexes (keys.cpp); SPI (spi.cpp). What it asks of an integration (Citus) goes through IntegrationHooks: the model
+ * includes nothing but counters.hpp, compat.hpp and its own header.
  */
 #pragma once
 
@@ -94,6 +95,7 @@ CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_n
 
 /* A counter's mode, as counters.counter.mode names it. */
 enum class Mode { Exact, Log, Sharded };
+/* Whether a mode keeps rows pending (log: the log, sharded: the slots) beside the totals, which compaction folds. */
 bool HasPending(Mode mode);
 /* A mode's name, and back: LookupModeName says whether `name` is one; ParseModeName reads the catalog's (else exact).
  */
@@ -243,6 +245,7 @@ Authorization AuthorizeTableOwner(Oid rel);
 Authorization AuthorizeCatalogOwner();
 Authorization AuthorizeCaller();
 
+struct CounterLayout; /* (layout.cpp) */
 /* One row of counters.counter (catalog.cpp). Relations absent in the row are InvalidOid. */
 struct Counter {
 	const char *name;
@@ -257,7 +260,70 @@ struct Counter {
 	const CounterOptions *options;
 	/* its definition, analysed once (DefinitionOf), in the Counter's own memory context; NULL until asked for */
 	mutable CounterDef *definition;
+	/* its layout, found once (LayoutOf), in the same context; NULL until asked for */
+	mutable CounterLayout *layout;
 };
+
+/* ---- layout.cpp: a counter's columns in its relations ---- */
+/* The type a counter keeps in column `i` (definition order): the key's type, or int8 or numeric as the value sums. */
+Oid ColumnType(const CounterDef *def, int i);
+/*
+ * The first def->ncolumns columns of `rel`, a table create_counter made, by position (its columns follow the
+ * definition's; renames are followed), each checked to have the type the counter keeps there (42804 naming the
+ * counter; 42P16 when it has fewer): their names and (attnums not NULL) attribute numbers, in definition order.
+ */
+void ColumnsByPosition(const CounterDef *def, Oid rel, const char ***names, AttrNumber **attnums);
+/*
+ * A counter's columns in one of its relations `rel` -- its counter table or totals, its log or slots, the view users
+ * read -- by position (ColumnsByPosition: names and attribute numbers, in definition order); and of a table with a
+ * key index (keyed), the keys that index has by their digest (by key number; NULL: none), and of sharded mode's slots
+ * (slots), the slot column (the integer column after the definition's, last in the key index). The one place that
+ * finds them: LayoutOf fills a counter's layout from it, which both planes read (the write plane also finds a Citus
+ * shard's own columns with it).
+ */
+struct RelationColumns {
+	const char **names;
+	AttrNumber *attnums;
+	bool *digested;
+	AttrNumber slot;
+};
+RelationColumns ColumnsIn(const CounterDef *def, Oid rel, bool keyed, bool slots);
+/*
+ * The table that holds a counter's values: its totals (log, sharded mode), else the relation users read (the counter
+ * table, or an existing table that keeps counter-cache columns). The one place that says which.
+ */
+Oid ValuesTable(const Counter *e);
+/*
+ * A counter's layout: its columns, in definition order, in each of its relations, found by position in the tables it
+ * made (ColumnsIn) and named by the definition's aliases in an existing table that keeps counter-cache columns; the
+ * keys its values table's key index has by their digest; and the key column its retention ages out. What its options
+ * say beyond that (keep_zero, the interval kept) callers read from e->options.
+ */
+struct CounterLayout {
+	Oid table;    /* ValuesTable(e) */
+	int ncolumns; /* in definition order */
+	bool *is_key;
+	const char **def_names;     /* in the definition view */
+	RelationColumns in_table;   /* in the values table, and its key index's digested keys (by key number) */
+	RelationColumns in_read;    /* in the relation users read (e->target): the values table, or the view of log and
+	                               sharded mode */
+	RelationColumns in_pending; /* in the log (log mode) or the slots (sharded: and the slot column); names NULL in
+	                               exact mode */
+	bool *digested;             /* by column: the keys in_table has by their digest (NULL: none) */
+	int retention_column;       /* the key column options.retention names (-1: none), */
+	Oid retention_type;         /* ... and its type */
+};
+/*
+ * The layout of a counter read from the catalog: found once per Counter, from its definition (DefinitionOf) and its
+ * tables, and kept with it in its memory context (callers share it: they do not change it).
+ */
+const CounterLayout *LayoutOf(const Counter *e);
+/*
+ * The columns of counter `e` in `rel` as its layout has them: its values table's, the relation users read, its log's
+ * or slots'; NULL for any other relation (a Citus shard of one of them: its own attribute numbers), whose layout is
+ * then not looked for.
+ */
+const RelationColumns *LayoutColumnsIn(const Counter *e, Oid rel);
 
 /* ---- lock.cpp: the locks of a change, in one order ---- */
 /*
@@ -285,7 +351,10 @@ bool SameCounter(const Counter *before, const Counter *after);
  * them in the error.) Not for Citus tables, whose locks are taken on every node.
  */
 void LockPolitely(const char *counter, Oid rel, void (*lock)(void *), void *arg);
-/* The parent of a counter through a parent row (InvalidOid: none, or its definition view is gone). */
+/*
+ * The parent of a counter through a parent row, from its definition (DefinitionOf: analysed once per Counter);
+ * InvalidOid: none, or its definition view is gone (a broken counter dropped, or one read while DDL drops it).
+ */
 Oid CounterParent(const Counter *e);
 
 /* ---- catalog.cpp: the rows of counters.counter and counters.maintenance, read and written ---- */
@@ -542,17 +611,9 @@ bool MayRead(const Counter *e);
  * of its target, or the declaring role when it creates its own table.
  */
 Oid CounterOwner(const Counter *e);
+/* ... and of a row not read as a Counter yet (a declaration): the owner of its totals, else of its target. */
 Oid OwnerOfTable(Oid target, Oid totals);
 
-/* The type a counter keeps in column `i` (definition order): the key's type, or int8 or numeric as the value sums. */
-Oid ColumnType(const CounterDef *def, int i);
-/*
- * The first def->ncolumns columns of `rel`, a table create_counter made, by position (its columns follow the
- * definition's; renames are followed), each checked to have the type the counter keeps there (42804 naming the
- * counter; 42P16 when it has fewer): their names and (attnums not NULL) attribute numbers, in definition order. The
- * one place that finds a counter's columns in its tables: compile.cpp and BuildShape both use it.
- */
-void ColumnsByPosition(const CounterDef *def, Oid rel, const char ***names, AttrNumber **attnums);
 /* Names derived from a counter: "<base>_<suffix>", shortened to an identifier; a definition column's name. */
 /* "<counter>_definition", the definition view (COUNTER_NAME_MAX_BYTES leaves room for the suffix). */
 char *DefinitionViewName(const char *counter);
@@ -710,20 +771,6 @@ Oid FirstIndexOf(Relation rel, bool (*match)(Relation index, void *arg), void *a
 RegProcedure IndexColumnOperator(Relation index, int column, int16 strategy);
 Oid FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column,
                    bool *digested);
-/*
- * A counter's columns in one of its relations `rel` -- its counter table or totals, its log or slots, the view users
- * read -- by position (ColumnsByPosition: names and attribute numbers, in definition order); and of a table with a
- * key index (keyed), the keys that index has by their digest (by key number; NULL: none), and of sharded mode's slots
- * (slots), the slot column (the integer column after the definition's, last in the key index). The one place that
- * finds them: the write plane compiles from it, the control plane builds its statements from it.
- */
-struct RelationColumns {
-	const char **names;
-	AttrNumber *attnums;
-	bool *digested;
-	AttrNumber slot;
-};
-RelationColumns ColumnsIn(const CounterDef *def, Oid rel, bool keyed, bool slots);
 /*
  * Every relation definition `definition` of counter `name` names (its FROM items, joins, subqueries, WITH queries),
  * found in its raw parse and resolved as its analysis will resolve them -- with the caller's search_path spelled out,

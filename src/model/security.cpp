@@ -300,7 +300,7 @@ OwnerOfTable(Oid target, Oid totals)
 Oid
 CounterOwner(const Counter *e)
 {
-	return OwnerOfTable(e->target, e->totals);
+	return RelationOwner(ValuesTable(e));
 }
 
 /* ---- authorizations: each checks, then hands out the proof EnterOwner takes ---- */

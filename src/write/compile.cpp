@@ -188,39 +188,39 @@ PrepareKept(Oid owner, const char *sql, int nargs, Oid *argtypes)
 }
 
 /*
- * The counter's columns in its table. A table created by create_counter has the definition's columns in order, so
- * they are found by position: renaming them (an ORM migration, say) keeps the counter working. Columns of an existing
- * target are the ones the definition's aliases name.
+ * The counter's columns in the relation it writes, as its layout has them (LayoutOf): a table created by
+ * create_counter has the definition's columns in order, found by position, so that renaming them (an ORM migration,
+ * say) keeps the counter working; an existing target's are the ones the definition's aliases name. A Citus shard of
+ * its table, on this node, is found by position as its table is, with its own attribute numbers.
  */
 void
 ResolveColumns(CompiledCounter *c)
 {
 	CounterDef *def = c->def;
+	const Counter *e = c->counter;
+	const RelationColumns *columns = !e->owns_target ? &LayoutOf(e)->in_table : LayoutColumnsIn(e, c->write_rel);
+	RelationColumns shard;
+	if (columns == nullptr) {
+		/* (and the keys its key index has by their digest: ON CONFLICT of the counter table, the slots) */
+		shard = ColumnsIn(def, c->write_rel, e->mode != Mode::Log, e->mode == Mode::Sharded);
+		columns = &shard;
+	}
 	c->key_columns = (const char **)palloc(sizeof(char *) * def->nkeys);
 	c->value_columns = (const char **)palloc(sizeof(char *) * def->nvalues);
-	for (int i = 0; i < def->nkeys; i++)
-		c->key_columns[i] = def->keys[i].column_name;
-	for (int i = 0; i < def->nvalues; i++)
-		c->value_columns[i] = def->values[i].column_name;
-	if (!c->counter->owns_target)
-		return;
-	c->key_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nkeys);
-	c->value_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nvalues);
-	/* (and the keys its key index has by their digest, exact: the counter table, sharded: the slots: ON CONFLICT) */
-	Mode mode = c->counter->mode;
-	RelationColumns columns = ColumnsIn(def, c->write_rel, mode != Mode::Log, mode == Mode::Sharded);
+	if (columns->attnums != nullptr) {
+		c->key_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nkeys);
+		c->value_attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * def->nvalues);
+	}
 	for (int col = 0; col < def->ncolumns; col++) {
 		ColumnDef *cd = &def->columns[col];
-		if (cd->is_key) {
-			c->key_columns[cd->index] = columns.names[col];
-			c->key_attnums[cd->index] = columns.attnums[col];
-		} else {
-			c->value_columns[cd->index] = columns.names[col];
-			c->value_attnums[cd->index] = columns.attnums[col];
-		}
+		const char **names = cd->is_key ? c->key_columns : c->value_columns;
+		AttrNumber *attnums = cd->is_key ? c->key_attnums : c->value_attnums;
+		names[cd->index] = columns->names[col];
+		if (attnums != nullptr)
+			attnums[cd->index] = columns->attnums[col];
 	}
-	c->slot_attnum = columns.slot;
-	c->key_digested = columns.digested;
+	c->slot_attnum = columns->slot;
+	c->key_digested = columns->digested;
 }
 
 } // namespace
