@@ -442,16 +442,16 @@ CreateTriggerStatement(int trigger, Oid rel, bool is_source)
 	switch (trigger) {
 	case BEGIN_TRIGGER:
 		return psprintf("CREATE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE ON %s %s", name, on, call);
+	/* (the transition tables: old rows of updates and deletes, new rows of inserts and updates) */
 	case INSERT_TRIGGER:
-		return psprintf("CREATE TRIGGER %s AFTER INSERT ON %s REFERENCING NEW TABLE AS counters_new %s", name, on,
-		                call);
 	case UPDATE_TRIGGER:
-		return psprintf("CREATE TRIGGER %s AFTER UPDATE ON %s REFERENCING OLD TABLE AS counters_old "
-		                "NEW TABLE AS counters_new %s",
-		                name, on, call);
 	case DELETE_TRIGGER:
-		return psprintf("CREATE TRIGGER %s AFTER DELETE ON %s REFERENCING OLD TABLE AS counters_old %s", name, on,
-		                call);
+		return psprintf("CREATE TRIGGER %s AFTER %s ON %s REFERENCING%s%s %s", name,
+		                trigger == INSERT_TRIGGER   ? "INSERT"
+		                : trigger == UPDATE_TRIGGER ? "UPDATE"
+		                                            : "DELETE",
+		                on, trigger != INSERT_TRIGGER ? " OLD TABLE AS counters_old" : "",
+		                trigger != DELETE_TRIGGER ? " NEW TABLE AS counters_new" : "", call);
 	/* (fires for every role: under the replica role, which fires no counters_sink_end, it counts each row at once) */
 	case SINK_TRIGGER:
 		return psprintf("CREATE TRIGGER %s BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION counters.capture(); "

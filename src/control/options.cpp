@@ -609,11 +609,7 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 	RequireMaintainer(e);
 	RequireFeature(e, Feature::WindowThresholds);
 	const CounterDef *def = DefinitionOf(e);
-	int value = -1;
-	for (int v = 0; v < def->nvalues; v++)
-		if (strcmp(def->values[v].column_name, column) == 0)
-			value = v;
-	if (value < 0)
+	if (DefinitionColumn(def, column, false) < 0)
 		ereport(ERROR,
 		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no value column \"%s\"", name, column)));
 	bool remove = thresholds == nullptr || ArrayGetNItems(ARR_NDIM(thresholds), ARR_DIMS(thresholds)) == 0;
@@ -629,10 +625,7 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 	if (bucket == nullptr || width == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 		                errmsg("counter \"%s\": window thresholds need a bucket column and a width", name)));
-	int key = -1;
-	for (int k = 0; k < def->nkeys; k++)
-		if (strcmp(def->keys[k].column_name, bucket) == 0)
-			key = k;
+	int key = DefinitionColumn(def, bucket, true);
 	if (key < 0)
 		ereport(ERROR,
 		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no key column \"%s\"", name, bucket)));

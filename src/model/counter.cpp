@@ -237,6 +237,15 @@ ColumnName(const CounterDef *def, int i)
 	return cd->is_key ? def->keys[cd->index].column_name : def->values[cd->index].column_name;
 }
 
+int
+DefinitionColumn(const CounterDef *def, const char *column, bool key)
+{
+	for (int i = 0; i < def->ncolumns; i++)
+		if (def->columns[i].is_key == key && strcmp(ColumnName(def, i), column) == 0)
+			return def->columns[i].index;
+	return -1;
+}
+
 const char *
 CaptureTriggerName(int trigger)
 {

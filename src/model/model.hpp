@@ -619,6 +619,8 @@ Oid OwnerOfTable(Oid target, Oid totals);
 char *DefinitionViewName(const char *counter);
 char *DerivedName(const char *base, const char *suffix);
 const char *ColumnName(const CounterDef *def, int i);
+/* The number of the key (key) or value column the definition names `column`: into def->keys or def->values; -1: none */
+int DefinitionColumn(const CounterDef *def, const char *column, bool key);
 /* A definition's key columns, quoted, separated by ", ". */
 char *KeyNames(const CounterDef *def);
 

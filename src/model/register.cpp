@@ -161,26 +161,16 @@ RequireKind(const char *name, Oid rel, const char *what, char kind, char other =
 		                       kind == RELKIND_VIEW ? "view" : "table")));
 }
 
-/* `column` is one of the definition's keys (key) or values. */
-bool
-HasColumn(const CounterDef *def, const char *column, bool key)
-{
-	for (int i = 0; i < def->ncolumns; i++)
-		if (def->columns[i].is_key == key && strcmp(ColumnName(def, i), column) == 0)
-			return true;
-	return false;
-}
-
 bool
 IsValueColumn(const CounterDef *def, const char *column)
 {
-	return HasColumn(def, column, false);
+	return DefinitionColumn(def, column, false) >= 0;
 }
 
 bool
 IsKeyColumn(const CounterDef *def, const char *column)
 {
-	return HasColumn(def, column, true);
+	return DefinitionColumn(def, column, true) >= 0;
 }
 
 } // namespace

@@ -47,6 +47,24 @@ AppendParams(StringInfo sql, int n, bool bulk)
 		appendStringInfo(sql, bulk ? "%spg_catalog.unnest($%d)" : "%s$%d", i > 1 ? ", " : "", i);
 }
 
+/*
+ * Log mode's append of a statement's summed deltas to the log `rel`: the query string built is INSERT INTO rel
+ * (keys..., values...) VALUES ($1, ...), or (bulk) SELECT the arrays read in step.
+ */
+char *
+LogInsertStatement(const CompiledCounter *c, const char *rel, int nparams, bool bulk)
+{
+	StringInfoData sql;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s (", rel);
+	AppendColumns(&sql, c, true, true);
+	appendStringInfoString(&sql, bulk ? ") SELECT " : ") VALUES (");
+	AppendParams(&sql, nparams, bulk);
+	if (!bulk)
+		appendStringInfoChar(&sql, ')');
+	return sql.data;
+}
+
 /* RETURNING the row's ctid, whether every value is now zero, the new values, then the keys (for bounds). */
 void
 AppendReturning(StringInfo sql, const CompiledCounter *c)
@@ -205,17 +223,10 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 	bool exact = c->counter->owns_target && mode == Mode::Exact;
 	switch (plan) {
 	case PLAN_APPLY:
-		if (mode == Mode::Log) {
+		if (mode == Mode::Log)
 			/* Log mode: append the statement's summed deltas; no counter row is locked, nothing can conflict. */
-			StringInfoData sql;
-			initStringInfo(&sql);
-			appendStringInfo(&sql, "INSERT INTO %s (", rel);
-			AppendColumns(&sql, c, true, true);
-			appendStringInfoString(&sql, ") VALUES (");
-			AppendParams(&sql, nparams, false);
-			appendStringInfoChar(&sql, ')');
-			st.sql = sql.data;
-		} else if (mode == Mode::Sharded) {
+			st.sql = LogInsertStatement(c, rel, nparams, false);
+		else if (mode == Mode::Sharded) {
 			st.argtypes[st.nargs++] = INT4OID;
 			st.sql = UpsertStatement(c, false, quote_identifier(get_attname(c->write_rel, c->slot_attnum, false)));
 		} else if (exact)
@@ -230,15 +241,9 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 			if (!OidIsValid(st.argtypes[i]))
 				return st;
 		}
-		if (mode == Mode::Log) {
-			StringInfoData sql;
-			initStringInfo(&sql);
-			appendStringInfo(&sql, "INSERT INTO %s (", rel);
-			AppendColumns(&sql, c, true, true);
-			appendStringInfoString(&sql, ") SELECT ");
-			AppendParams(&sql, nparams, true);
-			st.sql = sql.data;
-		} else if (exact)
+		if (mode == Mode::Log)
+			st.sql = LogInsertStatement(c, rel, nparams, true);
+		else if (exact)
 			st.sql = UpsertStatement(c, true, nullptr);
 		break;
 	case PLAN_UPDATE:
