@@ -36,8 +36,7 @@ COUNTERS_FUNCTION(counters_describe)
 			values[3] = CStringGetTextDatum(counters::KeyColumnType(&def->keys[col->index]));
 			values[4] = BoolGetDatum(def->keys[col->index].not_null);
 		} else {
-			values[3] =
-			    CStringGetTextDatum(def->values[col->index].accum == counters::AccumKind::Int64 ? "bigint" : "numeric");
+			values[3] = CStringGetTextDatum(counters::StoredTypeName(&def->values[col->index]));
 			values[4] = BoolGetDatum(true);
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -44,7 +44,7 @@ CreateCounterTableStatement(const CounterDef *def, const char *schema, const cha
 			                 KeyColumnType(&def->keys[cd->index]));
 		else
 			appendStringInfo(&sql, "%s%s %s NOT NULL DEFAULT 0", i ? ", " : "", quote_identifier(ColumnName(def, i)),
-			                 def->values[cd->index].accum == AccumKind::Int64 ? "bigint" : "numeric");
+			                 StoredTypeName(&def->values[cd->index]));
 	}
 	appendStringInfo(&sql, ") WITH (%s)", StorageParameters(Storage::Counts));
 	return sql.data;

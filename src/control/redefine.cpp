@@ -66,7 +66,7 @@ TypeOfColumn(const CounterDef *def, int i)
 	const ColumnDef *cd = &def->columns[i];
 	if (cd->is_key)
 		return KeyColumnType(&def->keys[cd->index]);
-	return def->values[cd->index].accum == AccumKind::Int64 ? "bigint" : "numeric";
+	return StoredTypeName(&def->values[cd->index]);
 }
 
 bool

@@ -45,4 +45,16 @@ AggregateOfFunction(Oid aggfnoid)
 	return nullptr;
 }
 
+Oid
+StoredType(const ValueDef *vd)
+{
+	return vd->accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
+}
+
+const char *
+StoredTypeName(const ValueDef *vd)
+{
+	return vd->accum == AccumKind::Int64 ? "bigint" : "numeric";
+}
+
 } // namespace counters

@@ -21,7 +21,7 @@ ColumnType(const CounterDef *def, int i)
 	const ColumnDef *cd = &def->columns[i];
 	if (cd->is_key)
 		return def->keys[cd->index].type;
-	return def->values[cd->index].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
+	return StoredType(&def->values[cd->index]);
 }
 
 void

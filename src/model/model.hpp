@@ -57,6 +57,9 @@ struct ValueDef {
 	Expr *arg;    /* planned; NULL for count(*) */
 	Expr *filter; /* planned FILTER (WHERE ...) condition, or NULL */
 };
+/* The type a value column is stored as, in every relation that holds it, and as CREATE TABLE writes it. */
+Oid StoredType(const ValueDef *vd);
+const char *StoredTypeName(const ValueDef *vd);
 
 /* One column of the counter, in definition order. */
 struct ColumnDef {

@@ -345,9 +345,7 @@ NoteCrossings(CompiledCounter *c, int v, Datum value, Oid type, Datum delta, Dat
 	CounterDef *def = c->def;
 	MemoryContext old = MemoryContextSwitchTo(CurTransactionContext);
 	Datum new_value = ToNumeric(value, type);
-	Datum old_value = DirectFunctionCall2(
-	    numeric_sub, new_value,
-	    def->values[v].accum == AccumKind::Int64 ? DirectFunctionCall1(int8_numeric, delta) : delta);
+	Datum old_value = DirectFunctionCall2(numeric_sub, new_value, ToNumeric(delta, StoredType(&def->values[v])));
 	for (int t = 0; t < c->nthresholds[v]; t++) {
 		Datum threshold = c->thresholds[v][t];
 		bool was_below = Compare(old_value, threshold) < 0;

@@ -324,7 +324,7 @@ InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
 	FillKeyRow(d, params, nulls);
 	for (int v = 0; v < def->nvalues; v++) {
 		Datum delta = params[def->nkeys + v];
-		Oid type = def->values[v].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
+		Oid type = StoredType(&def->values[v]);
 		CheckBounds(c, v, delta, type, params, nulls);
 		if (CrossesAtWrite(c))
 			NoteCrossings(c, v, delta, type, delta, params, nulls);

@@ -216,7 +216,7 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 	for (int i = 0; i < def->nkeys; i++)
 		st.argtypes[i] = def->keys[i].type;
 	for (int i = 0; i < def->nvalues; i++)
-		st.argtypes[def->nkeys + i] = def->values[i].accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
+		st.argtypes[def->nkeys + i] = StoredType(&def->values[i]);
 	const char *rel = QualifiedName(c->write_rel);
 	/* (a counter kept in counter-cache columns of an existing table is in exact mode, but not `exact` here) */
 	Mode mode = c->counter->mode;
