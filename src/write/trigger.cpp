@@ -65,9 +65,13 @@ ZeroCounters(SourceCounters *sc)
 		if (HasPending(c->counter->mode))
 			LockRelationOid(c->write_rel, ShareUpdateExclusiveLock);
 		Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+		/*
+		 * (its own AFTER triggers fire at its end, as the apply's do: a counter over this counter's table follows. Left
+		 * to the TRUNCATE's end, they would open the counter table in TRUNCATE's executor state, which never closes it)
+		 */
 		int ret = SPI_execute_snapshot(c->plans[PLAN_TRUNCATE], nullptr, nullptr, latest,
 		                               IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : InvalidSnapshot, false,
-		                               false, 0);
+		                               true, 0);
 		UnregisterSnapshot(latest);
 		if (ret != SPI_OK_DELETE && ret != SPI_OK_UPDATE)
 			elog(ERROR, "counters: emptying counter \"%s\" failed: %s", c->def->name, SPI_result_code_string(ret));
