@@ -12,4 +12,10 @@ SELECT (SELECT count(*) FROM (
 	 EXCEPT SELECT blog_id, posts FROM bp_counter WHERE posts <> 0)
 	UNION ALL
 	(SELECT blog_id, posts FROM bp_counter WHERE posts <> 0
-	 EXCEPT SELECT blog_id, count(*) FROM posts WHERE is_published AND NOT is_deleted GROUP BY 1)) d);
+	 EXCEPT SELECT blog_id, count(*) FROM posts WHERE is_published AND NOT is_deleted GROUP BY 1)) d)
+     + (SELECT count(*) FROM (
+	(SELECT blog_id, count(DISTINCT user_id) AS authors FROM posts WHERE is_published AND NOT is_deleted GROUP BY 1
+	 EXCEPT SELECT blog_id, authors FROM blog_authors_counter WHERE authors <> 0)
+	UNION ALL
+	(SELECT blog_id, authors FROM blog_authors_counter WHERE authors <> 0
+	 EXCEPT SELECT blog_id, count(DISTINCT user_id) FROM posts WHERE is_published AND NOT is_deleted GROUP BY 1)) d);

@@ -6,7 +6,7 @@ ROWS=${ROWS:-1000000}
 USERS=${USERS:-10000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 RUNS=${RUNS:-3}
-VARIANTS=${VARIANTS:-none floor floor_log plpgsql_row plpgsql_stmt exact log sharded plpgsql_row1 exact1 exact10 pg_ivm}
+VARIANTS=${VARIANTS:-none floor floor_log plpgsql_row plpgsql_stmt exact distinct log sharded plpgsql_row1 exact1 exact10 pg_ivm}
 # pg_ivm runs only where it is installed (it is not in Debian's archive): see docs/benchmarks.md.
 if ! psql -X -At -d postgres -c "SELECT 1 FROM pg_available_extensions WHERE name = 'pg_ivm'" | grep -q 1; then
 	VARIANTS=$(echo "$VARIANTS" | sed 's/\bpg_ivm\b//g')
@@ -37,7 +37,7 @@ seed() { # variant
 	# view for the other, which cannot drift).
 	local recount_bp="SELECT blog_id, count(*) AS posts FROM posts WHERE is_published AND NOT is_deleted GROUP BY 1"
 	case $1 in
-	exact | log | sharded | exact10) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp; CREATE VIEW bp_counter AS SELECT * FROM bp" ;;
+	exact | distinct | log | sharded | exact10) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp; CREATE VIEW bp_counter AS SELECT * FROM bp" ;;
 	exact1) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp; CREATE VIEW bp_counter AS $recount_bp" ;;
 	plpgsql_row1) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp_plpgsql; CREATE VIEW bp_counter AS $recount_bp" ;;
 	plpgsql_*) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT * FROM ubp_plpgsql;
@@ -45,6 +45,13 @@ seed() { # variant
 	pg_ivm) "${PSQL[@]}" -c "CREATE VIEW ubp_counter AS SELECT user_id, blog_id, posts, rating_sum FROM ubp_ivm;
 	                         CREATE VIEW bp_counter AS SELECT blog_id, posts FROM bp_ivm" ;;
 	esac
+	# blog_authors_counter: distinct authors per published post's blog, kept by the distinct variant only
+	if [ "$1" = distinct ]; then
+		"${PSQL[@]}" -c "CREATE VIEW blog_authors_counter AS SELECT blog_id, authors FROM blog_authors"
+	else
+		"${PSQL[@]}" -c "CREATE VIEW blog_authors_counter AS SELECT blog_id, count(DISTINCT user_id) AS authors
+		                 FROM posts WHERE is_published AND NOT is_deleted GROUP BY blog_id"
+	fi
 	"${PSQL[@]}" -c "VACUUM ANALYZE" -c "CHECKPOINT"
 }
 

@@ -10,7 +10,7 @@ SYNC=${SYNC:-$(cut -f1 "$raw" | grep -v '^drift$' | awk '!seen[$0]++' | tr '\n' 
 BULK_TIMEOUT=${BULK_TIMEOUT:-120}
 # The ratios printed, variant:baseline. The floor (variant_floor.sql) is what no exact counter can beat: a ratio to
 # it of 0.83 means within 1.2x of the floor. floor_log (variant_floor_log.sql) is log mode's: appending the deltas.
-PAIRS=${PAIRS:-exact:floor log:floor_log log:floor sharded:floor plpgsql_stmt:floor exact:none exact:plpgsql_row exact:plpgsql_stmt log:none
+PAIRS=${PAIRS:-exact:floor distinct:exact log:floor_log log:floor sharded:floor plpgsql_stmt:floor exact:none exact:plpgsql_row exact:plpgsql_stmt log:none
 	log:plpgsql_row log:plpgsql_stmt sharded:none sharded:plpgsql_row sharded:plpgsql_stmt exact1:none
 	exact1:plpgsql_row1 plpgsql_row1:none exact10:none pg_ivm:none floor:none}
 
