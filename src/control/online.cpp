@@ -602,6 +602,10 @@ RebuildConcurrently(const char *name)
 	int max_slots;
 	ReadDestination(e, &mode, &max_slots);
 	if (e->mode != Mode::Log) {
+		/* (refused before the first step, naming this procedure's way through log mode) */
+		RequireModeAllowed(e, Mode::Log, ValuesTable(e), e->target,
+		                   "counters.rebuild_concurrently() passes through log mode: drop the views first, or use "
+		                   "counters.rebuild(), which recounts the counter in its own mode.");
 		ConcurrentStep(name, "1 of 3: switching to log mode (writers wait for the switch)");
 		AlterCounter(name, "log", -1);
 	}

@@ -495,7 +495,7 @@ Forget(const char *name)
 }
 
 void
-RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except)
+RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except, const char *hint)
 {
 	if (mode == Mode::Exact)
 		return;
@@ -516,7 +516,9 @@ RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except)
 		                errdetail("Leaving exact mode renames the counter table to \"%s\" and makes \"%s\" a view of "
 		                          "totals plus pending deltas; these views would go on reading the totals alone.",
 		                          totals, read),
-		                errhint("Drop the views, switch the mode, then create them again over \"%s\".", read)));
+		                hint != nullptr
+		                    ? errhint("%s", hint)
+		                    : errhint("Drop the views, switch the mode, then create them again over \"%s\".", read)));
 }
 
 void

@@ -397,9 +397,10 @@ Counter *Forget(const char *name);
 void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
 /*
  * 0A000 (or 2BP01) unless counter `e` may leave exact mode for `mode`: the capability table (its kind; what only exact
- * mode keeps: bounds, window thresholds, keep_zero), views other than `except` reading its table `table`.
+ * mode keeps: bounds, window thresholds, keep_zero), views other than `except` reading its table `table` (with
+ * `hint` as the hint, when given: what else the caller may do).
  */
-void RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except);
+void RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except, const char *hint = nullptr);
 void SetOption(const char *name, const char *key, Datum value, bool isnull);
 /*
  * A setter's read-modify-write of counter `name`'s options: LockOptions locks its catalog row (two setters of one
