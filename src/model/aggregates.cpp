@@ -7,7 +7,9 @@
 #include "model/model.hpp"
 
 extern "C" {
+#include "catalog/pg_namespace.h"
 #include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 }
 
 namespace counters {
@@ -42,6 +44,32 @@ AggregateOfFunction(Oid aggfnoid)
 	for (const auto &f : FUNCTIONS)
 		if (f.function == aggfnoid)
 			return f.kind;
+	return nullptr;
+}
+
+const char *
+RecipeOf(Oid aggfnoid, bool distinct, const char *arg)
+{
+	if (arg == nullptr || get_func_namespace(aggfnoid) != PG_CATALOG_NAMESPACE)
+		return nullptr;
+	const char *name = get_func_name(aggfnoid);
+	if (distinct)
+		return strcmp(name, "count") == 0
+		           ? psprintf("Keep a counter of (keys..., %s) pairs with count(*), and count its rows per key with a "
+		                      "second counter: see docs/aggregates.md.",
+		                      arg)
+		           : nullptr;
+	if (strcmp(name, "avg") == 0)
+		return psprintf("Keep sum(%s) and count(%s) as columns and divide when reading: see docs/aggregates.md.", arg,
+		                arg);
+	if (strcmp(name, "min") == 0 || strcmp(name, "max") == 0)
+		return psprintf("Keep a counter of (keys..., %s) pairs with count(*) and read %s() of it per key, or read "
+		                "%s(%s) through an index on the keys and %s: see docs/aggregates.md.",
+		                arg, name, name, arg, arg);
+	if (strcmp(name, "bool_or") == 0 || strcmp(name, "bool_and") == 0 || strcmp(name, "every") == 0)
+		return psprintf("Keep count(%s) and count(*) FILTER (WHERE %s) as columns and compare them when reading: see "
+		                "docs/aggregates.md.",
+		                arg, arg);
 	return nullptr;
 }
 

@@ -60,13 +60,15 @@ DeparseSourceExpr(Node *expr, Oid source, Index varno)
 
 namespace {
 
+/* (`hint`: what to do instead; by default, the shape of a definition) */
 [[noreturn]] void
-Reject(const char *counter, int sqlstate, const char *what, const char *detail)
+Reject(const char *counter, int sqlstate, const char *what, const char *detail, const char *hint = nullptr)
 {
 	ereport(ERROR,
 	        (errcode(sqlstate), errmsg("counter \"%s\": %s", counter, what), detail ? errdetail("%s", detail) : 0,
-	         errhint("A counter is defined as SELECT keys..., count(*)/count(x)/sum(x) [FILTER (WHERE ...)] "
-	                 "FROM one_table [WHERE ...] GROUP BY keys.")));
+	         hint ? errhint("%s", hint)
+	              : errhint("A counter is defined as SELECT keys..., count(*)/count(x)/sum(x) [FILTER (WHERE ...)] "
+	                        "FROM one_table [WHERE ...] GROUP BY keys.")));
 	pg_unreachable();
 }
 
@@ -257,10 +259,13 @@ void
 DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid source, Index varno, ValueDef *out)
 {
 	const char *what;
+	Node *arg = agg->args != NIL ? (Node *)linitial_node(TargetEntry, agg->args)->expr : nullptr;
+	/* (a refusal's hint: what is kept today instead, from counts and sums, naming the argument as written) */
 	if (agg->aggdistinct != NIL) {
 		what = psprintf("DISTINCT aggregate in column \"%s\" is not supported", column);
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what,
-		       "A distinct count cannot be maintained from one row's old and new version.");
+		       "A distinct count is not kept from one row's old and new version.",
+		       RecipeOf(agg->aggfnoid, true, arg ? DeparseSourceExpr(arg, source, varno) : nullptr));
 	}
 	if (agg->aggorder != NIL) {
 		what = psprintf("ORDER BY inside aggregate of column \"%s\" is not supported", column);
@@ -271,7 +276,6 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what, nullptr);
 	}
 
-	Node *arg = agg->args != NIL ? (Node *)linitial_node(TargetEntry, agg->args)->expr : nullptr;
 	out->column_name = column;
 	out->arg = nullptr;
 	out->arg_type = InvalidOid;
@@ -295,7 +299,8 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 		                column);
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what,
 		       "Only count(*), count(expression) and sum() of integer or numeric expressions can be maintained "
-		       "exactly from each row's old and new version.");
+		       "exactly from each row's old and new version.",
+		       RecipeOf(agg->aggfnoid, false, arg ? DeparseSourceExpr(arg, source, varno) : nullptr));
 	}
 	if (out->aggregate->takes_arg) {
 		out->arg_type = getBaseType(exprType(arg));

@@ -38,6 +38,11 @@ struct AggregateKind {
 };
 /* The kind an aggregate function declares (its pg_aggregate OID), or NULL when no kind keeps it. */
 const AggregateKind *AggregateOfFunction(Oid aggfnoid);
+/*
+ * For an aggregate no kind keeps (with DISTINCT, or not) whose argument deparses as `arg`: how it is kept exactly
+ * today from counts and sums (docs/aggregates.md), as a hint; NULL when there is no such way.
+ */
+const char *RecipeOf(Oid aggfnoid, bool distinct, const char *arg);
 
 struct KeyDef {
 	const char *column_name;
