@@ -44,12 +44,23 @@ extern "C" {
 
 namespace counters {
 
+namespace {
+
+/* Whether `expr` reads no table but the source (at `varno`): one that reads a parent row has no text of its own. */
+bool
+OverSourceAlone(Node *expr, Index varno)
+{
+	Bitmapset *varnos = pull_varnos(nullptr, expr);
+	return bms_num_members(varnos) == 0 || (bms_num_members(varnos) == 1 && bms_is_member((int)varno, varnos));
+}
+
+} // namespace
+
 char *
 DeparseSourceExpr(Node *expr, Oid source, Index varno)
 {
 	/* (an expression that also reads the parent of a counter through a parent row: the context has one table) */
-	Bitmapset *varnos = pull_varnos(nullptr, expr);
-	if (bms_num_members(varnos) > 1 || (bms_num_members(varnos) == 1 && !bms_is_member((int)varno, varnos)))
+	if (!OverSourceAlone(expr, varno))
 		return pstrdup("(an expression over the table and its parent)");
 	Node *copy = (Node *)copyObject(expr);
 	if (varno != 1)
@@ -254,18 +265,26 @@ CheckColumnNames(const char *counter, const CounterDef *def)
 		                errdetail("A counter table has at most %d columns.", MaxHeapAttributeNumber - 1)));
 }
 
+/* An aggregate's argument as a hint names it: as written, or "x" when it reads a parent row too; NULL for none. */
+const char *
+ArgumentText(Node *arg, Oid source, Index varno)
+{
+	if (arg == nullptr)
+		return nullptr;
+	return OverSourceAlone(arg, varno) ? DeparseSourceExpr(arg, source, varno) : "x";
+}
+
 /* count/sum aggregates we can maintain, and what a row contributes to them. */
 void
 DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid source, Index varno, ValueDef *out)
 {
 	const char *what;
 	Node *arg = agg->args != NIL ? (Node *)linitial_node(TargetEntry, agg->args)->expr : nullptr;
-	/* (a refusal's hint: what is kept today instead, from counts and sums, naming the argument as written) */
 	if (agg->aggdistinct != NIL) {
 		what = psprintf("DISTINCT aggregate in column \"%s\" is not supported", column);
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what,
 		       "A distinct count is not kept from one row's old and new version.",
-		       RecipeOf(agg->aggfnoid, true, arg ? DeparseSourceExpr(arg, source, varno) : nullptr));
+		       RecipeOf(agg->aggfnoid, true, ArgumentText(arg, source, varno)));
 	}
 	if (agg->aggorder != NIL) {
 		what = psprintf("ORDER BY inside aggregate of column \"%s\" is not supported", column);
@@ -300,7 +319,7 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what,
 		       "Only count(*), count(expression) and sum() of integer or numeric expressions can be maintained "
 		       "exactly from each row's old and new version.",
-		       RecipeOf(agg->aggfnoid, false, arg ? DeparseSourceExpr(arg, source, varno) : nullptr));
+		       RecipeOf(agg->aggfnoid, false, ArgumentText(arg, source, varno)));
 	}
 	if (out->aggregate->takes_arg) {
 		out->arg_type = getBaseType(exprType(arg));
