@@ -438,6 +438,15 @@ DropCounter(const char *name, bool keep_triggers, bool keep_tables)
 	/* (writers in flight apply their deltas first, to the relations dropped here) */
 	Change change;
 	Counter *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
+	/* (a counter over this one's table: PostgreSQL would refuse for its definition view; name the counter instead) */
+	List *readers = keep_tables || !c->owns_target ? NIL : ReadCatalogOfSource(c->target);
+	if (readers != NIL) {
+		const char *reader = ((const Counter *)linitial(readers))->name;
+		ereport(ERROR,
+		        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+		         errmsg("counter \"%s\": counter \"%s\" counts its table %s", name, reader, QualifiedName(c->target)),
+		         errhint("Drop counter \"%s\" first: counters.drop_counter('%s').", reader, reader)));
+	}
 	if (citus::IsCitusRelation(c->source))
 		citus::BeginDistributedChange();
 	Oid parent = CounterParent(c);
