@@ -80,16 +80,14 @@ probe_tps() { # key (variant none)
 }
 
 variants="none count pairs_few pairs_many"
-printf '| workload | %s |\n' "$(sed 's/ / | /g' <<<"$variants")"
-printf '|---|%s\n' "$(for v in $variants; do printf -- '---|'; done)"
+header workload $variants
 for w in insert remove_extreme; do
 	row write_tps "$CLIENTS clients, $w" tps $variants
 done
 echo
 echo "Ratios in parentheses: to the source with its indexes alone (none); above 1 is faster."
 echo
-echo '| the extreme removed and read again, through the index | 100 rows | 10,000 rows | 100,000 rows |'
-echo '|---|---|---|---|'
+printf '| the extreme removed and read again, through the index | 100 rows | 10,000 rows | 100,000 rows |\n|---|---|---|---|\n'
 row probe_tps "1 client, one key" tps 1001 1002 1003
 echo
 echo "Ratios in parentheses: to the key of 100 rows; 1.00 is flat."

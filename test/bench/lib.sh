@@ -44,6 +44,12 @@ check_verify() {
 median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 # ratio a b: a / b, with two decimals.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+# header first variant...: the header of a Markdown table whose first column is `first` and the others the variants.
+header() {
+	local first=$1
+	shift
+	printf '| %s | %s |\n|---|%s\n' "$first" "$(sed 's/ / | /g' <<<"$*")" "$(for v in "$@"; do printf -- '---|'; done)"
+}
 # row measure label unit variant...: a row of a Markdown table: the label, then for each variant the median of RUNS
 # calls of `measure variant` (a function of the calling script that leaves its figure in $value), in the unit, with
 # its ratio to the first variant's in parentheses.

@@ -58,8 +58,7 @@ bulk_ms() { # variant
 }
 
 variants="none stored_exact sink_exact sink_log sink_sharded"
-printf '| workload | %s |\n' "$(sed 's/ / | /g' <<<"$variants")"
-printf '|---|%s\n' "$(for v in $variants; do printf -- '---|'; done)"
+header workload $variants
 for w in spread hot; do
 	row insert_tps "$CLIENTS clients, single-row INSERT ($w)" tps $variants
 done
