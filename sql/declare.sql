@@ -258,16 +258,15 @@ SELECT counters.create_counter('bad', 'SELECT blog_id, count(*) AS n FROM posts 
 SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter('bad', 'SELECT blog_id, count(*) AS n, generate_series(1, 2) AS g FROM posts GROUP BY blog_id');
 SELECT * FROM rejected(:'SQLSTATE');
--- other aggregates (0A000), each with the way it is kept today (docs/aggregates.md) as its hint
-SELECT counters.create_counter('bad', 'SELECT blog_id, avg(rating) AS r FROM posts GROUP BY blog_id');
+-- other aggregates (0A000), each with the way it is kept today (docs/aggregates.md) as its hint (avg() of a
+-- floating-point value: average a numeric one; avg(), bool_or(), bool_and() and every() are kept: derived_kinds.sql)
+SELECT counters.create_counter('bad', 'SELECT blog_id, avg(rating::float8) AS r FROM posts GROUP BY blog_id');
 SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter('bad', 'SELECT blog_id, count(*) AS n, min(rating) AS lo FROM posts GROUP BY blog_id');
 SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter('bad', 'SELECT blog_id, max(rating) AS hi FROM posts GROUP BY blog_id');
 SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter('bad', 'SELECT blog_id, count(DISTINCT user_id) AS authors FROM posts GROUP BY blog_id');
-SELECT * FROM rejected(:'SQLSTATE');
-SELECT counters.create_counter('bad', 'SELECT blog_id, bool_or(NOT is_published) AS any_draft FROM posts GROUP BY blog_id');
 SELECT * FROM rejected(:'SQLSTATE');
 -- (each hint above names the way it is kept today from counts and sums, with the argument as written: an aggregate
 -- without one keeps the general hint)

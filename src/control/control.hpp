@@ -54,6 +54,8 @@ char *RetentionStatement(const Counter *e, Oid rel, const char **names);
 /* Statements for declaring and switching counters (declare_statements.cpp). */
 char *CreateViewStatement(const char *schema, const char *view, const char *definition);
 char *CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table);
+/* A derived kind's generated column, as CREATE TABLE or ADD COLUMN writes it, over its accumulators' columns. */
+char *DerivedColumnDefinition(const DerivedDef *d, const char *const accumulators[2]);
 /*
  * The storage parameters of each kind of table a counter keeps (one place: declare_statements.cpp says why), set
  * when the table is created; a redeclared counter's tables take back what its tables had (StorageStatements: rel's
@@ -124,6 +126,11 @@ struct KeptTable {
 	const char **def_names;
 	bool *is_key;
 	AttrNumber *attnums;
+	/* the definition's value columns by their number; its derived kinds, and their generated columns (0: none) */
+	const char **value_names;
+	int nderived;
+	const DerivedDef *derived;
+	AttrNumber *derived_attnums;
 };
 /* What a counter's table is now (before its definition view is dropped), in CurrentMemoryContext. */
 KeptTable *KeepTable(const Counter *e);

@@ -244,14 +244,17 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	OwnerScope scope;
 	EnterOwner(&scope, auth, names == Names::Caller ? PIN_CALLER_PATH : PIN_SEARCH_PATH);
 	/* Parsing and planning the definition runs its code: as the owner, restricted, the names resolved as above. */
-	CounterDef *def = DescribeDefinition(name, definition, owner);
+	const char *stored;
+	CounterDef *def = DescribeDefinition(name, definition, owner, &stored);
 	if (!list_member_oid(rels, def->source) || (OidIsValid(def->parent) && !list_member_oid(rels, def->parent)))
 		elog(ERROR, "counters: counter \"%s\": the definition was analysed over a relation not authorized", name);
 	Oid colocate_with;
 	const char *distribution_column;
 	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
-	if (!exact)
+	if (!exact) {
 		RequireFeatureOf(name, def->source, !OidIsValid(tgt), Mode::Log, tgt, Feature::LogShardedMode);
+		RequireKindsKept(name, def, Mode::Log);
+	}
 	if (placement != citus::Placement::Local)
 		citus::BeginDistributedChange();
 
@@ -285,7 +288,10 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	 * they did when it was parsed above.)
 	 */
 	const char *view_name = DefinitionViewName(name);
-	int ret = SPI_execute(CreateViewStatement(schema, view_name, definition), false, 0);
+	int level = stored != definition ? PinSettings(PIN_SEARCH_PATH) : 0;
+	int ret = SPI_execute(CreateViewStatement(schema, view_name, stored), false, 0);
+	if (level != 0)
+		UnpinSettings(level);
 	if (ret != SPI_OK_UTILITY)
 		elog(ERROR, "counters: creating the definition view failed: %s", SPI_result_code_string(ret));
 	Oid view = RelationIn(schema, view_name);

@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/reloptions.h"
 #include "commands/defrem.h"
 #include "catalog/pg_attribute.h"
@@ -18,6 +19,7 @@ extern "C" {
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/syscache.h"
 #include "catalog/pg_type.h"
 #include "utils/typcache.h"
@@ -32,19 +34,36 @@ CreateViewStatement(const char *schema, const char *view, const char *definition
 }
 
 char *
+DerivedColumnDefinition(const DerivedDef *d, const char *const accumulators[2])
+{
+	return psprintf("%s %s GENERATED ALWAYS AS (%s) STORED", quote_identifier(d->column_name), d->kind->type,
+	                psprintf(d->kind->read, quote_identifier(accumulators[0]), quote_identifier(accumulators[1])));
+}
+
+char *
 CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table)
 {
 	StringInfoData sql;
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE TABLE %s (", quote_qualified_identifier(schema, table));
-	for (int i = 0; i < def->ncolumns; i++) {
+	int d = 0;
+	for (int i = 0; i <= def->ncolumns; i++) {
+		/* (the generated columns of derived kinds where the definition selects them) */
+		for (; d < def->nderived && def->derived[d].position == i; d++) {
+			const DerivedDef *dd = &def->derived[d];
+			const char *acc[2] = {def->values[dd->accumulators[0]].column_name,
+			                      def->values[dd->accumulators[1]].column_name};
+			appendStringInfo(&sql, "%s%s", i || d ? ", " : "", DerivedColumnDefinition(dd, acc));
+		}
+		if (i == def->ncolumns)
+			break;
 		const ColumnDef *cd = &def->columns[i];
 		if (cd->is_key)
-			appendStringInfo(&sql, "%s%s %s", i ? ", " : "", quote_identifier(ColumnName(def, i)),
+			appendStringInfo(&sql, "%s%s %s", i || d ? ", " : "", quote_identifier(ColumnName(def, i)),
 			                 KeyColumnType(&def->keys[cd->index]));
 		else
-			appendStringInfo(&sql, "%s%s %s NOT NULL DEFAULT 0", i ? ", " : "", quote_identifier(ColumnName(def, i)),
-			                 StoredTypeName(&def->values[cd->index]));
+			appendStringInfo(&sql, "%s%s %s NOT NULL DEFAULT 0", i || d ? ", " : "",
+			                 quote_identifier(ColumnName(def, i)), StoredTypeName(&def->values[cd->index]));
 	}
 	appendStringInfo(&sql, ") WITH (%s)", StorageParameters(Storage::Counts));
 	return sql.data;
@@ -307,8 +326,20 @@ RenameStatement(Oid rel, const char *name)
 char *
 CreateLikeStatement(const char *schema, const char *name, Oid like)
 {
-	return psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS)", quote_qualified_identifier(schema, name),
-	                QualifiedName(like));
+	/* (without the generated columns of derived kinds: a log row or a slot is read through the view) */
+	StringInfoData drop;
+	initStringInfo(&drop);
+	Relation rel = table_open(like, AccessShareLock);
+	for (int a = 0; a < RelationGetDescr(rel)->natts; a++) {
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), a);
+		if (!att->attisdropped && att->attgenerated != '\0')
+			appendStringInfo(&drop, "%sDROP COLUMN %s", drop.len ? ", " : "", quote_identifier(NameStr(att->attname)));
+	}
+	table_close(rel, AccessShareLock);
+	const char *table = quote_qualified_identifier(schema, name);
+	return psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS)%s%s%s", table, QualifiedName(like),
+	                drop.len ? "; ALTER TABLE " : "", drop.len ? table : "",
+	                drop.len ? psprintf(" %s", drop.data) : "");
 }
 
 namespace {
@@ -404,6 +435,18 @@ PendingViewStatement(const Counter *e, const char *schema, const char *name, Oid
 			appendStringInfo(&nonzero, "%spg_catalog.sum(%s) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "",
 			                 col);
 		}
+	}
+	/* derived kinds, last (the view's first columns are the counter's): read from the sums of their accumulators */
+	const CounterDef *def = DefinitionOf(e);
+	for (int d = 0; d < def->nderived; d++) {
+		const DerivedDef *dd = &def->derived[d];
+		const char *acc[2];
+		for (int j = 0; j < 2; j++)
+			for (int i = 0; i < l->ncolumns; i++)
+				if (!l->is_key[i] && def->columns[i].index == dd->accumulators[j])
+					acc[j] = psprintf("(pg_catalog.sum(%s))", quote_identifier(l->in_table.names[i]));
+		appendStringInfo(&select, ", %s AS %s", psprintf(dd->kind->read, acc[0], acc[1]),
+		                 quote_identifier(dd->column_name));
 	}
 	return psprintf("CREATE VIEW %s AS SELECT %s FROM (SELECT %s FROM %s UNION ALL SELECT %s FROM %s) u "
 	                "GROUP BY %s HAVING %s",

@@ -408,6 +408,14 @@ Top(const char *name, const char *column, Datum k, bool k_null, const char *filt
 {
 	Counter *e = LookupCounter(name);
 	int col = FindTopColumn(e, LayoutOf(e)->in_table.names, column);
+	const CounterDef *def = DefinitionOf(e);
+	for (int d = 0; col < 0 && d < def->nderived; d++)
+		if (strcmp(def->derived[d].column_name, column) == 0)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": top() does not rank %s(), column %s", name,
+			                       def->derived[d].kind->name, quote_identifier(column)),
+			                errdetail("top() ranks the columns the counter keeps."),
+			                errhint("Order the counter's table by the column (an index on it makes that fast).")));
 	if (col < 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("counter \"%s\" has no value column %s", name, quote_identifier(column))));

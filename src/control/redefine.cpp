@@ -46,6 +46,29 @@ KeepTable(const Counter *e)
 		k->is_key[i] = l->is_key[i];
 		k->attnums[i] = l->in_table.attnums[i];
 	}
+	/* (a derived kind's column by its name: a generated one; a column its owner renamed is theirs) */
+	const CounterDef *def = DefinitionOf(e);
+	k->nderived = def->nderived;
+	DerivedDef *derived = (DerivedDef *)palloc(sizeof(DerivedDef) * Max(def->nderived, 1));
+	for (int d = 0; d < def->nderived; d++) {
+		derived[d] = def->derived[d];
+		derived[d].column_name = pstrdup(def->derived[d].column_name);
+	}
+	k->derived = derived;
+	k->derived_attnums = (AttrNumber *)palloc0(sizeof(AttrNumber) * Max(def->nderived, 1));
+	for (int d = 0; d < def->nderived; d++) {
+		HeapTuple tup = SearchSysCacheAttName(k->table, def->derived[d].column_name);
+		if (HeapTupleIsValid(tup)) {
+			Form_pg_attribute att = (Form_pg_attribute)GETSTRUCT(tup);
+			if (att->attgenerated != '\0')
+				k->derived_attnums[d] = att->attnum;
+			ReleaseSysCache(tup);
+		}
+	}
+	k->value_names = (const char **)palloc(sizeof(char *) * Max(def->nvalues, 1));
+	for (int i = 0; i < l->ncolumns; i++)
+		if (!l->is_key[i])
+			k->value_names[def->columns[i].index] = k->def_names[i];
 	return k;
 }
 
@@ -242,6 +265,51 @@ DropIndexStatement(Oid table, Oid index)
 	return DropStatement("INDEX", index);
 }
 
+/* The kept column that was value column `v` of the kept definition, or -1. */
+int
+KeptValueColumn(const KeptTable *kept, int v)
+{
+	for (int i = 0; i < kept->ncolumns; i++)
+		if (!kept->is_key[i] && strcmp(kept->def_names[i], kept->value_names[v]) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * The generated columns of derived kinds a reshape drops, as ALTER TABLE's DROP COLUMN list (NULL: none), and in
+ * add[d] whether the new definition's derived column d is added. A column stays when the new definition names a
+ * column of the same kind so, read from accumulators of the same names that neither go nor change type.
+ */
+char *
+DerivedColumnsGoing(const KeptTable *kept, const CounterDef *def, const Reshape *r, bool *add)
+{
+	bool *stays = (bool *)palloc0(sizeof(bool) * Max(kept->nderived, 1));
+	for (int d = 0; d < def->nderived; d++) {
+		const DerivedDef *nd = &def->derived[d];
+		add[d] = true;
+		for (int o = 0; o < kept->nderived && add[d]; o++) {
+			const DerivedDef *od = &kept->derived[o];
+			bool same = kept->derived_attnums[o] != 0 && strcmp(od->column_name, nd->column_name) == 0 &&
+			            strcmp(od->kind->read, nd->kind->read) == 0;
+			for (int a = 0; a < 2 && same; a++) {
+				int i = KeptValueColumn(kept, od->accumulators[a]);
+				same =
+				    i >= 0 && !r->dropped[i] && !r->retyped[i] &&
+				    strcmp(kept->value_names[od->accumulators[a]], def->values[nd->accumulators[a]].column_name) == 0;
+			}
+			if (same)
+				add[d] = !(stays[o] = true);
+		}
+	}
+	StringInfoData drop;
+	initStringInfo(&drop);
+	for (int o = 0; o < kept->nderived; o++)
+		if (kept->derived_attnums[o] != 0 && !stays[o])
+			appendStringInfo(&drop, "%sDROP COLUMN %s", drop.len ? ", " : "",
+			                 quote_identifier(get_attname(kept->table, kept->derived_attnums[o], false)));
+	return drop.len > 0 ? drop.data : nullptr;
+}
+
 } // namespace
 
 bool
@@ -270,6 +338,11 @@ ReshapeTable(const char *name, const KeptTable *kept, const CounterDef *def)
 		Execute(DropIndexStatement(kept->table, lfirst_oid(lc)), SPI_OK_UTILITY);
 	/* (emptied first: the columns change on no rows, and the fill starts from nothing) */
 	Execute(psprintf("TRUNCATE %s", table), SPI_OK_UTILITY);
+	/* derived kinds' columns that do not stay go first (their accumulators may go or change type) */
+	bool *add_derived = (bool *)palloc(sizeof(bool) * Max(def->nderived, 1));
+	char *drop_derived = DerivedColumnsGoing(kept, def, &r, add_derived);
+	if (drop_derived != nullptr)
+		Execute(psprintf("ALTER TABLE %s %s", table, drop_derived), SPI_OK_UTILITY);
 	StringInfoData alter;
 	initStringInfo(&alter);
 	bool first = true;
@@ -302,6 +375,19 @@ ReshapeTable(const char *name, const KeptTable *kept, const CounterDef *def)
 	}
 	if (alter.len > 0)
 		Execute(psprintf("ALTER TABLE %s %s", table, alter.data), SPI_OK_UTILITY);
+	/* new ones last, over their accumulators' columns as the table names them */
+	for (int d = 0; d < def->nderived; d++) {
+		if (!add_derived[d])
+			continue;
+		const char *acc[2];
+		for (int a = 0; a < 2; a++)
+			for (int j = 0; j < def->ncolumns; j++)
+				if (!def->columns[j].is_key && def->columns[j].index == def->derived[d].accumulators[a])
+					acc[a] = r.kept_of[j] < 0 ? ColumnName(def, j)
+					                          : get_attname(kept->table, kept->attnums[r.kept_of[j]], false);
+		Execute(psprintf("ALTER TABLE %s ADD COLUMN %s", table, DerivedColumnDefinition(&def->derived[d], acc)),
+		        SPI_OK_UTILITY);
+	}
 	return r.keys_change;
 }
 

@@ -7,7 +7,11 @@
 #include "model/model.hpp"
 
 extern "C" {
+#include "catalog/pg_aggregate.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 }
@@ -36,7 +40,99 @@ const struct {
     {F_SUM_INT4, &SUM_INTEGER}, {F_SUM_INT8, &SUM_INTEGER}, {F_SUM_NUMERIC, &SUM_NUMERIC},
 };
 
+/*
+ * The derived kinds. An average is its sum over its count, numeric division as avg() itself divides (so that a
+ * recount by the definition's own avg() is equal); a boolean aggregate counts its true arguments (the sum of their
+ * integer values) and its non-NULL ones. None has a value where nothing was counted, as the aggregate has none.
+ */
+const DerivedKind AVG = {"avg",
+                         "pg_catalog.numeric",
+                         {"sum", "count"},
+                         "CASE WHEN %2$s OPERATOR(pg_catalog.=) 0 THEN NULL ELSE %1$s::pg_catalog.numeric "
+                         "OPERATOR(pg_catalog./) %2$s::pg_catalog.numeric END",
+                         ALL_MODES};
+const DerivedKind BOOL_OR = {"bool_or",
+                             "pg_catalog.bool",
+                             {"true", "count"},
+                             "CASE WHEN %2$s OPERATOR(pg_catalog.=) 0 THEN NULL ELSE %1$s OPERATOR(pg_catalog.>) 0 END",
+                             ALL_MODES};
+const DerivedKind BOOL_AND = {"bool_and",
+                              "pg_catalog.bool",
+                              {"true", "count"},
+                              "CASE WHEN %2$s OPERATOR(pg_catalog.=) 0 THEN NULL ELSE %1$s OPERATOR(pg_catalog.=) "
+                              "%2$s END",
+                              ALL_MODES};
+const DerivedKind EVERY = {"every", BOOL_AND.type, {"true", "count"}, BOOL_AND.read, ALL_MODES};
+
+/* The aggregate functions of derived kinds, and the aggregate of the first accumulator (the second counts). */
+const struct {
+	Oid function;
+	const DerivedKind *kind;
+	Oid first;
+	bool counts_true; /* the first sums its argument as an integer */
+} DERIVED[] = {
+    {F_AVG_INT2, &AVG, F_SUM_INT2, false},   {F_AVG_INT4, &AVG, F_SUM_INT4, false},
+    {F_AVG_INT8, &AVG, F_SUM_INT8, false},   {F_AVG_NUMERIC, &AVG, F_SUM_NUMERIC, false},
+    {F_BOOL_OR, &BOOL_OR, F_SUM_INT4, true}, {F_BOOL_AND, &BOOL_AND, F_SUM_INT4, true},
+    {F_EVERY, &EVERY, F_SUM_INT4, true},
+};
+
+/* An aggregate of `function` over `arg`, with `filter`, as parse analysis makes one. */
+Aggref *
+MakeAggregate(Oid function, Expr *arg, Expr *filter)
+{
+	Aggref *agg = makeNode(Aggref);
+	agg->aggfnoid = function;
+	agg->aggtype = get_func_rettype(function);
+	agg->aggtranstype = InvalidOid;
+	agg->aggargtypes = list_make1_oid(exprType((Node *)arg));
+	agg->args = list_make1(makeTargetEntry(arg, 1, nullptr, false));
+	agg->aggfilter = (Expr *)copyObject(filter);
+	agg->aggkind = AGGKIND_NORMAL;
+	agg->aggsplit = AGGSPLIT_SIMPLE;
+	agg->aggno = -1;
+	agg->aggtransno = -1;
+	agg->location = -1;
+	return agg;
+}
+
 } // namespace
+
+const DerivedKind *
+DerivedKindOf(Oid aggfnoid)
+{
+	for (const auto &d : DERIVED)
+		if (d.function == aggfnoid)
+			return d.kind;
+	return nullptr;
+}
+
+void
+DerivedAccumulators(const Aggref *agg, Aggref *out[2])
+{
+	for (const auto &d : DERIVED)
+		if (d.function == agg->aggfnoid) {
+			Expr *arg = (Expr *)copyObject(linitial_node(TargetEntry, agg->args)->expr);
+			Expr *first = d.counts_true ? (Expr *)makeFuncExpr(F_INT4_BOOL, INT4OID, list_make1(arg), InvalidOid,
+			                                                   InvalidOid, COERCE_EXPLICIT_CAST)
+			                            : arg;
+			out[0] = MakeAggregate(d.first, first, agg->aggfilter);
+			out[1] = MakeAggregate(F_COUNT_ANY, (Expr *)copyObject(arg), agg->aggfilter);
+			return;
+		}
+	elog(ERROR, "counters: aggregate %u is of no derived kind", agg->aggfnoid);
+}
+
+void
+RequireKindsKept(const char *counter, const CounterDef *def, Mode mode)
+{
+	for (int i = 0; i < def->nderived; i++)
+		if ((def->derived[i].kind->modes & (1u << (int)mode)) == 0)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": %s() of column \"%s\" is not kept in %s mode", counter,
+			                       def->derived[i].kind->name, def->derived[i].column_name, ModeName(mode)),
+			                errhint("See docs/aggregates.md for the modes that keep each aggregate.")));
+}
 
 const AggregateKind *
 AggregateOfFunction(Oid aggfnoid)
@@ -60,16 +156,13 @@ RecipeOf(Oid aggfnoid, bool distinct, const char *arg)
 		                      arg)
 		           : nullptr;
 	if (strcmp(name, "avg") == 0)
-		return psprintf("Keep sum(%s) and count(%s) as columns and divide when reading: see docs/aggregates.md.", arg,
+		return psprintf("avg() of integers and numerics is kept: average a numeric value instead, e.g. "
+		                "avg((%s)::numeric).",
 		                arg);
 	if (strcmp(name, "min") == 0 || strcmp(name, "max") == 0)
 		return psprintf("Keep a counter of (keys..., %s) pairs with count(*) and read %s() of it per key, or read "
 		                "%s(%s) through an index on the keys and %s: see docs/aggregates.md.",
 		                arg, name, name, arg, arg);
-	if (strcmp(name, "bool_or") == 0 || strcmp(name, "bool_and") == 0 || strcmp(name, "every") == 0)
-		return psprintf("Keep count(%s) and count(*) FILTER (WHERE %s) as columns and compare them when reading: see "
-		                "docs/aggregates.md.",
-		                arg, arg);
 	return nullptr;
 }
 

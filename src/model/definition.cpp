@@ -235,8 +235,13 @@ ColumnName(const CounterDef *def, const ColumnDef &col)
 void
 CheckColumnNames(const char *counter, const CounterDef *def)
 {
-	for (int i = 0; i < def->ncolumns; i++) {
-		const char *name = ColumnName(def, def->columns[i]);
+	/* (the counter's columns, then the generated columns of derived kinds) */
+	int n = def->ncolumns + def->nderived;
+	const char **names = (const char **)palloc(sizeof(char *) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+		names[i] = i < def->ncolumns ? ColumnName(def, def->columns[i]) : def->derived[i - def->ncolumns].column_name;
+	for (int i = 0; i < n; i++) {
+		const char *name = names[i];
 		if (SystemAttributeByName(name) != nullptr || strcmp(name, "counters_slot") == 0)
 			ereport(ERROR, (errcode(ERRCODE_DUPLICATE_COLUMN),
 			                errmsg("counter \"%s\": column name \"%s\" is reserved", counter, name),
@@ -245,7 +250,7 @@ CheckColumnNames(const char *counter, const CounterDef *def)
 			                                                             : "a system column of every table"),
 			                errhint("Give the column another alias.")));
 		for (int j = 0; j < i; j++) {
-			if (strcmp(name, ColumnName(def, def->columns[j])) == 0)
+			if (strcmp(name, names[j]) == 0)
 				ereport(ERROR, (errcode(ERRCODE_DUPLICATE_COLUMN),
 				                errmsg("counter \"%s\": column name \"%s\" is used more than once", counter, name),
 				                errhint("Every selected key and value becomes a column of the counter table; give "
@@ -274,9 +279,10 @@ ArgumentText(Node *arg, Oid source, Index varno)
 	return OverSourceAlone(arg, varno) ? DeparseSourceExpr(arg, source, varno) : "x";
 }
 
-/* count/sum aggregates we can maintain, and what a row contributes to them. */
+/* An aggregate of a kind we keep, written as one that can be kept: no DISTINCT, ORDER BY, ordered set or outer level.
+ */
 void
-DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid source, Index varno, ValueDef *out)
+CheckAggregate(const char *counter, const char *column, Aggref *agg, Oid source, Index varno)
 {
 	const char *what;
 	Node *arg = agg->args != NIL ? (Node *)linitial_node(TargetEntry, agg->args)->expr : nullptr;
@@ -294,7 +300,15 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 		what = psprintf("aggregate of column \"%s\" is not supported", column);
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what, nullptr);
 	}
+}
 
+/* count/sum aggregates we can maintain, and what a row contributes to them. */
+void
+DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid source, Index varno, ValueDef *out)
+{
+	const char *what;
+	Node *arg = agg->args != NIL ? (Node *)linitial_node(TargetEntry, agg->args)->expr : nullptr;
+	CheckAggregate(counter, column, agg, source, varno);
 	out->column_name = column;
 	out->arg = nullptr;
 	out->arg_type = InvalidOid;
@@ -519,6 +533,9 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 	def->keys = (KeyDef *)palloc0(sizeof(KeyDef) * ntle);
 	def->values = (ValueDef *)palloc0(sizeof(ValueDef) * ntle);
 	def->columns = (ColumnDef *)palloc0(sizeof(ColumnDef) * ntle);
+	def->derived = (DerivedDef *)palloc0(sizeof(DerivedDef) * ntle);
+	Aggref **value_aggs = (Aggref **)palloc0(sizeof(Aggref *) * ntle);
+	Aggref **derived_aggs = (Aggref **)palloc0(sizeof(Aggref *) * ntle);
 
 	int resno = 0;
 	ListCell *lc;
@@ -566,7 +583,14 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 			key->expr = PlanSourceExpr(expr, varno);
 			def->columns[def->ncolumns++] = ColumnDef{true, def->nkeys};
 			def->nkeys++;
+		} else if (IsA(expr, Aggref) && DerivedKindOf(((Aggref *)expr)->aggfnoid) != nullptr) {
+			/* (kept by its accumulators, matched below; the aggregate itself is checked as they are) */
+			Aggref *agg = (Aggref *)expr;
+			CheckAggregate(name, column, agg, def->source, varno);
+			derived_aggs[def->nderived] = agg;
+			def->derived[def->nderived++] = DerivedDef{column, DerivedKindOf(agg->aggfnoid), {-1, -1}, def->ncolumns};
 		} else if (IsA(expr, Aggref)) {
+			value_aggs[def->nvalues] = (Aggref *)expr;
 			DecomposeAggregate(name, column, (Aggref *)expr, def->source, varno, &def->values[def->nvalues]);
 			def->columns[def->ncolumns++] = ColumnDef{false, def->nvalues};
 			def->nvalues++;
@@ -580,6 +604,7 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 	}
 	if (def->nvalues == 0)
 		Reject(name, ERRCODE_INVALID_OBJECT_DEFINITION, "the definition selects no count() or sum() column", nullptr);
+	MatchDerived(name, def, derived_aggs, value_aggs);
 	if (declaring)
 		CheckColumnNames(name, def);
 
@@ -784,7 +809,7 @@ DefinitionRelations(const char *name, const char *definition, bool pinned, Oid *
 }
 
 CounterDef *
-DescribeDefinition(const char *name, const char *definition, Oid owner)
+DescribeDefinition(const char *name, const char *definition, Oid owner, const char **stored)
 {
 	/* (parse analysis resolves the definition's names and coerces its constants: as the owner, restricted) */
 	RequireOwnerScope(owner);
@@ -800,6 +825,23 @@ DescribeDefinition(const char *name, const char *definition, Oid owner)
 		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
 		                errmsg("counter \"%s\": the definition must be a SELECT statement", name)));
 	Query *query = parse_analyze_fixedparams(stmt, definition, nullptr, 0, nullptr);
+	if (stored != nullptr)
+		*stored = definition;
+	if (AddAccumulators(query)) {
+		/*
+		 * Given accumulators: stored as its deparsed text, which names everything but pg_catalog's objects with their
+		 * schema, and analysed again from it as the view will be (with the search_path pinned), so that what is
+		 * declared is what is stored.
+		 */
+		int level = PinSettings(PIN_SEARCH_PATH);
+		char *text = pg_get_querydef(query, false);
+		dc.definition = text;
+		raw = raw_parser(text, RAW_PARSE_DEFAULT);
+		query = parse_analyze_fixedparams(linitial_node(RawStmt, raw), text, nullptr, 0, nullptr);
+		UnpinSettings(level);
+		if (stored != nullptr)
+			*stored = text;
+	}
 	error_context_stack = context.previous;
 	return AnalyzeDefinition(name, query, nullptr);
 }

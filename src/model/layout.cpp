@@ -36,7 +36,8 @@ ColumnsByPosition(const CounterDef *def, Oid rel, const char ***names, AttrNumbe
 	int found = 0;
 	for (int a = 0; a < desc->natts && found < n; a++) {
 		Form_pg_attribute att = TupleDescAttr(desc, a);
-		if (att->attisdropped)
+		/* (a generated column is no counter column: derived kinds', or the user's) */
+		if (att->attisdropped || att->attgenerated != '\0')
 			continue;
 		/* The trigger writes datums of the definition's types: a retyped column must not be written blindly. */
 		Oid expected = ColumnType(def, found);

@@ -44,6 +44,29 @@ const AggregateKind *AggregateOfFunction(Oid aggfnoid);
  */
 const char *RecipeOf(Oid aggfnoid, bool distinct, const char *arg);
 
+/*
+ * Kinds kept as two accumulators, value columns of counts and sums the definition also selects (added to it when it
+ * does not: `avg(x) AS a` keeps `sum(x) AS a_sum` and `count(x) AS a_count`), and read through an expression of them:
+ * a stored generated column of the counter table, named as the definition names the aggregate. Exact as its
+ * accumulators are; one row per aggregate function (aggregates.cpp). `read` is a format of the accumulators' quoted
+ * column names, %1$s and %2$s, as a generated column's expression; `type` the result's type, as CREATE TABLE writes
+ * it; `suffixes` name the accumulators a definition is given ("<column>_<suffix>").
+ */
+struct DerivedKind {
+	const char *name; /* as the definition writes it */
+	const char *type;
+	const char *suffixes[2];
+	const char *read;
+	unsigned modes; /* bit (1 << (int)Mode) for each mode that keeps it */
+};
+/* The kind an aggregate function declares that is kept as accumulators, or NULL. */
+const DerivedKind *DerivedKindOf(Oid aggfnoid);
+/*
+ * The two accumulators of `agg`, an aggregate of a derived kind, as the aggregates a definition selects for them (with
+ * its argument and FILTER): what a definition is given, and what its columns are matched with.
+ */
+void DerivedAccumulators(const Aggref *agg, Aggref *out[2]);
+
 struct KeyDef {
 	const char *column_name;
 	Expr *expr; /* planned, Vars of the source at varno 1 */
@@ -66,6 +89,17 @@ struct ValueDef {
 Oid StoredType(const ValueDef *vd);
 const char *StoredTypeName(const ValueDef *vd);
 
+/*
+ * A column of a derived kind: not one of the counter's columns (its accumulators are), but a generated column of the
+ * counter table, after the `position` counter columns the definition selects before it.
+ */
+struct DerivedDef {
+	const char *column_name;
+	const DerivedKind *kind;
+	int accumulators[2]; /* into values */
+	int position;
+};
+
 /* One column of the counter, in definition order. */
 struct ColumnDef {
 	bool is_key;
@@ -82,6 +116,8 @@ struct CounterDef {
 	ValueDef *values;
 	int ncolumns;
 	ColumnDef *columns;
+	int nderived;
+	DerivedDef *derived;
 	List *quals; /* planned WHERE clause, implicit AND, Vars at varno 1 */
 	/*
 	 * Counted through a parent row (FROM source JOIN parent ON source.child_key = parent.parent_key): expressions read
@@ -101,6 +137,14 @@ struct CounterDef {
  */
 CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names);
 
+/*
+ * derived.cpp: AddAccumulators appends to a definition's select list (parse analysis's) the accumulators its derived
+ * aggregates lack, and says whether it did; MatchDerived finds each derived column's accumulators among the value
+ * columns (their aggregates in `values`, the derived ones in `derived`), or refuses the definition (42P17).
+ */
+bool AddAccumulators(Query *query);
+void MatchDerived(const char *counter, CounterDef *def, Aggref *const *derived, Aggref *const *values);
+
 /* A counter's mode, as counters.counter.mode names it. */
 enum class Mode { Exact, Log, Sharded };
 /* Whether a mode keeps rows pending (log: the log, sharded: the slots) beside the totals, which compaction folds. */
@@ -110,6 +154,8 @@ bool HasPending(Mode mode);
 const char *ModeName(Mode mode);
 bool LookupModeName(const char *name, Mode *mode);
 Mode ParseModeName(const char *name);
+/* 0A000 naming the counter unless every derived kind of `def` is kept in `mode` (aggregates.cpp). */
+void RequireKindsKept(const char *counter, const CounterDef *def, Mode mode);
 
 /* ---- a counter's options, typed (options.cpp: the one reader and writer of counters.counter.options) ---- */
 
@@ -747,8 +793,13 @@ ErrorData *TrySubtransaction(void (*body)(void *), void *arg, bool (*returned)(E
 /* ", " (or `sep`) before every item but the first, in a statement being built. */
 void Sep(StringInfo buf, bool *first, const char *sep = ", ");
 
-/* Parse and analyse a definition's text (names resolve with the caller's search_path), with the declaring rules. */
-CounterDef *DescribeDefinition(const char *name, const char *definition, Oid owner);
+/*
+ * Parse and analyse a definition's text (names resolve with the caller's search_path), with the declaring rules. A
+ * definition whose derived aggregates lack their accumulators is given them: *stored (when asked for) is the text to
+ * store, the definition as given or, given accumulators, deparsed with every name qualified but pg_catalog's (the
+ * view is created from it with the search_path pinned).
+ */
+CounterDef *DescribeDefinition(const char *name, const char *definition, Oid owner, const char **stored = nullptr);
 /*
  * Keys too long for a btree entry (about 2,700 bytes: a URL, a user agent). A key column of an unbounded string type
  * (text, bytea, varchar or char without a short length limit; deterministic collation: equal means byte-equal) is

@@ -1,0 +1,120 @@
+/*
+ * derived.cpp: the kinds a definition keeps as accumulators (model.hpp, DerivedKind), in its select list. A definition
+ * being declared is given the accumulators its derived aggregates lack (AddAccumulators), and stored so; a stored
+ * definition's derived columns are matched with its accumulators (MatchDerived), which the write path keeps as any
+ * count and sum: nothing of a derived kind reaches it.
+ */
+#include "model/model.hpp"
+
+extern "C" {
+#include "catalog/pg_aggregate.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "utils/lsyscache.h"
+}
+
+namespace counters {
+
+namespace {
+
+/* `agg` is what `acc` describes: the same function over the same argument with the same FILTER, nothing else. */
+bool
+SameAccumulator(const Aggref *agg, const Aggref *acc)
+{
+	return agg->aggfnoid == acc->aggfnoid && agg->aggdistinct == NIL && agg->aggorder == NIL && !agg->aggstar &&
+	       agg->aggkind == AGGKIND_NORMAL && agg->agglevelsup == 0 && list_length(agg->args) == 1 &&
+	       equal(linitial_node(TargetEntry, agg->args)->expr, linitial_node(TargetEntry, acc->args)->expr) &&
+	       equal(agg->aggfilter, acc->aggfilter);
+}
+
+/* The select list's aggregate (not of a GROUP BY expression) of a derived kind at `tle`, or NULL. */
+Aggref *
+DerivedAggregate(TargetEntry *tle)
+{
+	if (tle->resjunk || !IsA(tle->expr, Aggref))
+		return nullptr;
+	Aggref *agg = (Aggref *)tle->expr;
+	return DerivedKindOf(agg->aggfnoid) != nullptr && agg->aggdistinct == NIL && agg->aggorder == NIL &&
+	               agg->agglevelsup == 0 && list_length(agg->args) == 1
+	           ? agg
+	           : nullptr;
+}
+
+} // namespace
+
+bool
+AddAccumulators(Query *query)
+{
+	List *added = NIL;
+	ListCell *lc;
+	foreach (lc, query->targetList) {
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		Aggref *agg = DerivedAggregate(tle);
+		if (agg == nullptr)
+			continue;
+		const DerivedKind *kind = DerivedKindOf(agg->aggfnoid);
+		Aggref *acc[2];
+		DerivedAccumulators(agg, acc);
+		for (int j = 0; j < 2; j++) {
+			bool found = false;
+			ListCell *other;
+			foreach (other, query->targetList) {
+				TargetEntry *o = lfirst_node(TargetEntry, other);
+				found |= !o->resjunk && IsA(o->expr, Aggref) && SameAccumulator((Aggref *)o->expr, acc[j]);
+			}
+			foreach (other, added)
+				found |= SameAccumulator((Aggref *)lfirst_node(TargetEntry, other)->expr, acc[j]);
+			if (!found) {
+				const char *column = tle->resname != nullptr ? tle->resname : kind->name;
+				added = lappend(added, makeTargetEntry((Expr *)acc[j], 0,
+				                                       DerivedName(column, psprintf("_%s", kind->suffixes[j])), false));
+			}
+		}
+	}
+	if (added == NIL)
+		return false;
+	/* after the selected columns, before the GROUP BY expressions not selected; numbered again */
+	List *junk = NIL, *list = NIL;
+	foreach (lc, query->targetList) {
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		if (tle->resjunk)
+			junk = lappend(junk, tle);
+		else
+			list = lappend(list, tle);
+	}
+	list = list_concat(list_concat(list, added), junk);
+	AttrNumber resno = 1;
+	foreach (lc, list)
+		lfirst_node(TargetEntry, lc)->resno = resno++;
+	query->targetList = list;
+	return true;
+}
+
+void
+MatchDerived(const char *counter, CounterDef *def, Aggref *const *derived, Aggref *const *values)
+{
+	for (int i = 0; i < def->nderived; i++) {
+		DerivedDef *d = &def->derived[i];
+		Aggref *acc[2];
+		DerivedAccumulators(derived[i], acc);
+		for (int j = 0; j < 2; j++) {
+			d->accumulators[j] = -1;
+			for (int v = 0; v < def->nvalues && d->accumulators[j] < 0; v++)
+				if (SameAccumulator(values[v], acc[j]))
+					d->accumulators[j] = v;
+			if (d->accumulators[j] < 0)
+				ereport(ERROR,
+				        (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				         errmsg("counter \"%s\": column \"%s\" is %s(), and the definition does not select what "
+				                "keeps it",
+				                counter, d->column_name, d->kind->name),
+				         errdetail("%s() is read from two columns the definition selects with its argument and "
+				                   "FILTER, such as \"%s\" and \"%s\".",
+				                   d->kind->name, DerivedName(d->column_name, psprintf("_%s", d->kind->suffixes[0])),
+				                   DerivedName(d->column_name, psprintf("_%s", d->kind->suffixes[1]))),
+				         errhint("Declare the counter with counters.create_counter(), which adds them.")));
+		}
+	}
+}
+
+} // namespace counters
