@@ -1,6 +1,7 @@
 # Dump and restore with the real pg_dump / pg_restore. A database with counters in every mode (exact with its own
 # table, a counter-cache target `blogs`, sharded, log with an expression key date_trunc('day', created_at), and a
-# counter over the exact counter's table), bounds, thresholds and retention, pending log and slot rows, and a counted
+# counter over the exact counter's table; avg() and bool_or() columns in exact and log mode, whose generated columns
+# and accumulators a dump keeps), bounds, thresholds and retention, pending log and slot rows, and a counted
 # partitioned table, is dumped and restored into
 # fresh databases (created from template0: the extension is available but not created) along every path a backup
 # takes, each with its errors fatal (psql -v ON_ERROR_STOP=1, pg_restore --exit-on-error):
@@ -46,14 +47,15 @@ INSERT INTO posts (user_id, blog_id, is_published, rating, created_at)
 SELECT nullif(g % 7, 0), 1 + g % 5, g % 3 <> 0, g % 11, localtimestamp - g * interval '1 hour' FROM generate_series(1, 500) g;
 CREATE FUNCTION public.on_crossing(counter text, key jsonb, column_name text, old numeric, new numeric,
                                    threshold numeric, direction text) RETURNS void LANGUAGE sql AS 'SELECT';
-SELECT counters.create_counter('user_blog', $$SELECT user_id, blog_id, count(*) AS posts, sum(rating) AS rating
+SELECT counters.create_counter('user_blog', $$SELECT user_id, blog_id, count(*) AS posts, sum(rating) AS rating,
+	avg(rating) AS avg_rating, bool_or(rating > 5) AS any_high
 	FROM posts WHERE is_published AND NOT is_deleted GROUP BY user_id, blog_id$$);
 SELECT counters.create_counter('blog_cache', $$SELECT blog_id AS id, count(*) AS post_count FROM posts GROUP BY blog_id$$,
                                target => 'blogs');
 SELECT counters.create_counter('blog_sharded', $$SELECT blog_id, count(*) AS n FROM posts GROUP BY blog_id$$,
                                mode => 'sharded');
-SELECT counters.create_counter('daily_log', $$SELECT date_trunc('day', created_at) AS day, count(*) AS n, sum(rating) AS r
-	FROM posts GROUP BY date_trunc('day', created_at)$$, mode => 'log');
+SELECT counters.create_counter('daily_log', $$SELECT date_trunc('day', created_at) AS day, count(*) AS n, sum(rating) AS r,
+	avg(rating) AS avg_r FROM posts GROUP BY date_trunc('day', created_at)$$, mode => 'log');
 -- a counter over another counter's table (distinct (user, blog) pairs per blog: docs/aggregates.md); a restore must
 -- not count the pair table's rows again on top of its own restored rows
 SELECT counters.create_counter('blog_authors', $$SELECT blog_id, count(*) AS authors FROM user_blog GROUP BY blog_id$$);
@@ -105,8 +107,9 @@ my $recount = 'SELECT * FROM ('
 	"\nUNION ALL ",
 	pair(
 		'user_blog',
-		'SELECT user_id, blog_id, count(*), sum(rating) FROM posts WHERE is_published AND NOT is_deleted GROUP BY 1, 2',
-		'SELECT user_id, blog_id, posts, rating FROM user_blog'),
+		'SELECT user_id, blog_id, count(*), sum(rating), avg(rating), bool_or(rating > 5) FROM posts
+		  WHERE is_published AND NOT is_deleted GROUP BY 1, 2',
+		'SELECT user_id, blog_id, posts, rating, avg_rating, any_high FROM user_blog'),
 	pair(
 		'blog_authors',
 		'SELECT blog_id, count(*) FROM (SELECT DISTINCT user_id, blog_id FROM posts WHERE is_published AND NOT is_deleted) p
@@ -122,8 +125,8 @@ my $recount = 'SELECT * FROM ('
 		'SELECT blog_id, n FROM blog_sharded WHERE n <> 0'),
 	pair(
 		'daily_log',
-		"SELECT date_trunc('day', created_at), count(*), sum(rating) FROM posts GROUP BY 1",
-		'SELECT day, n, r FROM daily_log WHERE n <> 0 OR r <> 0'),
+		"SELECT date_trunc('day', created_at), count(*), sum(rating), avg(rating) FROM posts GROUP BY 1",
+		'SELECT day, n, r, avg_r FROM daily_log WHERE n <> 0 OR r <> 0'),
 	pair('page_visits', 'SELECT page, count(*) FROM visits GROUP BY 1', 'SELECT page, n FROM page_visits'))
   . ') d LIMIT 3';
 my $triggers = q{
