@@ -53,6 +53,16 @@ FindValueColumn(const Counter *e, const char *column)
 		if (e->owns_target && found < 0 && strcmp(l->in_table.names[i], column) == 0)
 			found = i;
 	}
+	const CounterDef *def = DefinitionOf(e);
+	for (int d = 0; found < 0 && d < def->nderived; d++)
+		if (strcmp(def->derived[d].column_name, column) == 0)
+			ereport(ERROR,
+			        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			         errmsg("counter \"%s\": column \"%s\" is %s(), read from columns the counter keeps", e->name,
+			                column, def->derived[d].kind->name),
+			         errhint("Bounds and thresholds apply to the count() and sum() columns: set them on %s or %s.",
+			                 quote_identifier(def->values[def->derived[d].accumulators[0]].column_name),
+			                 quote_identifier(def->values[def->derived[d].accumulators[1]].column_name))));
 	if (found < 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("counter \"%s\" has no value column \"%s\"", e->name, column),

@@ -111,7 +111,11 @@ CheckExistingTarget(const char *name, const CounterDef *def, Oid target)
 		ereport(ERROR,
 		        (errcode(ERRCODE_UNDEFINED_COLUMN),
 		         errmsg("counter \"%s\": target table %s has no column %s", name, QualifiedName(target), missing.data),
-		         errhint("The key and value aliases of the definition must name columns of the target table.")));
+		         def->nderived > 0
+		             ? errhint("The key and value aliases of the definition must name columns of the target table; "
+		                       "%s() and the like are kept in two columns each, such as %s (docs/aggregates.md).",
+		                       def->derived[0].kind->name, missing.data)
+		             : errhint("The key and value aliases of the definition must name columns of the target table.")));
 	for (int v = 0; v < def->nvalues; v++) {
 		AttrNumber attnum = get_attnum(target, def->values[v].column_name);
 		Oid type;

@@ -24,9 +24,10 @@
  *
  * Where that is not possible (a sharded key whose every slot row is busy, a counter table with other columns) the
  * key is reported Missing and the caller runs the SPI upsert. The direct path is used only where it does exactly
- * what the upsert would do: a plain heap table created by create_counter, with no triggers, no row-level security and
- * no generated columns, and not at SERIALIZABLE (whose predicate locks the executor takes); anything else goes
- * through the upsert. CHECK constraints are checked on the row as it will be, as the executor does.
+ * what the upsert would do: a plain heap table created by create_counter, with no triggers and no row-level security
+ * (a log, also no generated columns), and not at SERIALIZABLE (whose predicate locks the executor takes); anything
+ * else goes through the upsert. Stored generated columns (derived kinds') are computed and CHECK constraints checked
+ * on the row as it will be, as the executor does.
  *
  * Like capture.cpp, this code calls PostgreSQL functions that raise errors, so no object with a destructor lives on
  * its stack; relations, slots and the executor state are released by the resource owner or freed with the
@@ -50,6 +51,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "storage/bufmgr.h"
@@ -87,13 +89,14 @@ struct DirectTarget {
 	SnapshotData merge_dirty; /* (its snapshot) */
 	bool merge_on_entry;      /* the scan stands on an entry not yet compared with a key */
 	bool merge_done;          /* the scan has passed the index's last entry */
+	bool generated;           /* the table has stored generated columns (derived kinds'), computed per version */
 };
 
 namespace {
 
 /* Whether the counter table lets deltas be applied directly with the same effect as the SPI upsert. */
 bool
-DirectAllowed(Relation rel)
+DirectAllowed(Relation rel, bool generated_ok = false)
 {
 	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID)
 		return false;
@@ -109,7 +112,7 @@ DirectAllowed(Relation rel)
 	if (rel->rd_rel->relrowsecurity)
 		return false;
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
-	if (constr != nullptr && constr->has_generated_stored)
+	if (constr != nullptr && constr->has_generated_stored && !generated_ok)
 		return false;
 	return !IsolationIsSerializable();
 }
@@ -258,6 +261,20 @@ EnsureExecutorState(DirectTarget *d)
 }
 
 /*
+ * The stored generated columns of the new version (d->next, stored), as the executor computes them for an INSERT or an
+ * UPDATE: all of them (a derived kind's reads the accumulators the deltas changed).
+ */
+void
+ComputeGenerated(DirectTarget *d)
+{
+	if (!d->generated)
+		return;
+	EnsureExecutorState(d);
+	ResetPerTupleExprContext(d->estate);
+	ExecComputeStoredGenerated(d->rri, d->estate, d->next, CMD_INSERT);
+}
+
+/*
  * Index entries for the new version of an updated row, in the indexes table_tuple_update says need them: all of them,
  * or (a HOT update that changed only columns of summarizing indexes such as BRIN) those alone. An entry in the key's
  * unique index for a heap-only version would outlive it: once VACUUM prunes the version, a later row of another key
@@ -281,7 +298,7 @@ OnlyCounterColumns(Relation rel, CompiledCounter *c)
 	TupleDesc desc = RelationGetDescr(rel);
 	int n = 0;
 	for (int a = 0; a < desc->natts; a++)
-		if (!TupleDescAttr(desc, a)->attisdropped)
+		if (!TupleDescAttr(desc, a)->attisdropped && TupleDescAttr(desc, a)->attgenerated == '\0')
 			n++;
 	return n == c->def->nkeys + c->def->nvalues + (c->counter->mode == Mode::Sharded ? 1 : 0);
 }
@@ -335,6 +352,7 @@ InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
 	}
 	ExecStoreVirtualTuple(next);
 	EnsureExecutorState(d);
+	ComputeGenerated(d);
 	if (c->has_check)
 		ExecConstraints(d->rri, next, d->estate);
 	TransactionId xid = GetCurrentTransactionId();
@@ -400,7 +418,7 @@ DirectBegin(CompiledCounter *c)
 	if (mode == Mode::Sharded && (c->slot_attnum == InvalidAttrNumber || c->max_slots < 1))
 		return nullptr;
 	Relation rel = table_open(c->write_rel, RowExclusiveLock);
-	if (!DirectAllowed(rel)) {
+	if (!DirectAllowed(rel, true)) {
 		table_close(rel, NoLock);
 		return nullptr;
 	}
@@ -421,6 +439,7 @@ DirectBegin(CompiledCounter *c)
 	d->next = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
 	d->zero = DirectFunctionCall1(int8_numeric, Int64GetDatum(0));
 	d->can_insert = OnlyCounterColumns(rel, c);
+	d->generated = RelationGetDescr(rel)->constr != nullptr && RelationGetDescr(rel)->constr->has_generated_stored;
 	/* (exact mode, nothing decided from a row's value: no bounds, no thresholds, no CHECK constraints) */
 	d->unlocked_update = mode == Mode::Exact && c->has_min == nullptr && !c->has_thresholds && !c->has_check;
 	d->arbiters = list_make1_oid(indexoid);
@@ -576,8 +595,10 @@ WriteFoundVersion(DirectTarget *d, ItemPointer tid, bool all_zero)
 	TM_FailureData tmfd;
 	TM_Result res;
 	/* CHECK constraints hold for the row as it will be (a deleted row, all zeros, has nothing to check). */
-	if (!all_zero)
+	if (!all_zero) {
 		ExecStoreVirtualTuple(next);
+		ComputeGenerated(d);
+	}
 	if (!all_zero && d->c->has_check) {
 		EnsureExecutorState(d);
 		ExecConstraints(d->rri, next, d->estate);

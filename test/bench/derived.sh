@@ -38,7 +38,7 @@ CREATE TABLE product_floor (product_id int PRIMARY KEY, n bigint NOT NULL, stars
                             stars numeric GENERATED ALWAYS AS (stars_sum::numeric / NULLIF(stars_count, 0)) STORED);
 INSERT INTO product_floor (product_id, n, stars_sum, stars_count)
 SELECT product_id, count(*), coalesce(sum(stars), 0), count(stars) FROM reviews GROUP BY product_id;
-CREATE FUNCTION product_floor_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION product_floor_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO product_floor AS f (product_id, n, stars_sum, stars_count)
 	SELECT product_id, count(*), coalesce(sum(stars), 0), count(stars) FROM new_rows GROUP BY product_id
