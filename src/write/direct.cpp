@@ -90,6 +90,7 @@ struct DirectTarget {
 	bool merge_on_entry;      /* the scan stands on an entry not yet compared with a key */
 	bool merge_done;          /* the scan has passed the index's last entry */
 	bool generated;           /* the table has stored generated columns (derived kinds'), computed per version */
+	bool indexes_open;        /* estate's result relation has its indexes open */
 };
 
 namespace {
@@ -248,15 +249,21 @@ LockKeyRow(DirectTarget *d, Datum *params, char *nulls, ItemPointer tid, bool lo
 	}
 }
 
-/* The executor state index insertions and constraint checks need, created when first needed. */
+/*
+ * The executor state index insertions and constraint checks need, created when first needed; its indexes opened when
+ * first needed too (generated columns need none: a HOT update of a counter row with a derived column opens nothing).
+ */
 void
-EnsureExecutorState(DirectTarget *d)
+EnsureExecutorState(DirectTarget *d, bool indexes = true)
 {
 	if (d->estate == nullptr) {
 		d->estate = CreateExecutorState();
 		d->rri = makeNode(ResultRelInfo);
 		InitResultRelInfo(d->rri, d->rel, 0, nullptr, 0);
+	}
+	if (indexes && !d->indexes_open) {
 		ExecOpenIndices(d->rri, true); /* (with what a speculative insertion needs) */
+		d->indexes_open = true;
 	}
 }
 
@@ -269,7 +276,7 @@ ComputeGenerated(DirectTarget *d)
 {
 	if (!d->generated)
 		return;
-	EnsureExecutorState(d);
+	EnsureExecutorState(d, false);
 	ResetPerTupleExprContext(d->estate);
 	ExecComputeStoredGenerated(d->rri, d->estate, d->next, CMD_INSERT);
 }
@@ -751,7 +758,8 @@ DirectEnd(DirectTarget *d)
 	if (d == nullptr)
 		return false;
 	if (d->estate != nullptr) {
-		ExecCloseIndices(d->rri);
+		if (d->indexes_open)
+			ExecCloseIndices(d->rri);
 		FreeExecutorState(d->estate);
 	}
 	if (d->scan != nullptr)

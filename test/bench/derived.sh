@@ -11,7 +11,8 @@
 #    table whose average is a generated column (floor_avg), and the avg variant.
 # After each run the counter's columns must equal a recount by the aggregates themselves (DRIFT on stderr if not).
 #
-#   bash test/bench/derived.sh            # SECONDS_PER_RUN=10 RUNS=3 CLIENTS=8 BULK=200000
+#   bash test/bench/derived.sh            # SECONDS_PER_RUN=10 RUNS=3 CLIENTS=8 BULK=200000 (0: no bulk statement)
+#                                         # VARIANTS="none sum avg avg_bool" WORKLOADS="insert update"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/bench/lib.sh
@@ -80,16 +81,17 @@ bulk_ms() { # variant
 	check "$1" bulk
 }
 
-variants="none sum avg avg_bool"
+variants=${VARIANTS:-none sum avg avg_bool}
 header workload $variants
-for w in insert update; do
+for w in ${WORKLOADS:-insert update}; do
 	row write_tps "$CLIENTS clients, single-row $w" tps $variants
 done
-row bulk_ms "INSERT ... SELECT $BULK rows (ms)" ms $variants
+[ "${BULK:-}" = 0 ] || row bulk_ms "INSERT ... SELECT $BULK rows (ms)" ms $variants
 echo
 echo "Ratios in parentheses: to no counter (none); above 1 is faster for tps, slower for ms. avg against sum: what the"
 echo "derived column costs over the sum it is made of."
 echo
+[ "${BULK:-}" != 0 ] || exit 0
 header "the bulk statement against the hand-written floor" floor_avg avg
 row bulk_ms "INSERT ... SELECT $BULK rows (ms)" ms floor_avg avg
 echo

@@ -9,7 +9,7 @@
 # Settings (environment): ROWS (seeded posts, default 1000000), SECONDS_PER_RUN (pgbench duration, 10), RUNS
 # (repetitions, median reported, 3), VARIANTS (inner.sh), SYNC ("off on"), BULK_TIMEOUT, OLTP (0: the bulk statements
 # only), FEATURES (1: then the
-# feature benchmarks, each against its own baseline: parent.sh, sink.sh, windows.sh, transactions.sh, memory.sh, extremes.sh, citus.sh where Citus
+# feature benchmarks, each against its own baseline: parent.sh, sink.sh, windows.sh, transactions.sh, memory.sh, extremes.sh, derived.sh, citus.sh where Citus
 # is installed; 0: the main suite only; only: the feature benchmarks only). Results: $BENCH_OUT (default test/bench/out, not tracked): results.md and
 # results.tsv of the main suite, <name>.md of each feature benchmark; the run stops with an error at the first drift
 # or failed statement.
@@ -28,7 +28,7 @@ mkdir -p "$BENCH_OUT"
 [ "${FEATURES:-1}" != 0 ] || exit 0
 # (each starts a cluster of its own; the lock taken above is theirs too)
 export COUNTERS_SUITE_LOCKED=$$
-for bench in parent sink windows transactions memory extremes citus; do
+for bench in parent sink windows transactions memory extremes derived citus; do
 	echo "== test/bench/$bench.sh"
 	bash "test/bench/$bench.sh" 2> >(tee "$BENCH_OUT/$bench.err" >&2) |
 		grep -v -e '^Creating new PostgreSQL cluster' -e '^Dropping cluster' | tee "$BENCH_OUT/$bench.md"
