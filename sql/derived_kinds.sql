@@ -140,7 +140,7 @@ SELECT counters.alter_counter('product_reviews', definition =>
 SELECT counters.alter_counter('product_reviews', definition =>
     'SELECT product_id, count(*) AS n, avg(stars) AS a, bool_and(verified) AS v FROM reviews GROUP BY product_id');
 SELECT counters.alter_counter('product_reviews', definition =>
-    'SELECT product_id, count(*) AS n, avg(stars::numeric) AS a, bool_and(verified) AS v FROM reviews GROUP BY product_id');
+    'SELECT product_id, count(*) AS n, avg(stars::numeric(10, 2)) AS a, bool_and(verified) AS v FROM reviews GROUP BY product_id');
 SELECT attname, format_type(atttypid, atttypmod) AS type, attgenerated <> '' AS generated
   FROM pg_attribute WHERE attrelid = 'product_reviews'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum;
 CREATE VIEW reviews_read AS SELECT product_id, n, a, v FROM product_reviews;
@@ -169,7 +169,8 @@ SELECT product_id, avg(stars) AS stars FROM reviews GROUP BY product_id HAVING c
 SELECT * FROM diff('cache_read', 'cache_recount');
 SELECT counters.drop_counter('product_cache_stars');
 
--- refused, each naming the counter: DISTINCT and ORDER BY inside; floating point; a column name the accumulators
+-- refused, each naming the counter: DISTINCT and ORDER BY inside; floating point; a numeric without a declared
+-- scale (the digits of its average depend on the rows' largest scale); a column name the accumulators
 -- take; top() of a derived column (order the table by it instead: its generated column can be indexed); a bound on
 -- one (bounds apply to its accumulators); a counter-cache target without the accumulators' columns
 CREATE TABLE floats (k int, x double precision);
@@ -178,11 +179,12 @@ SELECT * FROM errors(
     $$SELECT counters.create_counter('c1', 'SELECT product_id, avg(DISTINCT stars) FROM reviews GROUP BY product_id')$$,
     $$SELECT counters.create_counter('c2', 'SELECT product_id, bool_or(verified ORDER BY id) FROM reviews GROUP BY product_id')$$,
     $$SELECT counters.create_counter('c3', 'SELECT k, avg(x) FROM floats GROUP BY k')$$,
+    $$SELECT counters.create_counter('c6', 'SELECT product_id, avg(price * 1.5) FROM reviews GROUP BY product_id')$$,
     $$SELECT counters.create_counter('c4', 'SELECT product_id, avg(stars) AS a, count(*) AS a_count FROM reviews GROUP BY product_id')$$,
     $$SELECT * FROM counters.top('review_stats', 'avg_stars', 3)$$,
     $$SELECT counters.set_bounds('review_stats', 'avg_stars', min => 0)$$,
     $$SELECT counters.create_counter('c5', 'SELECT product_id, avg(stars) AS stars FROM reviews GROUP BY product_id', target => 'product_cache2')$$);
-SELECT count(*) AS left_behind FROM counters.counters WHERE name IN ('c1', 'c2', 'c3', 'c4', 'c5');
+SELECT count(*) AS left_behind FROM counters.counters WHERE name IN ('c1', 'c2', 'c3', 'c4', 'c5', 'c6');
 
 -- a planted aggregate: a schema before pg_catalog on the caller's search_path has a sum(integer) that counts 1;
 -- the definition's own avg() resolves as the caller wrote it, and the sum it is given is pg_catalog's (given

@@ -1,8 +1,10 @@
 /*
  * aggregates.cpp: the aggregate kinds a value column keeps, one row each (model.hpp says what a row holds). The
  * universal formula keeps what a row's old and new versions add and subtract exactly: counts of the rows (that pass
- * the WHERE and FILTER, and whose argument is not NULL) and sums of integers and numerics. New kinds (min and max,
- * averages, distinct counts) are rows here, with what they need of a mode; the analysis and the write path follow.
+ * the WHERE and FILTER, and whose argument is not NULL) and sums of integers and numerics. The derived kinds (avg,
+ * bool_or, bool_and, every) are rows here too: two such counts and sums, and the expression that reads them
+ * (derived.cpp gives a definition what it lacks of them). New kinds (min and max, distinct counts) are rows here,
+ * with what they need of a mode; the analysis and the write path follow.
  */
 #include "model/model.hpp"
 
@@ -50,19 +52,20 @@ const DerivedKind AVG = {"avg",
                          {"sum", "count"},
                          "CASE WHEN %2$s OPERATOR(pg_catalog.=) 0 THEN NULL ELSE %1$s::pg_catalog.numeric "
                          "OPERATOR(pg_catalog./) %2$s::pg_catalog.numeric END",
-                         ALL_MODES};
-const DerivedKind BOOL_OR = {"bool_or",
-                             "pg_catalog.bool",
-                             {"true", "count"},
-                             "CASE WHEN %2$s OPERATOR(pg_catalog.=) 0 THEN NULL ELSE %1$s OPERATOR(pg_catalog.>) 0 END",
-                             ALL_MODES};
+                         ALL_MODES,
+                         true};
+const DerivedKind BOOL_OR = {
+    "bool_or",         "pg_catalog.bool",
+    {"true", "count"}, "CASE WHEN %2$s OPERATOR(pg_catalog.=) 0 THEN NULL ELSE %1$s OPERATOR(pg_catalog.>) 0 END",
+    ALL_MODES,         false};
 const DerivedKind BOOL_AND = {"bool_and",
                               "pg_catalog.bool",
                               {"true", "count"},
                               "CASE WHEN %2$s OPERATOR(pg_catalog.=) 0 THEN NULL ELSE %1$s OPERATOR(pg_catalog.=) "
                               "%2$s END",
-                              ALL_MODES};
-const DerivedKind EVERY = {"every", BOOL_AND.type, {"true", "count"}, BOOL_AND.read, ALL_MODES};
+                              ALL_MODES,
+                              false};
+const DerivedKind EVERY = {"every", BOOL_AND.type, {"true", "count"}, BOOL_AND.read, ALL_MODES, false};
 
 /* The aggregate functions of derived kinds, and the aggregate of the first accumulator (the second counts). */
 const struct {

@@ -828,6 +828,13 @@ DescribeDefinition(const char *name, const char *definition, Oid owner, const ch
 	if (stored != nullptr)
 		*stored = definition;
 	if (AddAccumulators(query)) {
+		/* (refused before it is deparsed: a select list PostgreSQL would refuse is not worth the text) */
+		if (list_length(query->targetList) > MaxHeapAttributeNumber - 1)
+			ereport(ERROR, (errcode(ERRCODE_TOO_MANY_COLUMNS),
+			                errmsg("counter \"%s\": %d columns is too many", name, list_length(query->targetList)),
+			                errdetail("A counter table has at most %d columns, the accumulators of avg(), bool_or(), "
+			                          "bool_and() and every() included.",
+			                          MaxHeapAttributeNumber - 1)));
 		/*
 		 * Given accumulators: stored as its deparsed text, which names everything but pg_catalog's objects with their
 		 * schema, and analysed again from it as the view will be (with the search_path pinned), so that what is

@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "catalog/pg_aggregate.h"
+#include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/lsyscache.h"
@@ -95,6 +96,23 @@ MatchDerived(const char *counter, CounterDef *def, Aggref *const *derived, Aggre
 {
 	for (int i = 0; i < def->nderived; i++) {
 		DerivedDef *d = &def->derived[i];
+		/*
+		 * avg() of a numeric divides with as many digits as the largest scale among the rows' values, which a sum
+		 * kept by adding and subtracting does not know once a row of a larger scale is gone: the rows' values must
+		 * all have one scale, which a declared scale gives them.
+		 */
+		Node *arg = (Node *)linitial_node(TargetEntry, derived[i]->args)->expr;
+		if (d->kind->fixed_scale && getBaseType(exprType(arg)) == NUMERICOID && exprTypmod(arg) < 0)
+			ereport(ERROR,
+			        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			         errmsg("counter \"%s\": %s() of a numeric without a declared scale in column \"%s\" is not "
+			                "supported",
+			                counter, d->kind->name, d->column_name),
+			         errdetail("The digits of %s() of numerics depend on the largest scale among the rows' values, "
+			                   "which is not kept from one row's old and new version.",
+			                   d->kind->name),
+			         errhint("Give the argument a scale, e.g. %s(x::numeric(20, 4)), or average an integer.",
+			                 d->kind->name)));
 		Aggref *acc[2];
 		DerivedAccumulators(derived[i], acc);
 		for (int j = 0; j < 2; j++) {

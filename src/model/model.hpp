@@ -57,7 +57,8 @@ struct DerivedKind {
 	const char *type;
 	const char *suffixes[2];
 	const char *read;
-	unsigned modes; /* bit (1 << (int)Mode) for each mode that keeps it */
+	unsigned modes;   /* bit (1 << (int)Mode) for each mode that keeps it */
+	bool fixed_scale; /* a numeric argument must have a declared scale (numeric(p, s)): see derived.cpp */
 };
 /* The kind an aggregate function declares that is kept as accumulators, or NULL. */
 const DerivedKind *DerivedKindOf(Oid aggfnoid);

@@ -12,7 +12,7 @@
 # After each run the counter's columns must equal a recount by the aggregates themselves (DRIFT on stderr if not).
 #
 #   bash test/bench/derived.sh            # SECONDS_PER_RUN=10 RUNS=3 CLIENTS=8 BULK=200000 (0: no bulk statement)
-#                                         # VARIANTS="none sum avg avg_bool" WORKLOADS="insert update"
+#                                         # VARIANTS="none sum avg avg_bool" WORKLOADS="insert update" (empty: none)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/bench/lib.sh
@@ -83,7 +83,7 @@ bulk_ms() { # variant
 
 variants=${VARIANTS:-none sum avg avg_bool}
 header workload $variants
-for w in ${WORKLOADS:-insert update}; do
+for w in ${WORKLOADS-insert update}; do
 	row write_tps "$CLIENTS clients, single-row $w" tps $variants
 done
 [ "${BULK:-}" = 0 ] || row bulk_ms "INSERT ... SELECT $BULK rows (ms)" ms $variants

@@ -194,6 +194,7 @@ DECLARE
 	tcols name[];
 	vcols name[];
 	vals name[];
+	flags name[];
 	tsel text;
 	vsel text;
 	nonzero text;
@@ -218,10 +219,17 @@ BEGIN
 	   OR NOT keys <@ tcols THEN
 		RAISE EXCEPTION 'counter % has columns %, keys %; its definition view has columns %', cname, tcols, keys, vcols;
 	END IF;
-	SELECT array_agg(c) INTO vals FROM unnest(tcols) c WHERE c <> ALL (keys);
-	SELECT string_agg(CASE WHEN c = ANY (keys) THEN format('%I', c) ELSE format('coalesce(%I, 0)::numeric', c) END, ', ')
+	-- (bool_or, bool_and and every columns are compared as they are, and say nothing of a group being all zeros)
+	SELECT array_agg(attname) INTO flags FROM pg_attribute
+	 WHERE attrelid = k.query AND attnum > 0 AND NOT attisdropped AND atttypid = 'boolean'::regtype;
+	flags := coalesce(flags, '{}');
+	SELECT array_agg(c) INTO vals FROM unnest(tcols) c WHERE c <> ALL (keys) AND c <> ALL (flags);
+	SELECT string_agg(CASE WHEN c = ANY (keys) OR c = ANY (flags) THEN format('%I', c)
+	                       ELSE format('coalesce(%I, 0)::numeric', c) END, ', ')
 	  INTO vsel FROM unnest(vcols) c;
-	SELECT string_agg(CASE WHEN c = ANY (keys) THEN format('%I', c) ELSE format('%I::numeric', c) END, ', ')
+	-- (an average is NULL where nothing was averaged, on both sides)
+	SELECT string_agg(CASE WHEN c = ANY (keys) OR c = ANY (flags) THEN format('%I', c)
+	                       ELSE format('coalesce(%I, 0)::numeric', c) END, ', ')
 	  INTO tsel FROM unnest(vcols) c;
 	SELECT string_agg(format('coalesce(%I, 0) <> 0', c), ' OR ') INTO nonzero FROM unnest(vals) c;
 	EXECUTE format('SELECT (SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s WHERE %s) a)
