@@ -288,10 +288,10 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	 * they did when it was parsed above.)
 	 */
 	const char *view_name = DefinitionViewName(name);
-	int level = stored != definition ? PinSettings(PIN_SEARCH_PATH) : 0;
+	int pinned = stored != definition ? PinSettings(PIN_SEARCH_PATH) : 0;
 	int ret = SPI_execute(CreateViewStatement(schema, view_name, stored), false, 0);
-	if (level != 0)
-		UnpinSettings(level);
+	if (pinned != 0)
+		UnpinSettings(pinned);
 	if (ret != SPI_OK_UTILITY)
 		elog(ERROR, "counters: creating the definition view failed: %s", SPI_result_code_string(ret));
 	Oid view = RelationIn(schema, view_name);

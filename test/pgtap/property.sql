@@ -125,6 +125,8 @@ INSERT INTO counter_defs VALUES
 	('bc', 'SELECT blog_id AS id, count(*) AS post_count, sum(rating) AS rating_sum, sum(score) AS score_total '
 	       'FROM posts WHERE NOT is_deleted GROUP BY blog_id', 'blogs'),
 	('ps', 'SELECT score, count(*) AS n FROM posts WHERE abs(score) < 3 GROUP BY score', NULL),
+	('pa', 'SELECT blog_id, count(*) AS n, avg(rating) AS avg_rating, bool_or(is_published) AS any_published, '
+	       'bool_and(NOT is_deleted) FILTER (WHERE rating > 0) AS all_live FROM posts GROUP BY blog_id', NULL),
 	('ek', 'SELECT user_id, kind, count(*) AS n, sum(amount) AS amount FROM events GROUP BY user_id, kind', NULL),
 	('ew', 'SELECT day / 7 AS week, count(*) AS n, sum(qty) AS qty FROM events '
 	       'WHERE kind IS DISTINCT FROM ''spam'' GROUP BY day / 7', NULL);
@@ -163,6 +165,13 @@ INSERT INTO recounts VALUES
 	          FROM blogs b LEFT JOIN posts p ON p.blog_id = b.id AND NOT p.is_deleted GROUP BY b.id'),
 	('ps', 'SELECT score, n FROM ps', -- a numeric key: 0.5 and 0.50 are one group
 	       'SELECT score, count(*) FROM posts WHERE score > -3 AND score < 3 GROUP BY score'),
+	('pa', 'SELECT blog_id, n, avg_rating, any_published, all_live FROM pa', -- avg(), bool_or(), bool_and() by hand
+	       'SELECT blog_id, count(*),
+	               CASE WHEN count(rating) > 0 THEN sum(rating)::numeric / count(rating)::numeric END,
+	               max(CASE WHEN is_published THEN 1 ELSE 0 END) = 1,
+	               CASE WHEN sum(CASE WHEN rating > 0 THEN 1 ELSE 0 END) > 0
+	                    THEN sum(CASE WHEN rating > 0 AND is_deleted THEN 1 ELSE 0 END) = 0 END
+	          FROM posts GROUP BY blog_id'),
 	('ek', 'SELECT user_id, kind, n, amount FROM ek',
 	       'SELECT user_id, kind, count(*), sum(coalesce(amount, 0)) FROM events GROUP BY user_id, kind'),
 	('ew', 'SELECT week, n, qty FROM ew',
@@ -194,7 +203,8 @@ BEGIN
 		have := r.have;
 		IF k.mode IN ('log', 'sharded') THEN
 			SELECT string_agg(format('%I OPERATOR(pg_catalog.=) 0', a.attname), ' AND ') INTO zero
-			  FROM pg_attribute a WHERE a.attrelid = k.totals AND a.attnum > 0 AND NOT a.attisdropped AND a.atthasdef;
+			  FROM pg_attribute a WHERE a.attrelid = k.totals AND a.attnum > 0 AND NOT a.attisdropped AND a.atthasdef
+			   AND a.attgenerated = '';
 			have := format('%s UNION ALL SELECT %s FROM %s WHERE %s', have, cols, k.totals, zero);
 		END IF;
 		result := same_rows(have, r.want, format('%s: %s (%s) = recount', label, r.name, k.mode));
