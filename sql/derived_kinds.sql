@@ -28,8 +28,9 @@ $$);
 SELECT attname, format_type(atttypid, atttypmod) AS type, attgenerated <> '' AS generated
   FROM pg_attribute WHERE attrelid = 'review_stats'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum;
 -- the definition as stored: the user's aggregates, then the accumulators given to it (bool_or's and every's differ
--- in argument; bool_and shares nothing with bool_or, whose argument is another expression)
-SELECT pg_get_viewdef('review_stats_definition');
+-- in argument; bool_and shares nothing with bool_or, whose argument is another expression; PostgreSQL 16 on prints
+-- a single table's columns without its name)
+SELECT replace(pg_get_viewdef('review_stats_definition'), 'reviews.', '') AS definition;
 
 CREATE VIEW stats_read AS
 SELECT product_id, reviews, avg_stars, avg_verified_price, any_unverified, all_verified, all_good FROM review_stats;
