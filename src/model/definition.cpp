@@ -251,10 +251,15 @@ CheckColumnNames(const char *counter, const CounterDef *def)
 			                errhint("Give the column another alias.")));
 		for (int j = 0; j < i; j++) {
 			if (strcmp(name, names[j]) == 0)
-				ereport(ERROR, (errcode(ERRCODE_DUPLICATE_COLUMN),
-				                errmsg("counter \"%s\": column name \"%s\" is used more than once", counter, name),
-				                errhint("Every selected key and value becomes a column of the counter table; give "
-				                        "each a distinct alias.")));
+				ereport(ERROR,
+				        (errcode(ERRCODE_DUPLICATE_COLUMN),
+				         errmsg("counter \"%s\": column name \"%s\" is used more than once", counter, name),
+				         def->nderived > 0
+				             ? errhint("Every selected key and value becomes a column of the counter table, and "
+				                       "avg(), bool_or(), bool_and() and every() also keep <column>_sum or "
+				                       "<column>_true, and <column>_count; give each a distinct alias.")
+				             : errhint("Every selected key and value becomes a column of the counter table; give "
+				                       "each a distinct alias.")));
 		}
 	}
 	/* Sharded tables add the slot column to the keys' unique index and to the table. */
