@@ -251,10 +251,8 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	Oid colocate_with;
 	const char *distribution_column;
 	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
-	if (!exact) {
+	if (!exact)
 		RequireFeatureOf(name, def->source, !OidIsValid(tgt), Mode::Log, tgt, Feature::LogShardedMode);
-		RequireKindsKept(name, def, Mode::Log);
-	}
 	if (placement != citus::Placement::Local)
 		citus::BeginDistributedChange();
 

@@ -442,9 +442,8 @@ PendingViewStatement(const Counter *e, const char *schema, const char *name, Oid
 		const DerivedDef *dd = &def->derived[d];
 		const char *acc[2];
 		for (int j = 0; j < 2; j++)
-			for (int i = 0; i < l->ncolumns; i++)
-				if (!l->is_key[i] && def->columns[i].index == dd->accumulators[j])
-					acc[j] = psprintf("(pg_catalog.sum(%s))", quote_identifier(l->in_table.names[i]));
+			acc[j] = psprintf("(pg_catalog.sum(%s))",
+			                  quote_identifier(l->in_table.names[ValueColumnIndex(def, dd->accumulators[j])]));
 		appendStringInfo(&select, ", %s AS %s", psprintf(dd->kind->read, acc[0], acc[1]),
 		                 quote_identifier(dd->column_name));
 	}

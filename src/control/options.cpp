@@ -54,15 +54,14 @@ FindValueColumn(const Counter *e, const char *column)
 			found = i;
 	}
 	const CounterDef *def = DefinitionOf(e);
-	for (int d = 0; found < 0 && d < def->nderived; d++)
-		if (strcmp(def->derived[d].column_name, column) == 0)
-			ereport(ERROR,
-			        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			         errmsg("counter \"%s\": column \"%s\" is %s(), read from columns the counter keeps", e->name,
-			                column, def->derived[d].kind->name),
-			         errhint("Bounds and thresholds apply to the count() and sum() columns: set them on %s or %s.",
-			                 quote_identifier(def->values[def->derived[d].accumulators[0]].column_name),
-			                 quote_identifier(def->values[def->derived[d].accumulators[1]].column_name))));
+	const DerivedDef *derived = found < 0 ? FindDerived(def, column) : nullptr;
+	if (derived != nullptr)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": column \"%s\" is %s(), read from columns the counter keeps", e->name,
+		                       column, derived->kind->name),
+		                errhint("Bounds and thresholds apply to the count() and sum() columns: set them on %s or %s.",
+		                        quote_identifier(def->values[derived->accumulators[0]].column_name),
+		                        quote_identifier(def->values[derived->accumulators[1]].column_name))));
 	if (found < 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("counter \"%s\" has no value column \"%s\"", e->name, column),
@@ -418,14 +417,13 @@ Top(const char *name, const char *column, Datum k, bool k_null, const char *filt
 {
 	Counter *e = LookupCounter(name);
 	int col = FindTopColumn(e, LayoutOf(e)->in_table.names, column);
-	const CounterDef *def = DefinitionOf(e);
-	for (int d = 0; col < 0 && d < def->nderived; d++)
-		if (strcmp(def->derived[d].column_name, column) == 0)
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			                errmsg("counter \"%s\": top() does not rank %s(), column %s", name,
-			                       def->derived[d].kind->name, quote_identifier(column)),
-			                errdetail("top() ranks the columns the counter keeps."),
-			                errhint("Order the counter's table by the column (an index on it makes that fast).")));
+	const DerivedDef *derived = col < 0 ? FindDerived(DefinitionOf(e), column) : nullptr;
+	if (derived != nullptr)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": top() does not rank %s(), column %s", name, derived->kind->name,
+		                       quote_identifier(column)),
+		                errdetail("top() ranks the columns the counter keeps."),
+		                errhint("Order the counter's table by the column (an index on it makes that fast).")));
 	if (col < 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("counter \"%s\" has no value column %s", name, quote_identifier(column))));

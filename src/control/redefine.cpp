@@ -380,11 +380,11 @@ ReshapeTable(const char *name, const KeptTable *kept, const CounterDef *def)
 		if (!add_derived[d])
 			continue;
 		const char *acc[2];
-		for (int a = 0; a < 2; a++)
-			for (int j = 0; j < def->ncolumns; j++)
-				if (!def->columns[j].is_key && def->columns[j].index == def->derived[d].accumulators[a])
-					acc[a] = r.kept_of[j] < 0 ? ColumnName(def, j)
-					                          : get_attname(kept->table, kept->attnums[r.kept_of[j]], false);
+		for (int a = 0; a < 2; a++) {
+			int j = ValueColumnIndex(def, def->derived[d].accumulators[a]);
+			acc[a] =
+			    r.kept_of[j] < 0 ? ColumnName(def, j) : get_attname(kept->table, kept->attnums[r.kept_of[j]], false);
+		}
 		Execute(psprintf("ALTER TABLE %s ADD COLUMN %s", table, DerivedColumnDefinition(&def->derived[d], acc)),
 		        SPI_OK_UTILITY);
 	}

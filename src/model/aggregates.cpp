@@ -52,23 +52,22 @@ const DerivedKind AVG = {"avg",
                          {"sum", "count"},
                          "CASE WHEN %2$s OPERATOR(pg_catalog.=) 0 THEN NULL ELSE %1$s::pg_catalog.numeric "
                          "OPERATOR(pg_catalog./) %2$s::pg_catalog.numeric END",
-                         ALL_MODES,
                          true};
-const DerivedKind BOOL_OR = {
-    "bool_or",         "pg_catalog.bool",
-    {"true", "count"}, "CASE WHEN %2$s OPERATOR(pg_catalog.=) 0 THEN NULL ELSE %1$s OPERATOR(pg_catalog.>) 0 END",
-    ALL_MODES,         false};
+const DerivedKind BOOL_OR = {"bool_or",
+                             "pg_catalog.bool",
+                             {"true", "count"},
+                             "CASE WHEN %2$s OPERATOR(pg_catalog.=) 0 THEN NULL ELSE %1$s OPERATOR(pg_catalog.>) 0 END",
+                             false};
 const DerivedKind BOOL_AND = {"bool_and",
                               "pg_catalog.bool",
                               {"true", "count"},
                               "CASE WHEN %2$s OPERATOR(pg_catalog.=) 0 THEN NULL ELSE %1$s OPERATOR(pg_catalog.=) "
                               "%2$s END",
-                              ALL_MODES,
                               false};
-const DerivedKind EVERY = {"every", BOOL_AND.type, {"true", "count"}, BOOL_AND.read, ALL_MODES, false};
+const DerivedKind EVERY = {"every", BOOL_AND.type, {"true", "count"}, BOOL_AND.read, false};
 
 /* The aggregate functions of derived kinds, and the aggregate of the first accumulator (the second counts). */
-const struct {
+const struct DerivedRowDef {
 	Oid function;
 	const DerivedKind *kind;
 	Oid first;
@@ -79,6 +78,16 @@ const struct {
     {F_BOOL_OR, &BOOL_OR, F_SUM_INT4, true}, {F_BOOL_AND, &BOOL_AND, F_SUM_INT4, true},
     {F_EVERY, &EVERY, F_SUM_INT4, true},
 };
+
+/* The row of DERIVED of aggregate function `aggfnoid`, or NULL. */
+const DerivedRowDef *
+DerivedRow(Oid aggfnoid)
+{
+	for (const auto &d : DERIVED)
+		if (d.function == aggfnoid)
+			return &d;
+	return nullptr;
+}
 
 /* An aggregate of `function` over `arg`, with `filter`, as parse analysis makes one. */
 Aggref *
@@ -104,37 +113,22 @@ MakeAggregate(Oid function, Expr *arg, Expr *filter)
 const DerivedKind *
 DerivedKindOf(Oid aggfnoid)
 {
-	for (const auto &d : DERIVED)
-		if (d.function == aggfnoid)
-			return d.kind;
-	return nullptr;
+	const auto *d = DerivedRow(aggfnoid);
+	return d != nullptr ? d->kind : nullptr;
 }
 
 void
 DerivedAccumulators(const Aggref *agg, Aggref *out[2])
 {
-	for (const auto &d : DERIVED)
-		if (d.function == agg->aggfnoid) {
-			Expr *arg = (Expr *)copyObject(linitial_node(TargetEntry, agg->args)->expr);
-			Expr *first = d.counts_true ? (Expr *)makeFuncExpr(F_INT4_BOOL, INT4OID, list_make1(arg), InvalidOid,
-			                                                   InvalidOid, COERCE_EXPLICIT_CAST)
-			                            : arg;
-			out[0] = MakeAggregate(d.first, first, agg->aggfilter);
-			out[1] = MakeAggregate(F_COUNT_ANY, (Expr *)copyObject(arg), agg->aggfilter);
-			return;
-		}
-	elog(ERROR, "counters: aggregate %u is of no derived kind", agg->aggfnoid);
-}
-
-void
-RequireKindsKept(const char *counter, const CounterDef *def, Mode mode)
-{
-	for (int i = 0; i < def->nderived; i++)
-		if ((def->derived[i].kind->modes & (1u << (int)mode)) == 0)
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			                errmsg("counter \"%s\": %s() of column \"%s\" is not kept in %s mode", counter,
-			                       def->derived[i].kind->name, def->derived[i].column_name, ModeName(mode)),
-			                errhint("See docs/aggregates.md for the modes that keep each aggregate.")));
+	const auto *d = DerivedRow(agg->aggfnoid);
+	if (d == nullptr)
+		elog(ERROR, "counters: aggregate %u is of no derived kind", agg->aggfnoid);
+	Expr *arg = (Expr *)copyObject(linitial_node(TargetEntry, agg->args)->expr);
+	Expr *first = d->counts_true ? (Expr *)makeFuncExpr(F_INT4_BOOL, INT4OID, list_make1(arg), InvalidOid, InvalidOid,
+	                                                    COERCE_EXPLICIT_CAST)
+	                             : arg;
+	out[0] = MakeAggregate(d->first, first, agg->aggfilter);
+	out[1] = MakeAggregate(F_COUNT_ANY, (Expr *)copyObject(arg), agg->aggfilter);
 }
 
 const AggregateKind *

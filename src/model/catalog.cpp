@@ -501,7 +501,6 @@ RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except, const cha
 		return;
 	const char *name = e->name;
 	RequireFeatureOf(name, e->source, e->owns_target, mode, e->target, Feature::LogShardedMode);
-	RequireKindsKept(name, DefinitionOf(e), mode);
 	RequireModeKeeps(name, e->options, mode, table);
 	/*
 	 * Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending deltas

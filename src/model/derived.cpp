@@ -41,7 +41,32 @@ DerivedAggregate(TargetEntry *tle)
 	           : nullptr;
 }
 
+/* The name a definition gives accumulator `j` of derived column `column` of `kind`: "<column>_<suffix>". */
+char *
+AccumulatorName(const char *column, const DerivedKind *kind, int j)
+{
+	return DerivedName(column, psprintf("_%s", kind->suffixes[j]));
+}
+
 } // namespace
+
+const DerivedDef *
+FindDerived(const CounterDef *def, const char *column)
+{
+	for (int d = 0; d < def->nderived; d++)
+		if (strcmp(def->derived[d].column_name, column) == 0)
+			return &def->derived[d];
+	return nullptr;
+}
+
+int
+ValueColumnIndex(const CounterDef *def, int v)
+{
+	for (int i = 0; i < def->ncolumns; i++)
+		if (!def->columns[i].is_key && def->columns[i].index == v)
+			return i;
+	elog(ERROR, "counters: counter \"%s\" has no value column %d", def->name, v);
+}
 
 bool
 AddAccumulators(Query *query)
@@ -67,8 +92,7 @@ AddAccumulators(Query *query)
 				found |= SameAccumulator((Aggref *)lfirst_node(TargetEntry, other)->expr, acc[j]);
 			if (!found) {
 				const char *column = tle->resname != nullptr ? tle->resname : kind->name;
-				added = lappend(added, makeTargetEntry((Expr *)acc[j], 0,
-				                                       DerivedName(column, psprintf("_%s", kind->suffixes[j])), false));
+				added = lappend(added, makeTargetEntry((Expr *)acc[j], 0, AccumulatorName(column, kind, j), false));
 			}
 		}
 	}
@@ -121,16 +145,15 @@ MatchDerived(const char *counter, CounterDef *def, Aggref *const *derived, Aggre
 				if (SameAccumulator(values[v], acc[j]))
 					d->accumulators[j] = v;
 			if (d->accumulators[j] < 0)
-				ereport(ERROR,
-				        (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-				         errmsg("counter \"%s\": column \"%s\" is %s(), and the definition does not select what "
-				                "keeps it",
-				                counter, d->column_name, d->kind->name),
-				         errdetail("%s() is read from two columns the definition selects with its argument and "
-				                   "FILTER, such as \"%s\" and \"%s\".",
-				                   d->kind->name, DerivedName(d->column_name, psprintf("_%s", d->kind->suffixes[0])),
-				                   DerivedName(d->column_name, psprintf("_%s", d->kind->suffixes[1]))),
-				         errhint("Declare the counter with counters.create_counter(), which adds them.")));
+				ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				                errmsg("counter \"%s\": column \"%s\" is %s(), and the definition does not select what "
+				                       "keeps it",
+				                       counter, d->column_name, d->kind->name),
+				                errdetail("%s() is read from two columns the definition selects with its argument and "
+				                          "FILTER, such as \"%s\" and \"%s\".",
+				                          d->kind->name, AccumulatorName(d->column_name, d->kind, 0),
+				                          AccumulatorName(d->column_name, d->kind, 1)),
+				                errhint("Declare the counter with counters.create_counter(), which adds them.")));
 		}
 	}
 }

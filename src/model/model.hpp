@@ -57,7 +57,6 @@ struct DerivedKind {
 	const char *type;
 	const char *suffixes[2];
 	const char *read;
-	unsigned modes;   /* bit (1 << (int)Mode) for each mode that keeps it */
 	bool fixed_scale; /* a numeric argument must have a declared scale (numeric(p, s)): see derived.cpp */
 };
 /* The kind an aggregate function declares that is kept as accumulators, or NULL. */
@@ -144,6 +143,10 @@ CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_n
  * columns (their aggregates in `values`, the derived ones in `derived`), or refuses the definition (42P17).
  */
 bool AddAccumulators(Query *query);
+/* The derived column of `def` named `column`, or NULL. */
+const DerivedDef *FindDerived(const CounterDef *def, const char *column);
+/* The column (definition order: into def->columns) that is value column `v`. */
+int ValueColumnIndex(const CounterDef *def, int v);
 void MatchDerived(const char *counter, CounterDef *def, Aggref *const *derived, Aggref *const *values);
 
 /* A counter's mode, as counters.counter.mode names it. */
@@ -155,8 +158,6 @@ bool HasPending(Mode mode);
 const char *ModeName(Mode mode);
 bool LookupModeName(const char *name, Mode *mode);
 Mode ParseModeName(const char *name);
-/* 0A000 naming the counter unless every derived kind of `def` is kept in `mode` (aggregates.cpp). */
-void RequireKindsKept(const char *counter, const CounterDef *def, Mode mode);
 
 /* ---- a counter's options, typed (options.cpp: the one reader and writer of counters.counter.options) ---- */
 

@@ -276,6 +276,8 @@ ComputeGenerated(DirectTarget *d)
 {
 	if (!d->generated)
 		return;
+	/* (a generated column's expression is the table owner's code: PostgreSQL 17 on may change it) */
+	RequireOwnerScope(d->c->auth.role());
 	EnsureExecutorState(d, false);
 	ResetPerTupleExprContext(d->estate);
 	ExecComputeStoredGenerated(d->rri, d->estate, d->next, CMD_INSERT);

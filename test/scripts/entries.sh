@@ -35,7 +35,8 @@ my ($allow_file, @files) = @ARGV;
 # (Execute() is not one: it refuses, at run time, anything but statements that run no code outside an owner s scope.)
 my $primitive = qr/\b(SPI_execute\w*|SPI_prepare\w*|SPI_cursor_open\w*|FunctionCallInvoke|FunctionCall\d+Coll|
 	OidFunctionCall\d+Coll|OidFunctionCall\d+|OutputFunctionCall|OidOutputFunctionCall|InputFunctionCall|
-	OidInputFunctionCall|ExecEvalExpr\w*|ExecQual|ExecProject|ExecInsertIndexTuples|ExecutorStart|parse_analyze\w*|
+	OidInputFunctionCall|ExecEvalExpr\w*|ExecQual|ExecProject|ExecInsertIndexTuples|ExecComputeStoredGenerated|
+	ExecutorStart|parse_analyze\w*|
 	pg_analyze_and_rewrite\w*|pg_plan_query|expression_planner|eval_const_expressions|QueryLatest|QueryValue|
 	QueryRow)\s*\(/x;
 # (what an authorization looks like where a scope is entered: the result of an Authorize function, or a name for one)
