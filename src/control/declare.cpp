@@ -253,6 +253,8 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
 	if (!exact)
 		RequireFeatureOf(name, def->source, !OidIsValid(tgt), Mode::Log, tgt, Feature::LogShardedMode);
+	RequireKindsKept(name, def, exact ? Mode::Exact : Mode::Log);
+	RequireExtremeIndexes(name, def);
 	if (placement != citus::Placement::Local)
 		citus::BeginDistributedChange();
 

@@ -62,8 +62,8 @@ CreateCounterTableStatement(const CounterDef *def, const char *schema, const cha
 			appendStringInfo(&sql, "%s%s %s", i || d ? ", " : "", quote_identifier(ColumnName(def, i)),
 			                 KeyColumnType(&def->keys[cd->index]));
 		else
-			appendStringInfo(&sql, "%s%s %s NOT NULL DEFAULT 0", i || d ? ", " : "",
-			                 quote_identifier(ColumnName(def, i)), StoredTypeName(&def->values[cd->index]));
+			appendStringInfo(&sql, "%s%s %s%s", i || d ? ", " : "", quote_identifier(ColumnName(def, i)),
+			                 StoredTypeName(&def->values[cd->index]), ValueConstraints(&def->values[cd->index]));
 	}
 	appendStringInfo(&sql, ") WITH (%s)", StorageParameters(Storage::Counts));
 	return sql.data;
@@ -247,8 +247,9 @@ NonzeroCondition(const CounterDef *def, const char *alias)
 	StringInfoData cond;
 	initStringInfo(&cond);
 	for (int v = 0; v < def->nvalues; v++)
-		appendStringInfo(&cond, "%sCOALESCE(%s.%s, 0) OPERATOR(pg_catalog.<>) 0", v ? " OR " : "", alias,
-		                 quote_identifier(def->values[v].column_name));
+		appendStringInfo(
+		    &cond, "%s%s", v ? " OR " : "",
+		    NonzeroTest(&def->values[v], psprintf("%s.%s", alias, quote_identifier(def->values[v].column_name))));
 	return cond.data;
 }
 
@@ -265,7 +266,8 @@ FillStatement(const CounterDef *def, Oid table, Oid view)
 	initStringInfo(&value_list);
 	for (int v = 0; v < def->nvalues; v++) {
 		appendStringInfo(&value_list, "%s%s", v ? ", " : "", names.values[v]);
-		appendStringInfo(&values, "%sCOALESCE(q.%s, 0)", v ? ", " : "", quote_identifier(def->values[v].column_name));
+		appendStringInfo(&values, "%s%s", v ? ", " : "",
+		                 ValueOrZero(&def->values[v], psprintf("q.%s", quote_identifier(def->values[v].column_name))));
 	}
 	StringInfoData keys;
 	initStringInfo(&keys);
@@ -281,7 +283,8 @@ ZeroTargetStatement(const CounterDef *def, Oid target)
 	StringInfoData sets;
 	initStringInfo(&sets);
 	for (int v = 0; v < def->nvalues; v++)
-		appendStringInfo(&sets, "%s%s = 0", v ? ", " : "", quote_identifier(def->values[v].column_name));
+		appendStringInfo(&sets, "%s%s = %s", v ? ", " : "", quote_identifier(def->values[v].column_name),
+		                 ZeroOf(&def->values[v]));
 	return psprintf("UPDATE %s SET %s", QualifiedName(target), sets.data);
 }
 
@@ -293,7 +296,7 @@ FillTargetStatement(const CounterDef *def, Oid target, Oid view)
 	initStringInfo(&join);
 	for (int v = 0; v < def->nvalues; v++) {
 		const char *col = quote_identifier(def->values[v].column_name);
-		appendStringInfo(&sets, "%s%s = COALESCE(q.%s, 0)", v ? ", " : "", col, col);
+		appendStringInfo(&sets, "%s%s = %s", v ? ", " : "", col, ValueOrZero(&def->values[v], psprintf("q.%s", col)));
 	}
 	/* keys compared as they are: the target's key columns have the definition's key types */
 	for (int k = 0; k < def->nkeys; k++) {

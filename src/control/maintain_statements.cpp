@@ -27,6 +27,34 @@ namespace counters {
 
 namespace {
 
+/* Column `i` of counter `e` (definition order), when it keeps min() or max(); else NULL. */
+const ValueDef *
+ExtremeOfColumn(const Counter *e, int i)
+{
+	const CounterDef *def = DefinitionOf(e);
+	const ColumnDef *cd = &def->columns[i];
+	if (cd->is_key || def->values[cd->index].accum != AccumKind::Extreme)
+		return nullptr;
+	return &def->values[cd->index];
+}
+
+/* A type verify() can report as a number. */
+bool
+IsNumberType(Oid type)
+{
+	switch (getBaseType(type)) {
+	case INT2OID:
+	case INT4OID:
+	case INT8OID:
+	case NUMERICOID:
+	case FLOAT4OID:
+	case FLOAT8OID:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* The retention condition over the bucket column `column` (a qualified reference), or "true". */
 char *
 LiveCondition(const Counter *e, const char *column)
@@ -64,6 +92,25 @@ VerifyStatement(const Counter *e)
 			appendStringInfo(&view_keys, "v.%s AS k%d, ", quote_identifier(l->def_names[i]), n);
 			appendStringInfo(&read_keys, "t.%s AS k%d, ", quote_identifier(l->in_read.names[i]), n);
 			appendStringInfo(&json, "%s%s, d.k%d", json.len ? ", " : "", quote_literal_cstr(l->def_names[i]), n);
+		} else if (const ValueDef *vd = ExtremeOfColumn(e, i)) {
+			/*
+			 * (an extreme, compared as it is; verify() reports numbers: one of another type shows as NULL on both
+			 * sides, its key and column saying which differs)
+			 */
+			Sep(&sums, &fv);
+			const char *type = StoredTypeName(vd);
+			const char *agg = vd->aggregate->direction > 0 ? "max" : "min";
+			appendStringInfo(&stored, ", t.%s AS s%d, NULL::%s AS e%d", quote_identifier(l->in_read.names[i]), n, type,
+			                 n);
+			appendStringInfo(&expected, ", NULL::%s, v.%s", type, quote_identifier(l->def_names[i]));
+			appendStringInfo(&sums, "pg_catalog.%s(u.s%d) AS s%d, pg_catalog.%s(u.e%d) AS e%d", agg, n, n, agg, n, n);
+			appendStringInfo(&differs, "%spg_catalog.%s(u.s%d) IS DISTINCT FROM pg_catalog.%s(u.e%d)",
+			                 differs.len ? " OR " : "", agg, n, agg, n);
+			bool number = IsNumberType(vd->extreme_type);
+			appendStringInfo(&unpivot, "%s(%s, %s, %s, d.s%d IS DISTINCT FROM d.e%d)", unpivot.len ? ", " : "",
+			                 quote_literal_cstr(l->def_names[i]),
+			                 number ? psprintf("d.s%d::pg_catalog.numeric", n) : "NULL::pg_catalog.numeric",
+			                 number ? psprintf("d.e%d::pg_catalog.numeric", n) : "NULL::pg_catalog.numeric", n, n);
 		} else {
 			Sep(&sums, &fv);
 			appendStringInfo(&stored, ", COALESCE(t.%s, 0)::pg_catalog.numeric AS s%d, 0::pg_catalog.numeric AS e%d",
@@ -73,8 +120,8 @@ VerifyStatement(const Counter *e)
 			appendStringInfo(&sums, "pg_catalog.sum(u.s%d) AS s%d, pg_catalog.sum(u.e%d) AS e%d", n, n, n, n);
 			appendStringInfo(&differs, "%spg_catalog.sum(u.s%d) IS DISTINCT FROM pg_catalog.sum(u.e%d)",
 			                 differs.len ? " OR " : "", n, n);
-			appendStringInfo(&unpivot, "%s(%s, d.s%d, d.e%d)", unpivot.len ? ", " : "",
-			                 quote_literal_cstr(l->def_names[i]), n, n);
+			appendStringInfo(&unpivot, "%s(%s, d.s%d, d.e%d, d.s%d IS DISTINCT FROM d.e%d)", unpivot.len ? ", " : "",
+			                 quote_literal_cstr(l->def_names[i]), n, n, n, n);
 		}
 	}
 	int rk = l->retention_column + 1;
@@ -87,8 +134,8 @@ VerifyStatement(const Counter *e)
 	    "       GROUP BY %12$s HAVING %13$s) "
 	    "SELECT $1::pg_catalog.text, pg_catalog.jsonb_build_object(%1$s), x.column_name::pg_catalog.text, x.stored, "
 	    "x.expected "
-	    "FROM d CROSS JOIN LATERAL (VALUES %14$s) x(column_name, stored, expected) "
-	    "WHERE x.stored IS DISTINCT FROM x.expected AND (%15$s OR d.in_target) "
+	    "FROM d CROSS JOIN LATERAL (VALUES %14$s) x(column_name, stored, expected, differs) "
+	    "WHERE x.differs AND (%15$s OR d.in_target) "
 	    "ORDER BY 2, 3",
 	    json.data, keys.data, sums.data, read_keys.data, stored.data, QualifiedName(e->target),
 	    LiveCondition(e, rk > 0 ? psprintf("t.%s", quote_identifier(l->in_read.names[rk - 1])) : nullptr),
@@ -162,6 +209,18 @@ RebuildStatement(const Counter *e, const char *condition, bool distributed)
 			appendStringInfo(&as_table, "%su.k%d AS %s", as_table.len ? ", " : "", n, col);
 			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "",
 			                 KeyIndexElement(col, l->digested != nullptr && l->digested[i]));
+		} else if (const ValueDef *vd = ExtremeOfColumn(e, i)) {
+			/* (an extreme, compared as it is: each side has one row of the key or none) */
+			const char *type = StoredTypeName(vd);
+			const char *agg = vd->aggregate->direction > 0 ? "max" : "min";
+			appendStringInfo(&table_side, "t.%s AS s%d, NULL::%s AS e%d", col, n, type, n);
+			appendStringInfo(&view_side, "NULL::%s, v.%s", type, quote_identifier(l->def_names[i]));
+			appendStringInfo(&sums, ", pg_catalog.%s(u.s%d) AS s%d, pg_catalog.%s(u.e%d) AS e%d", agg, n, n, agg, n, n);
+			appendStringInfo(&differs, "%sx.s%d IS DISTINCT FROM x.e%d", differs.len ? " OR " : "", n, n);
+			appendStringInfo(&stored_nonzero, "%sx.s%d IS NOT NULL", stored_nonzero.len ? " OR " : "", n);
+			appendStringInfo(&nonzero, "%sd.e%d IS NOT NULL", nonzero.len ? " OR " : "", n);
+			Sep(&sets, &fset);
+			appendStringInfo(&sets, "%s = d.e%d", col, n);
 		} else {
 			appendStringInfo(&table_side,
 			                 "COALESCE(t.%s, 0)::pg_catalog.numeric AS s%d, NULL::pg_catalog.numeric AS e%d", col, n,

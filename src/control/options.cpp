@@ -38,6 +38,20 @@ struct ValueColumn {
 	const char *table_name;
 };
 
+/* 0A000 (with `hint`) when value column `v` of counter `e` keeps min() or max(), not a count or a sum. */
+void
+RequireSummed(const Counter *e, int v, const char *hint)
+{
+	const CounterDef *def = DefinitionOf(e);
+	const ValueDef *vd = &def->values[v];
+	if (vd->accum != AccumKind::Extreme)
+		return;
+	ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+	                errmsg("counter \"%s\": column \"%s\" keeps %s(), not a count or a sum", e->name, vd->column_name,
+	                       vd->aggregate->direction > 0 ? "max" : "min"),
+	                errhint("%s", hint)));
+}
+
 ValueColumn
 FindValueColumn(const Counter *e, const char *column)
 {
@@ -66,6 +80,7 @@ FindValueColumn(const Counter *e, const char *column)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("counter \"%s\" has no value column \"%s\"", e->name, column),
 		                errhint("Bounds and thresholds apply to the count() and sum() columns of the definition.")));
+	RequireSummed(e, def->columns[found].index, "Bounds and thresholds apply to the count() and sum() columns.");
 	return ValueColumn{l->def_names[found], l->in_table.names[found]};
 }
 
@@ -427,6 +442,8 @@ Top(const char *name, const char *column, Datum k, bool k_null, const char *filt
 	if (col < 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("counter \"%s\" has no value column %s", name, quote_identifier(column))));
+	RequireSummed(e, DefinitionOf(e)->columns[col].index,
+	              "Order the counter's table by the column (an index on it makes that fast).");
 	RunTop(e, col, k, k_null, filter, false, fcinfo);
 }
 
@@ -628,6 +645,7 @@ SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds,
 	if (DefinitionColumn(def, column, false) < 0)
 		ereport(ERROR,
 		        (errcode(ERRCODE_UNDEFINED_COLUMN), errmsg("counter \"%s\" has no value column \"%s\"", name, column)));
+	RequireSummed(e, DefinitionColumn(def, column, false), "Window thresholds apply to the count() and sum() columns.");
 	bool remove = thresholds == nullptr || ArrayGetNItems(ARR_NDIM(thresholds), ARR_DIMS(thresholds)) == 0;
 	/* (its window: one with columns; a row written by hand may lack its bucket or width) */
 	const WindowOptions *current = LookupCounter(name)->options->window;

@@ -100,8 +100,12 @@ SameType(Oid table, AttrNumber attnum, const CounterDef *def, int i)
 	Oid collation;
 	get_atttypetypmodcoll(table, attnum, &type, &typmod, &collation);
 	const ColumnDef *cd = &def->columns[i];
-	if (!cd->is_key)
-		return type == ColumnType(def, i);
+	if (!cd->is_key) {
+		/* (an extreme compares in its collation) */
+		const ValueDef *vd = &def->values[cd->index];
+		return type == ColumnType(def, i) &&
+		       (vd->accum != AccumKind::Extreme || !OidIsValid(vd->collation) || collation == vd->collation);
+	}
 	const KeyDef *key = &def->keys[cd->index];
 	return type == key->type && typmod == key->typmod &&
 	       collation == (OidIsValid(key->collation) ? key->collation : get_typcollation(key->type));
@@ -144,7 +148,10 @@ PlanReshape(const char *name, const KeptTable *kept, const CounterDef *def)
 			appendStringInfo(&order, "%s%s", order.len ? ", " : "", quote_identifier(ColumnName(def, j)));
 		last = Max(last, i);
 		r.dropped[i] = false;
-		r.retyped[i] = !SameType(kept->table, kept->attnums[i], def, j);
+		r.retyped[i] =
+		    !SameType(kept->table, kept->attnums[i], def, j) ||
+		    (!def->columns[j].is_key && NotNull(kept->table, kept->attnums[i]) !=
+		                                    (def->values[def->columns[j].index].accum != AccumKind::Extreme));
 	}
 	if (order.len > 0) {
 		StringInfoData columns;
@@ -358,7 +365,7 @@ ReshapeTable(const char *name, const KeptTable *kept, const CounterDef *def)
 		if (i < 0) {
 			Sep(&alter, &first);
 			appendStringInfo(&alter, "ADD COLUMN %s %s%s", quote_identifier(ColumnName(def, j)), type,
-			                 def->columns[j].is_key ? "" : " NOT NULL DEFAULT 0");
+			                 def->columns[j].is_key ? "" : ValueConstraints(&def->values[def->columns[j].index]));
 			continue;
 		}
 		const char *column = quote_identifier(get_attname(kept->table, kept->attnums[i], false));
@@ -366,6 +373,13 @@ ReshapeTable(const char *name, const KeptTable *kept, const CounterDef *def)
 		if (r.retyped[i]) {
 			Sep(&alter, &first);
 			appendStringInfo(&alter, "ALTER COLUMN %s TYPE %s USING NULL::%s", column, type, type);
+			/* (a count or a sum is never NULL, an extreme of no row is) */
+			if (!def->columns[j].is_key)
+				appendStringInfo(&alter,
+				                 def->values[def->columns[j].index].accum == AccumKind::Extreme
+				                     ? ", ALTER COLUMN %s DROP DEFAULT, ALTER COLUMN %s DROP NOT NULL"
+				                     : ", ALTER COLUMN %s SET DEFAULT 0, ALTER COLUMN %s SET NOT NULL",
+				                 column, column);
 		}
 		if (r.keys_change && def->columns[j].is_key) {
 			Sep(&alter, &first);

@@ -9,13 +9,18 @@
 #include "model/model.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
+#include "access/relation.h"
 #include "catalog/pg_aggregate.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/fmgroids.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 }
 
 namespace counters {
@@ -24,14 +29,23 @@ namespace {
 
 constexpr unsigned ALL_MODES = (1u << (int)Mode::Exact) | (1u << (int)Mode::Log) | (1u << (int)Mode::Sharded);
 
-const AggregateKind COUNT_STAR = {ValueKind::CountStar, "count(*)",       false,
-                                  Contribution::One,    AccumKind::Int64, ALL_MODES};
-const AggregateKind COUNT_ARG = {ValueKind::CountArg, "count(expression)", true,
-                                 Contribution::One,   AccumKind::Int64,    ALL_MODES};
-const AggregateKind SUM_INTEGER = {ValueKind::Sum,         "sum(integer)",   true,
-                                   Contribution::Argument, AccumKind::Int64, ALL_MODES};
-const AggregateKind SUM_NUMERIC = {ValueKind::Sum,         "sum(numeric)",     true,
-                                   Contribution::Argument, AccumKind::Numeric, ALL_MODES};
+const AggregateKind COUNT_STAR = {ValueKind::CountStar, "count(*)", false, Contribution::One,
+                                  AccumKind::Int64,     ALL_MODES,  0};
+const AggregateKind COUNT_ARG = {ValueKind::CountArg, "count(expression)", true, Contribution::One,
+                                 AccumKind::Int64,    ALL_MODES,           0};
+const AggregateKind SUM_INTEGER = {ValueKind::Sum,   "sum(integer)", true, Contribution::Argument,
+                                   AccumKind::Int64, ALL_MODES,      0};
+const AggregateKind SUM_NUMERIC = {ValueKind::Sum,     "sum(numeric)", true, Contribution::Argument,
+                                   AccumKind::Numeric, ALL_MODES,      0};
+/*
+ * The extremes: a row adds its argument, and a removal that reaches the stored extreme re-reads the key's rows (the
+ * write path: apply.cpp). Exact mode only: a log row or a slot cannot take back an extreme.
+ */
+constexpr unsigned EXACT_ONLY = 1u << (int)Mode::Exact;
+const AggregateKind MAX_KIND = {ValueKind::Extreme, "max(expression)", true, Contribution::Extreme,
+                                AccumKind::Extreme, EXACT_ONLY,        1};
+const AggregateKind MIN_KIND = {ValueKind::Extreme, "min(expression)", true, Contribution::Extreme,
+                                AccumKind::Extreme, EXACT_ONLY,        -1};
 
 /* The aggregate functions, by their OID, and the kind each declares. */
 const struct {
@@ -137,7 +151,34 @@ AggregateOfFunction(Oid aggfnoid)
 	for (const auto &f : FUNCTIONS)
 		if (f.function == aggfnoid)
 			return f.kind;
+	/* min() and max() of every type that has them: PostgreSQL's own, which order by their sort operator */
+	if (OidIsValid(ExtremeSortOperator(aggfnoid))) {
+		const char *name = get_func_name(aggfnoid);
+		return strcmp(name, "max") == 0 ? &MAX_KIND : &MIN_KIND;
+	}
 	return nullptr;
+}
+
+Oid
+ExtremeSortOperator(Oid aggfnoid)
+{
+	if (get_func_namespace(aggfnoid) != PG_CATALOG_NAMESPACE || get_func_nargs(aggfnoid) != 1)
+		return InvalidOid;
+	const char *name = get_func_name(aggfnoid);
+	if (name == nullptr || (strcmp(name, "max") != 0 && strcmp(name, "min") != 0))
+		return InvalidOid;
+	HeapTuple tuple = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
+	if (!HeapTupleIsValid(tuple))
+		return InvalidOid;
+	Oid sortop = ((Form_pg_aggregate)GETSTRUCT(tuple))->aggsortop;
+	ReleaseSysCache(tuple);
+	return sortop;
+}
+
+bool
+KindKeptIn(const AggregateKind *kind, int mode)
+{
+	return (kind->modes & (1u << mode)) != 0;
 }
 
 const char *
@@ -156,23 +197,116 @@ RecipeOf(Oid aggfnoid, bool distinct, const char *arg)
 		return psprintf("avg() of integers and numerics is kept: average a numeric value instead, e.g. "
 		                "avg((%s)::numeric).",
 		                arg);
-	if (strcmp(name, "min") == 0 || strcmp(name, "max") == 0)
-		return psprintf("Keep a counter of (keys..., %s) pairs with count(*) and read %s() of it per key, or read "
-		                "%s(%s) through an index on the keys and %s: see docs/aggregates.md.",
-		                arg, name, name, arg, arg);
 	return nullptr;
 }
 
 Oid
 StoredType(const ValueDef *vd)
 {
-	return vd->accum == AccumKind::Int64 ? INT8OID : NUMERICOID;
+	switch (vd->accum) {
+	case AccumKind::Int64:
+		return INT8OID;
+	case AccumKind::Numeric:
+		return NUMERICOID;
+	default:
+		return vd->extreme_type;
+	}
 }
 
 const char *
 StoredTypeName(const ValueDef *vd)
 {
-	return vd->accum == AccumKind::Int64 ? "bigint" : "numeric";
+	switch (vd->accum) {
+	case AccumKind::Int64:
+		return "bigint";
+	case AccumKind::Numeric:
+		return "numeric";
+	default:
+		break;
+	}
+	/* (an extreme keeps its argument's type, and the collation its aggregate compares with) */
+	const char *type = format_type_extended(vd->extreme_type, -1, FORMAT_TYPE_FORCE_QUALIFY);
+	if (!OidIsValid(vd->collation) || vd->collation == get_typcollation(vd->extreme_type))
+		return type;
+	HeapTuple tuple = SearchSysCache1(COLLOID, ObjectIdGetDatum(vd->collation));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for collation %u", vd->collation);
+	Form_pg_collation coll = (Form_pg_collation)GETSTRUCT(tuple);
+	const char *name = quote_qualified_identifier(get_namespace_name(coll->collnamespace), NameStr(coll->collname));
+	ReleaseSysCache(tuple);
+	return psprintf("%s COLLATE %s", type, name);
+}
+
+const char *
+ValueConstraints(const ValueDef *vd)
+{
+	return vd->accum == AccumKind::Extreme ? "" : " NOT NULL DEFAULT 0";
+}
+
+const char *
+ZeroOf(const ValueDef *vd)
+{
+	return vd->accum == AccumKind::Extreme ? "NULL" : "0";
+}
+
+const char *
+ValueOrZero(const ValueDef *vd, const char *expr)
+{
+	return vd->accum == AccumKind::Extreme ? expr : psprintf("COALESCE(%s, 0)", expr);
+}
+
+const char *
+NonzeroTest(const ValueDef *vd, const char *expr)
+{
+	return vd->accum == AccumKind::Extreme ? psprintf("%s IS NOT NULL", expr)
+	                                       : psprintf("COALESCE(%s, 0) OPERATOR(pg_catalog.<>) 0", expr);
+}
+
+void
+RequireKindsKept(const char *name, const CounterDef *def, Mode mode)
+{
+	for (int v = 0; v < def->nvalues; v++) {
+		const ValueDef *vd = &def->values[v];
+		if (KindKeptIn(vd->aggregate, (int)mode))
+			continue;
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": %s in column \"%s\" cannot be kept in %s mode", name,
+		                       vd->aggregate->name, vd->column_name, ModeName(mode)),
+		                errdetail("A log row or a slot adds to a key's values; it cannot take back an extreme."),
+		                errhint("Keep min() and max() in a counter in exact mode, declared with create_counter() "
+		                        "(the concurrent procedures build counters in log mode), and the columns that take "
+		                        "many writers per key in a counter of their own.")));
+	}
+}
+
+void
+RequireExtremeIndexes(const char *name, const CounterDef *def)
+{
+	for (int v = 0; v < def->nvalues; v++) {
+		const ValueDef *vd = &def->values[v];
+		if (vd->accum != AccumKind::Extreme)
+			continue;
+		Relation rel = relation_open(def->source, AccessShareLock);
+		int key_of[INDEX_MAX_KEYS];
+		bool backward;
+		Oid index = ExtremeIndexOf(def, v, rel, key_of, &backward);
+		relation_close(rel, AccessShareLock);
+		if (OidIsValid(index))
+			continue;
+		StringInfoData columns;
+		initStringInfo(&columns);
+		for (int k = 0; k <= def->nkeys; k++) {
+			Expr *expr = k < def->nkeys ? def->keys[k].expr : vd->arg;
+			const char *text = DeparseSourceExpr((Node *)expr, def->source, 1);
+			appendStringInfo(&columns, IsA(expr, Var) ? "%s%s" : "%s(%s)", k ? ", " : "", text);
+		}
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": %s in column \"%s\" needs an index on the keys and its argument", name,
+		                       vd->aggregate->direction > 0 ? "max()" : "min()", vd->column_name),
+		                errdetail("Removing a key's extreme reads the key's next one through a btree index whose "
+		                          "leading columns are the keys, then the argument."),
+		                errhint("CREATE INDEX ON %s (%s);", QualifiedName(def->source), columns.data)));
+	}
 }
 
 } // namespace counters

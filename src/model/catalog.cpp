@@ -502,6 +502,7 @@ RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except, const cha
 	const char *name = e->name;
 	RequireFeatureOf(name, e->source, e->owns_target, mode, e->target, Feature::LogShardedMode);
 	RequireModeKeeps(name, e->options, mode, table);
+	RequireKindsKept(name, DefinitionOf(e), mode);
 	/*
 	 * Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending deltas
 	 * under its name. A user's view over the table would follow the rename and silently miss pending deltas.

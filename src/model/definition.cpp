@@ -340,6 +340,15 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 		       "exactly from each row's old and new version.",
 		       RecipeOf(agg->aggfnoid, false, ArgumentText(arg, source, varno)));
 	}
+	out->extreme_type = InvalidOid;
+	out->collation = InvalidOid;
+	out->sortop = InvalidOid;
+	if (kind != nullptr && kind->contributes == Contribution::Extreme) {
+		/* (the value itself, in the type and collation the aggregate compares it with) */
+		out->extreme_type = agg->aggtype;
+		out->collation = agg->inputcollid;
+		out->sortop = ExtremeSortOperator(agg->aggfnoid);
+	}
 	if (out->aggregate->takes_arg) {
 		out->arg_type = getBaseType(exprType(arg));
 		what = psprintf("the argument of column \"%s\"", column);
@@ -609,6 +618,14 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 	}
 	if (def->nvalues == 0)
 		Reject(name, ERRCODE_INVALID_OBJECT_DEFINITION, "the definition selects no count() or sum() column", nullptr);
+	for (int v = 0; OidIsValid(def->parent) && v < def->nvalues; v++)
+		if (def->values[v].kind == ValueKind::Extreme)
+			Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED,
+			       psprintf("%s() in column \"%s\" through a parent row is not supported",
+			                def->values[v].aggregate->direction > 0 ? "max" : "min", def->values[v].column_name),
+			       "Removing a key's extreme re-reads that key's rows of one table.",
+			       "Keep the extreme of the child table by its join column in a counter of its own, and join the "
+			       "parent when reading it.");
 	MatchDerived(name, def, derived_aggs, value_aggs);
 	if (declaring)
 		CheckColumnNames(name, def);

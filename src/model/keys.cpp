@@ -8,6 +8,7 @@ extern "C" {
 #include "access/genam.h"
 #include "access/relation.h"
 #include "access/htup_details.h"
+#include "access/nbtree.h"
 #include "access/table.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_collation.h"
@@ -130,6 +131,91 @@ FirstIndexOf(Relation rel, bool (*match)(Relation index, void *arg), void *arg)
 	}
 	list_free(indexes);
 	return result;
+}
+
+namespace {
+
+/* Whether index column `j` of `index` (on `rel`) is `expr`, an expression over `source` (Vars at varno 1). */
+bool
+IndexColumnIs(Relation index, int j, ListCell **next_expr, Expr *expr, Oid source, Oid rel)
+{
+	AttrNumber attnum = index->rd_index->indkey.values[j];
+	if (attnum == 0) {
+		/* (an expression: compared as it is only on the source itself, whose attribute numbers it uses) */
+		if (*next_expr == nullptr)
+			return false;
+		Node *indexpr = (Node *)lfirst(*next_expr);
+		*next_expr = lnext(RelationGetIndexExpressions(index), *next_expr);
+		return rel == source && equal(indexpr, expr);
+	}
+	if (!IsA(expr, Var) || ((Var *)expr)->varattno <= 0)
+		return false;
+	/* (a column: by name, which a partition shares with its root) */
+	const char *name = get_attname(source, ((Var *)expr)->varattno, false);
+	return get_attnum(rel, name) == attnum;
+}
+
+/* ExtremeIndexOf's question, and where its answer goes. */
+struct ExtremeIndexQuery {
+	const CounterDef *def;
+	int v;
+	Oid rel;
+	Oid opfamily;
+	int16 strategy;
+	int *key_of;
+	bool backward;
+};
+
+bool
+ServesExtreme(Relation index, void *arg)
+{
+	ExtremeIndexQuery *q = (ExtremeIndexQuery *)arg;
+	const CounterDef *def = q->def;
+	const ValueDef *vd = &def->values[q->v];
+	Form_pg_index form = index->rd_index;
+	if (index->rd_rel->relam != BTREE_AM_OID || !form->indisvalid || !form->indisready ||
+	    !heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr) ||
+	    IndexRelationGetNumberOfKeyAttributes(index) <= def->nkeys)
+		return false;
+	ListCell *next_expr = list_head(RelationGetIndexExpressions(index));
+	bool used[INDEX_MAX_KEYS] = {false};
+	for (int j = 0; j < def->nkeys; j++) {
+		ListCell *at = next_expr;
+		int k;
+		for (k = 0; k < def->nkeys; k++) {
+			next_expr = at;
+			if (!used[k] && IndexColumnIs(index, j, &next_expr, def->keys[k].expr, def->source, q->rel))
+				break;
+		}
+		if (k == def->nkeys || index->rd_indcollation[j] != def->keys[k].collation ||
+		    !OidIsValid(get_opfamily_member(index->rd_opfamily[j], index->rd_opcintype[j], def->keys[k].type,
+		                                    BTEqualStrategyNumber)))
+			return false;
+		used[k] = true;
+		q->key_of[j] = k;
+	}
+	int a = def->nkeys;
+	if (!IndexColumnIs(index, a, &next_expr, vd->arg, def->source, q->rel) || index->rd_opfamily[a] != q->opfamily ||
+	    index->rd_indcollation[a] != vd->collation)
+		return false;
+	/* (max: the greatest comes last in ascending order; min: the least first) */
+	bool desc = (index->rd_indoption[a] & INDOPTION_DESC) != 0;
+	q->backward = (q->strategy == BTGreaterStrategyNumber) != desc;
+	return true;
+}
+
+} // namespace
+
+Oid
+ExtremeIndexOf(const CounterDef *def, int v, Relation rel, int *key_of, bool *backward)
+{
+	ExtremeIndexQuery q = {def, v, RelationGetRelid(rel), InvalidOid, 0, key_of, false};
+	Oid opcintype;
+	if (!get_ordering_op_properties(def->values[v].sortop, &q.opfamily, &opcintype, &q.strategy))
+		return InvalidOid;
+	Oid index = FirstIndexOf(rel, ServesExtreme, &q);
+	*backward = q.backward;
+	return index;
 }
 
 RegProcedure

@@ -14,10 +14,13 @@
 namespace counters {
 
 /* How a row contributes to one value column. */
-enum class ValueKind { CountStar, CountArg, Sum };
+enum class ValueKind { CountStar, CountArg, Sum, Extreme };
 
-/* How contributions are summed: exactly in int64 (overflow is an error) or as numeric. */
-enum class AccumKind { Int64, Numeric };
+/*
+ * How contributions are summed: exactly in int64 (overflow is an error) or as numeric; or, for min() and max(), not
+ * summed: a key's delta keeps the most extreme value its rows added and the most extreme they removed.
+ */
+enum class AccumKind { Int64, Numeric, Extreme };
 
 /*
  * The aggregate kinds a value column keeps, one row each (aggregates.cpp): the aggregate functions that declare it,
@@ -27,7 +30,7 @@ enum class AccumKind { Int64, Numeric };
  * by the definition view, which recomputes the aggregate. The analysis (definition.cpp) and the write path
  * (capture.cpp) dispatch through it; a new kind is a new row.
  */
-enum class Contribution { One, Argument };
+enum class Contribution { One, Argument, Extreme };
 struct AggregateKind {
 	ValueKind kind;
 	const char *name; /* as the definition writes it */
@@ -35,9 +38,14 @@ struct AggregateKind {
 	Contribution contributes;
 	AccumKind accum;
 	unsigned modes; /* bit (1 << (int)Mode) for each mode that keeps it */
+	int direction;  /* an extreme: 1 keeps the greatest (max), -1 the least (min); else 0 */
 };
 /* The kind an aggregate function declares (its pg_aggregate OID), or NULL when no kind keeps it. */
 const AggregateKind *AggregateOfFunction(Oid aggfnoid);
+/* Whether kind `kind` is kept in mode `mode` (a Mode, as an int: the model's modes are declared below). */
+bool KindKeptIn(const AggregateKind *kind, int mode);
+/* The sort operator of aggregate `aggfnoid` when it is PostgreSQL's own min() or max(), else InvalidOid. */
+Oid ExtremeSortOperator(Oid aggfnoid);
 /*
  * For an aggregate no kind keeps (with DISTINCT, or not) whose argument deparses as `arg`: how it is kept exactly
  * today from counts and sums (docs/aggregates.md), as a hint; NULL when there is no such way.
@@ -84,10 +92,23 @@ struct ValueDef {
 	Oid arg_type; /* base type of the summed expression */
 	Expr *arg;    /* planned; NULL for count(*) */
 	Expr *filter; /* planned FILTER (WHERE ...) condition, or NULL */
+	/* an extreme: the argument's type as stored, its collation and the aggregate's sort operator (< or >) */
+	Oid extreme_type;
+	Oid collation;
+	Oid sortop;
 };
 /* The type a value column is stored as, in every relation that holds it, and as CREATE TABLE writes it. */
 Oid StoredType(const ValueDef *vd);
 const char *StoredTypeName(const ValueDef *vd);
+/*
+ * A value column's "nothing counted", in SQL: 0, or NULL for an extreme; `expr` (a column of it, which may be NULL)
+ * with NULL read as that; the test that it holds something.
+ */
+const char *ZeroOf(const ValueDef *vd);
+/* What CREATE TABLE writes after a value column's type: NOT NULL DEFAULT 0, or nothing for an extreme. */
+const char *ValueConstraints(const ValueDef *vd);
+const char *ValueOrZero(const ValueDef *vd, const char *expr);
+const char *NonzeroTest(const ValueDef *vd, const char *expr);
 
 /*
  * A column of a derived kind: not one of the counter's columns (its accumulators are), but a generated column of the
@@ -158,6 +179,14 @@ bool HasPending(Mode mode);
 const char *ModeName(Mode mode);
 bool LookupModeName(const char *name, Mode *mode);
 Mode ParseModeName(const char *name);
+
+/*
+ * 0A000 when a value column of `def` is of a kind `mode` cannot keep (min() and max(): exact mode only); on every
+ * declaration, restore and mode switch.
+ */
+void RequireKindsKept(const char *name, const CounterDef *def, Mode mode);
+/* 0A000, with the CREATE INDEX to run, when a min() or max() column has no index to read it by (ExtremeIndexOf). */
+void RequireExtremeIndexes(const char *name, const CounterDef *def);
 
 /* ---- a counter's options, typed (options.cpp: the one reader and writer of counters.counter.options) ---- */
 
@@ -831,6 +860,14 @@ bool AnyIndexOf(Oid relid, bool (*match)(HeapTuple index, const void *arg), cons
  * FindKeyIndexOf, a child key's index and a window state's index.
  */
 Oid FirstIndexOf(Relation rel, bool (*match)(Relation index, void *arg), void *arg);
+/*
+ * An index of `rel` (the source of `def`, one of its partitions, or none) that finds value column `v`'s extreme (min()
+ * or max()) per key with one descent: a valid btree index without a predicate whose leading columns are the keys (in
+ * any order: key_of gets each one's key number), each with an equality for the key's type and collation, then the
+ * argument, in the aggregate's operator family and collation; *backward: the extreme comes last in its order.
+ * InvalidOid if there is none.
+ */
+Oid ExtremeIndexOf(const CounterDef *def, int v, Relation rel, int *key_of, bool *backward);
 /* The function of the btree operator `strategy` of index column `column`'s own type, or InvalidOid. */
 RegProcedure IndexColumnOperator(Relation index, int column, int16 strategy);
 Oid FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column,

@@ -17,6 +17,8 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "catalog/pg_attribute.h"
 }
 
 namespace counters {
@@ -122,6 +124,29 @@ CheckExistingTarget(const char *name, const CounterDef *def, Oid target)
 		int32 typmod;
 		Oid collation;
 		get_atttypetypmodcoll(target, attnum, &type, &typmod, &collation);
+		const ValueDef *vd = &def->values[v];
+		if (vd->accum == AccumKind::Extreme) {
+			/* (min() and max(): the aggregate's own type and collation, and NULL where no row counts) */
+			if (getBaseType(type) != getBaseType(vd->extreme_type) ||
+			    (OidIsValid(vd->collation) && collation != vd->collation))
+				ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+				                errmsg("counter \"%s\": target column %s has type %s, the counter keeps %s there", name,
+				                       quote_identifier(vd->column_name), format_type_with_typemod(type, typmod),
+				                       StoredTypeName(vd))));
+			HeapTuple tup = SearchSysCacheAttNum(target, attnum);
+			bool not_null = HeapTupleIsValid(tup) && ((Form_pg_attribute)GETSTRUCT(tup))->attnotnull;
+			if (HeapTupleIsValid(tup))
+				ReleaseSysCache(tup);
+			if (not_null)
+				ereport(
+				    ERROR,
+				    (errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				     errmsg("counter \"%s\": target column %s is NOT NULL", name, quote_identifier(vd->column_name)),
+				     errdetail("%s() of a key without rows is NULL.", vd->aggregate->direction > 0 ? "max" : "min"),
+				     errhint("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL;", QualifiedName(target),
+				             quote_identifier(vd->column_name))));
+			continue;
+		}
 		if (type != INT2OID && type != INT4OID && type != INT8OID && type != NUMERICOID)
 			appendStringInfo(&missing, "%s%s (%s)", missing.len ? ", " : "",
 			                 quote_identifier(def->values[v].column_name), format_type_with_typemod(type, typmod));
@@ -287,6 +312,7 @@ Validate(const Declaration *d, const Authorization &auth, Datum *options)
 		RequireOwnerRights(name, lfirst_oid(lc), owner);
 	}
 	CounterDef *def = AnalyzeView(name, d->query, auth);
+	RequireKindsKept(name, def, d->mode);
 	if (!list_member_oid(rels, def->source) || (OidIsValid(def->parent) && !list_member_oid(rels, def->parent)))
 		elog(ERROR, "counters: counter \"%s\": its definition reads a relation its view's rule does not name", name);
 	/* The tables keep the definition's columns. */

@@ -33,6 +33,8 @@ namespace counters {
 
 namespace {
 
+void Require(bool ok, const char *what, const CompiledCounter *c, int ret);
+
 Datum
 ZeroNumeric()
 {
@@ -50,9 +52,113 @@ KeyParams(const CounterDef *def, DeltaEntry *e, Datum *params, char *nulls, Datu
 	for (int v = 0; v < def->nvalues; v++) {
 		int p = def->nkeys + v;
 		nulls[p] = ' ';
-		params[p] = def->values[v].accum == AccumKind::Int64 ? Int64GetDatum(TakeInt64(def, e, v))
-		                                                     : TakeNumeric(def, e, v, zero);
+		switch (def->values[v].accum) {
+		case AccumKind::Int64:
+			params[p] = Int64GetDatum(TakeInt64(def, e, v));
+			break;
+		case AccumKind::Numeric:
+			params[p] = TakeNumeric(def, e, v, zero);
+			break;
+		case AccumKind::Extreme:
+			/* (the value added, or NULL, which GREATEST and LEAST pass over; what was removed is settled after) */
+			if (!TakeExtreme(def, e, v, EXTREME_ADDED, &params[p]))
+				nulls[p] = 'n';
+			break;
+		}
 	}
+}
+
+/*
+ * The extremes of a row just written (at `tid`, its values `stored` and `stored_null` per value column) that a removal
+ * of entry `e` reached are read again, and the row updated with them: true, and SPI_tuptable holds the row as the
+ * update returned it (the apply statement's RETURNING; the caller frees it). False: no removal reached the value
+ * stored. The removals stay in the entry (a counter-cache key may have many rows) until ForgetRemovals.
+ */
+bool
+SettleExtremes(CounterRun *r, DeltaEntry *e, Datum tid, const Datum *stored, const bool *stored_null)
+{
+	CompiledCounter *c = r->c;
+	RequireOwnerScope(c->auth.role());
+	const CounterDef *def = c->def;
+	Datum *params = (Datum *)palloc(sizeof(Datum) * (def->nvalues + 1));
+	char *nulls = (char *)palloc(sizeof(char) * (def->nvalues + 1));
+	int p = 1;
+	bool reread = false;
+	for (int v = 0; v < def->nvalues; v++) {
+		if (!c->extremes[v].kept)
+			continue;
+		Datum removed;
+		/* (removed at or beyond the extreme stored now: the row that held it may be gone) */
+		bool reached = ExtremeOf(def, e, v, EXTREME_REMOVED, &removed) &&
+		               (stored_null[v] || ExtremeCompare(c, v, removed, stored[v]) >= 0);
+		if (reached) {
+			reread = true;
+			nulls[p] = ReadExtreme(r, v, e, &params[p]) ? ' ' : 'n';
+		} else {
+			params[p] = stored[v];
+			nulls[p] = stored_null[v] ? 'n' : ' ';
+		}
+		p++;
+	}
+	if (reread) {
+		params[0] = tid;
+		nulls[0] = ' ';
+		int ret = SPI_execute_plan(c->plans[PLAN_EXTREMES], params, nulls, false, 0);
+		Require(ret == SPI_OK_UPDATE_RETURNING && SPI_processed == 1, "re-reading the extremes of", c, ret);
+	}
+	pfree(params);
+	pfree(nulls);
+	return reread;
+}
+
+/* SettleExtremes of row `i` of an apply statement's RETURNING (its ctid first, its values from column `first`). */
+bool
+SettleReturned(CounterRun *r, DeltaEntry *e, SPITupleTable *written, uint64 i, int first)
+{
+	const CounterDef *def = r->c->def;
+	if (r->c->extremes == nullptr)
+		return false;
+	Datum *stored = (Datum *)palloc(sizeof(Datum) * def->nvalues);
+	bool *stored_null = (bool *)palloc(sizeof(bool) * def->nvalues);
+	for (int v = 0; v < def->nvalues; v++)
+		stored[v] = SPI_getbinval(written->vals[i], written->tupdesc, first + v, &stored_null[v]);
+	bool isnull;
+	return SettleExtremes(r, e, SPI_getbinval(written->vals[i], written->tupdesc, 1, &isnull), stored, stored_null);
+}
+
+/*
+ * SettleExtremes of the row direct.cpp just wrote for entry `e` (none when it deleted it); a row whose values all came
+ * back to zero then is deleted, as the upsert's are.
+ */
+void
+SettleDirect(CounterRun *r, DeltaEntry *e, DirectTarget *direct)
+{
+	CompiledCounter *c = r->c;
+	RequireOwnerScope(c->auth.role());
+	const CounterDef *def = c->def;
+	TupleTableSlot *row = DirectWritten(direct);
+	if (row != nullptr) {
+		Datum *stored = (Datum *)palloc(sizeof(Datum) * def->nvalues);
+		bool *stored_null = (bool *)palloc(sizeof(bool) * def->nvalues);
+		for (int v = 0; v < def->nvalues; v++) {
+			stored[v] = row->tts_values[c->value_attnums[v] - 1];
+			stored_null[v] = row->tts_isnull[c->value_attnums[v] - 1];
+		}
+		if (SettleExtremes(r, e, PointerGetDatum(&row->tts_tid), stored, stored_null)) {
+			/* RETURNING ctid, all zero, ... */
+			bool isnull;
+			HeapTuple settled = SPI_tuptable->vals[0];
+			if (!c->keep_zero && DatumGetBool(SPI_getbinval(settled, SPI_tuptable->tupdesc, 2, &isnull))) {
+				Datum ctid = SPI_getbinval(settled, SPI_tuptable->tupdesc, 1, &isnull);
+				int ret = SPI_execute_plan(c->plans[PLAN_DELETE], &ctid, nullptr, false, 0);
+				Require(ret == SPI_OK_DELETE, "deleting a zero row of", c, ret);
+			}
+			SPI_freetuptable(SPI_tuptable);
+		}
+		pfree(stored);
+		pfree(stored_null);
+	}
+	ForgetRemovals(def, e);
 }
 
 /* The new values of a written row (from column `first` on): its bounds, and the thresholds the deltas crossed. */
@@ -64,6 +170,8 @@ DecideRow(CompiledCounter *c, HeapTuple row, TupleDesc desc, int first, Datum *p
 	const CounterDef *def = c->def;
 	for (int v = 0; v < def->nvalues; v++) {
 		bool isnull;
+		if (def->values[v].accum == AccumKind::Extreme)
+			continue; /* (no bounds or thresholds: options.cpp refuses them) */
 		Datum value = SPI_getbinval(row, desc, first + v, &isnull);
 		if (isnull)
 			continue;
@@ -90,16 +198,23 @@ ApplyAppend(CompiledCounter *c, Datum *params, char *nulls)
 	Require(ret == SPI_OK_INSERT, "logging a delta of", c, ret);
 }
 
-/* Target mode: add to the key's rows of the existing table. */
+/* Target mode: add to the key's rows of the existing table (RETURNING ctid, the values). */
 void
-ApplyUpdate(CompiledCounter *c, Datum *params, char *nulls)
+ApplyUpdate(CounterRun *r, DeltaEntry *e, Datum *params, char *nulls)
 {
+	CompiledCounter *c = r->c;
 	RequireOwnerScope(c->auth.role());
 	int ret = SPI_execute_plan(c->plans[PLAN_APPLY], params, nulls, false, 0);
 	Require(ret == SPI_OK_UPDATE_RETURNING, "applying a delta to", c, ret);
-	for (uint64 row = 0; row < SPI_processed; row++)
-		DecideRow(c, SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1, params, nulls);
-	SPI_freetuptable(SPI_tuptable);
+	SPITupleTable *written = SPI_tuptable;
+	uint64 nrows = SPI_processed;
+	for (uint64 row = 0; row < nrows; row++) {
+		DecideRow(c, written->vals[row], written->tupdesc, 2, params, nulls);
+		if (SettleReturned(r, e, written, row, 2))
+			SPI_freetuptable(SPI_tuptable);
+	}
+	ForgetRemovals(c->def, e);
+	SPI_freetuptable(written);
 }
 
 /*
@@ -108,8 +223,9 @@ ApplyUpdate(CompiledCounter *c, Datum *params, char *nulls)
  * to zero, and the row is then deleted by ctid. A table with CHECK constraints has an existing row updated first.
  */
 void
-ApplyUpsert(CompiledCounter *c, Datum *params, char *nulls, int free_slot)
+ApplyUpsert(CounterRun *r, DeltaEntry *e, Datum *params, char *nulls, int free_slot)
 {
+	CompiledCounter *c = r->c;
 	RequireOwnerScope(c->auth.role());
 	const CounterDef *def = c->def;
 	if (c->counter->mode == Mode::Sharded) {
@@ -123,8 +239,14 @@ ApplyUpsert(CompiledCounter *c, Datum *params, char *nulls, int free_slot)
 		ret = SPI_execute_plan(c->plans[PLAN_APPLY], params, nulls, false, 0);
 		Require(ret == SPI_OK_INSERT_RETURNING && SPI_processed == 1, "applying a delta to", c, ret);
 	}
-	/* RETURNING ctid, all zero, the values, the keys */
+	/* RETURNING ctid, all zero, the values, the keys (an extreme a removal reached: as re-read) */
 	SPITupleTable *written = SPI_tuptable;
+	if (SettleReturned(r, e, written, 0, 3)) {
+		SPI_freetuptable(written);
+		written = SPI_tuptable;
+	}
+	if (c->extremes != nullptr)
+		ForgetRemovals(c->def, e);
 	HeapTuple row = written->vals[0];
 	DecideRow(c, row, written->tupdesc, 3, params, nulls);
 	bool isnull;
@@ -156,7 +278,7 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 			__builtin_prefetch(sorted[i + 8]->Ints(c->def->nvalues));
 		KeyParams(c->def, sorted[i], params, nulls, zero);
 		if (target) {
-			ApplyUpdate(c, params, nulls);
+			ApplyUpdate(r, sorted[i], params, nulls);
 			continue;
 		}
 		switch (mode) {
@@ -171,11 +293,12 @@ ApplyEach(CounterRun *r, DeltaEntry **sorted, uint32 n, Datum *params, char *nul
 			/* (sharded, without the direct path: this backend's own slot, so that writers spread out) */
 			int free_slot = mode == Mode::Sharded && c->max_slots > 0 ? compat::BackendNumber() % c->max_slots : 0;
 			MergeResult found = merge ? DirectMergeAdd(direct, params, nulls) : MergeResult::Unknown;
-			if (found == MergeResult::Applied)
-				break;
-			if (direct == nullptr ||
-			    DirectAdd(direct, params, nulls, &free_slot, found == MergeResult::Absent) == DirectResult::Missing)
-				ApplyUpsert(c, params, nulls, free_slot);
+			if (found != MergeResult::Applied &&
+			    (direct == nullptr ||
+			     DirectAdd(direct, params, nulls, &free_slot, found == MergeResult::Absent) == DirectResult::Missing))
+				ApplyUpsert(r, sorted[i], params, nulls, free_slot);
+			else if (c->extremes != nullptr)
+				SettleDirect(r, sorted[i], direct);
 			break;
 		}
 		}

@@ -118,7 +118,9 @@ CountRowFor(Run *run, CounterRun *r, int sign)
 			if (isnull)
 				continue;
 		}
-		if (vd->aggregate->contributes == Contribution::Argument) {
+		if (vd->aggregate->contributes == Contribution::Extreme)
+			run->row_numerics[v] = d;
+		else if (vd->aggregate->contributes == Contribution::Argument) {
 			if (vd->accum == AccumKind::Int64) {
 				run->row_ints[v] = IntegerDatum(vd->arg_type, d);
 				if (run->row_ints[v] == 0)
@@ -144,6 +146,8 @@ CountRowFor(Run *run, CounterRun *r, int sign)
 			continue;
 		if (def->values[v].accum == AccumKind::Int64)
 			e->Ints(def->nvalues)[v] += sign < 0 ? -(int128)run->row_ints[v] : (int128)run->row_ints[v];
+		else if (def->values[v].accum == AccumKind::Extreme)
+			DeltaAddExtreme(r, e, v, sign, run->row_numerics[v]);
 		else
 			DeltaAddNumeric(r, e, v, sign, run->row_numerics[v]);
 	}

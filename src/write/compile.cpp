@@ -571,6 +571,7 @@ BuildEntry(SourceCounters *entry, Kind kind)
 			c->has_rls = trel->rd_rel->relrowsecurity;
 			table_close(trel, AccessShareLock);
 			CompileKeys(c);
+			CompileExtremes(c);
 			CompileExpressions(c);
 			ResolveColumns(c);
 			ReadBounds(c, o);

@@ -188,6 +188,54 @@ DeltaAddNumeric(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value)
 	MemoryContextSwitchTo(old);
 }
 
+void
+DeltaAddExtreme(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value)
+{
+	const CompiledCounter *c = r->c;
+	int nvalues = c->def->nvalues;
+	Datum flag = sign < 0 ? EXTREME_REMOVED : EXTREME_ADDED;
+	Datum *held = &e->Extremes(nvalues, v)[sign < 0 ? 1 : 0];
+	Datum *flags = &e->Numerics(nvalues)[v];
+	if ((*flags & flag) != 0 && ExtremeCompare(c, v, value, *held) <= 0)
+		return;
+	const ExtremeColumn *x = &c->extremes[v];
+	if (x->byval)
+		*held = value;
+	else {
+		/* (the value it replaces stays in the delta context until the deltas are applied) */
+		MemoryContext old = MemoryContextSwitchTo(r->delta_cxt);
+		*held = datumCopy(value, false, x->typlen);
+		MemoryContextSwitchTo(old);
+	}
+	*flags |= flag;
+}
+
+bool
+ExtremeOf(const CounterDef *def, const DeltaEntry *e, int v, Datum flag, Datum *value)
+{
+	if ((e->Numerics(def->nvalues)[v] & flag) == 0)
+		return false;
+	*value = e->Extremes(def->nvalues, v)[flag == EXTREME_REMOVED ? 1 : 0];
+	return true;
+}
+
+bool
+TakeExtreme(const CounterDef *def, DeltaEntry *e, int v, Datum flag, Datum *value)
+{
+	if (!ExtremeOf(def, e, v, flag, value))
+		return false;
+	e->Numerics(def->nvalues)[v] &= ~flag;
+	return true;
+}
+
+void
+ForgetRemovals(const CounterDef *def, DeltaEntry *e)
+{
+	for (int v = 0; v < def->nvalues; v++)
+		if (def->values[v].accum == AccumKind::Extreme)
+			e->Numerics(def->nvalues)[v] &= ~EXTREME_REMOVED;
+}
+
 uint32
 DeltaCount(const CounterRun *r)
 {
@@ -202,6 +250,9 @@ DeltaIsZero(const CounterDef *def, const DeltaEntry *e)
 	for (int v = 0; v < def->nvalues; v++) {
 		if (def->values[v].accum == AccumKind::Int64) {
 			if (ints[v] != 0)
+				return false;
+		} else if (def->values[v].accum == AccumKind::Extreme) {
+			if (numerics[v] != 0)
 				return false;
 		} else if (numerics[v] != (Datum)0 &&
 		           !DatumGetBool(DirectFunctionCall2(numeric_eq, numerics[v], NumericGetDatum(int64_to_numeric(0)))))

@@ -78,6 +78,7 @@ struct DirectTarget {
 	ResultRelInfo *rri;
 	Datum zero; /* numeric 0 */
 	bool modified;
+	bool deleted;          /* the last key's row was deleted (its values all came back to zero), not written */
 	bool unlocked_update;  /* rows are updated without locking them first (DirectAdd) */
 	IndexScanDesc scan;    /* LockKeyRow's scan of the key index, kept open for the next key */
 	SnapshotData dirty;    /* (its snapshot) */
@@ -336,7 +337,8 @@ FillKeyRow(DirectTarget *d, Datum *params, char *nulls)
 		next->tts_values[c->key_attnums[k] - 1] = nulls[k] == 'n' ? (Datum)0 : params[k];
 	}
 	for (int v = 0; v < def->nvalues; v++) {
-		next->tts_isnull[c->value_attnums[v] - 1] = false;
+		/* (an extreme nothing was added to is NULL) */
+		next->tts_isnull[c->value_attnums[v] - 1] = nulls[def->nkeys + v] == 'n';
 		next->tts_values[c->value_attnums[v] - 1] = params[def->nkeys + v];
 	}
 }
@@ -351,6 +353,8 @@ InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
 	for (int v = 0; v < def->nvalues; v++) {
 		Datum delta = params[def->nkeys + v];
 		Oid type = StoredType(&def->values[v]);
+		if (def->values[v].accum == AccumKind::Extreme)
+			continue; /* (no bounds or thresholds) */
 		CheckBounds(c, v, delta, type, params, nulls);
 		if (CrossesAtWrite(c))
 			NoteCrossings(c, v, delta, type, delta, params, nulls);
@@ -368,6 +372,7 @@ InsertKeyRow(DirectTarget *d, Datum *params, char *nulls, int slot)
 	uint32 token = SpeculativeInsertionLockAcquire(xid);
 	table_tuple_insert_speculative(d->rel, next, GetCurrentCommandId(true), 0, nullptr, token);
 	bool conflict = false;
+	d->deleted = false;
 	List *recheck = compat::InsertIndexTuplesSpeculative(d->rri, next, d->estate, &conflict, d->arbiters);
 	table_tuple_complete_speculative(d->rel, next, token, !conflict);
 	SpeculativeInsertionLockRelease(xid);
@@ -561,6 +566,16 @@ NextVersion(DirectTarget *d, Datum *params, char *nulls, bool locked, bool *all_
 	for (int v = 0; v < def->nvalues; v++) {
 		int a = d->c->value_attnums[v] - 1;
 		Datum delta = params[def->nkeys + v];
+		if (def->values[v].accum == AccumKind::Extreme) {
+			/* the more extreme of the value and the one added (GREATEST or LEAST: a NULL is passed over) */
+			bool added = nulls[def->nkeys + v] != 'n';
+			if (added && (next->tts_isnull[a] || ExtremeCompare(d->c, v, delta, next->tts_values[a]) > 0)) {
+				next->tts_values[a] = delta;
+				next->tts_isnull[a] = false;
+			}
+			*all_zero &= next->tts_isnull[a];
+			continue;
+		}
 		if (next->tts_isnull[a])
 			ereport(ERROR, (errcode(ERRCODE_NOT_NULL_VIOLATION),
 			                errmsg("counter \"%s\": column \"%s\" holds NULL", def->name, d->c->value_columns[v])));
@@ -612,6 +627,7 @@ WriteFoundVersion(DirectTarget *d, ItemPointer tid, bool all_zero)
 		EnsureExecutorState(d);
 		ExecConstraints(d->rri, next, d->estate);
 	}
+	d->deleted = all_zero;
 	if (all_zero) {
 		/* An absent row means zeros: the row goes, as the upsert path's DELETE does. */
 		res = table_tuple_delete(d->rel, tid, cid, snapshot, InvalidSnapshot, true, &tmfd, false);
@@ -752,6 +768,12 @@ DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_slot, bool abse
 	}
 	d->modified = true;
 	return DirectResult::Applied;
+}
+
+TupleTableSlot *
+DirectWritten(DirectTarget *d)
+{
+	return d->deleted ? nullptr : d->next;
 }
 
 bool

@@ -42,6 +42,7 @@ enum Plan {
 	PLAN_DELETE,      /* delete an all-zero row by ctid (exact, sharded) */
 	PLAN_BULK_DELETE, /* delete all-zero rows by ctid array (exact) */
 	PLAN_TRUNCATE,    /* empty the counter (exact, log, sharded) or zero its columns (target) */
+	PLAN_EXTREMES,    /* set a row's min() and max() columns re-read from the source, by ctid (exact, target) */
 	NUM_APPLY_PLANS,
 	PLAN_WINDOW_SUMS = NUM_APPLY_PLANS, /* the window sums of the prefixes a statement wrote */
 	PLAN_WINDOW_STATE,                  /* record which thresholds each prefix reached; what changed */
@@ -136,7 +137,40 @@ struct CompiledCounter {
 	Oid *window_callbacks;
 	bool *window_callback_missing;
 	struct WindowDirect *window_direct;
+	/* min() and max() columns (extremes.cpp): per value column; NULL when the counter keeps none */
+	struct ExtremeColumn *extremes;
 };
+
+/*
+ * A value column that keeps min() or max() (extremes.cpp). A key's delta keeps the most extreme value its rows added
+ * and the most extreme they removed; applying it writes the more extreme of the stored value and the added one
+ * (GREATEST or LEAST, in the row version the other columns' deltas write anyway), and a removal that reaches the
+ * value now stored re-reads the key's rows through an index on (keys..., argument) of the source, with a snapshot
+ * taken once the key's row is locked (docs/aggregates.md says why that is exact under concurrency).
+ */
+struct ExtremeColumn {
+	bool kept;     /* this value column keeps an extreme (the others: false) */
+	int direction; /* 1: max, -1: min */
+	FmgrInfo cmp;  /* the btree comparison of its type, of the aggregate's operator family */
+	Oid collation;
+	int16 typlen;
+	bool byval;
+	/* the source's index that serves the re-read (found when first needed; InvalidOid: none, a scan reads) */
+	bool probed;
+	Oid index;
+};
+/* Compile counter `c`'s extremes (NULL when it has none), as its owner. */
+void CompileExtremes(CompiledCounter *c);
+/* Value `a` of extreme column `v` against `b`: > 0 beyond it (greater for max, less for min), 0 equal, < 0 short of it.
+ */
+int ExtremeCompare(const CompiledCounter *c, int v, Datum a, Datum b);
+struct CounterRun;
+struct DeltaEntry;
+/*
+ * The extreme of column `v` of the key of delta entry `e` now, read from the source with the latest snapshot (the
+ * caller holds the key's row lock); false when no row has one (the aggregate is NULL). As the counter's owner.
+ */
+bool ReadExtreme(CounterRun *r, int v, const DeltaEntry *e, Datum *value);
 
 /* A prepared statement's text and parameter types. */
 struct PlanStatement {
@@ -172,6 +206,11 @@ DirectResult DirectAdd(DirectTarget *d, Datum *params, char *nulls, int *free_sl
 enum class MergeResult { Applied, Absent, Unknown };
 bool DirectMergeBegin(DirectTarget *d, uint32 n);
 MergeResult DirectMergeAdd(DirectTarget *d, Datum *params, char *nulls);
+/*
+ * The version of the key's row the last DirectAdd or DirectMergeAdd that Applied wrote (its tts_tid, its values at
+ * value_attnums), or NULL when it deleted the row: a counter with extremes settles them from it (apply.cpp).
+ */
+TupleTableSlot *DirectWritten(DirectTarget *d);
 /* Log mode (DirectBegin of a log counter): append the key's delta row. */
 void DirectAppend(DirectTarget *d, Datum *params, char *nulls);
 /* Whether rows were written: the caller makes them visible (CommandCounterIncrement) before reading them again. */
@@ -336,6 +375,15 @@ struct DeltaEntry {
 	{
 		return key - nvalues;
 	}
+	/*
+	 * An extreme column's delta takes its integer sum's 16 bytes: the most extreme value added, then removed; its
+	 * numeric's word holds which of the two there are (EXTREME_ADDED, EXTREME_REMOVED).
+	 */
+	Datum *
+	Extremes(int nvalues, int v) const
+	{
+		return (Datum *)&Ints(nvalues)[v];
+	}
 	int128 *
 	Ints(int nvalues) const
 	{
@@ -376,6 +424,16 @@ struct CounterRun {
 void DeltaStart(CounterRun *r);           /* a new, empty table in r->delta_cxt */
 DeltaEntry *DeltaOfRowKey(CounterRun *r); /* r->row_key's entry, added (with a copy of the key) if new */
 void DeltaAddNumeric(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value);
+void DeltaAddExtreme(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value);
+constexpr Datum EXTREME_ADDED = 1;
+constexpr Datum EXTREME_REMOVED = 2;
+/*
+ * An extreme column's added (or removed) value in the entry, false when there is none: TakeExtreme takes it out;
+ * ForgetRemovals takes out every removal, once the key's rows settled them.
+ */
+bool ExtremeOf(const CounterDef *def, const DeltaEntry *e, int v, Datum flag, Datum *value);
+bool TakeExtreme(const CounterDef *def, DeltaEntry *e, int v, Datum flag, Datum *value);
+void ForgetRemovals(const CounterDef *def, DeltaEntry *e);
 uint32 DeltaCount(const CounterRun *r);
 DeltaEntry **NonzeroDeltas(CounterRun *r, uint32 *n);           /* in no particular order */
 void SortDeltas(CounterRun *r, DeltaEntry **entries, uint32 n); /* by key, in the keys' btree order, NULLS LAST */

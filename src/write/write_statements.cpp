@@ -25,6 +25,12 @@ namespace counters {
 
 namespace {
 
+inline bool
+IsExtreme(const CompiledCounter *c, int v)
+{
+	return c->extremes != nullptr && c->extremes[v].kept;
+}
+
 void
 AppendColumns(StringInfo sql, const CompiledCounter *c, bool keys, bool values, const char *prefix = "")
 {
@@ -71,7 +77,7 @@ AppendReturning(StringInfo sql, const CompiledCounter *c)
 {
 	appendStringInfoString(sql, " RETURNING c.ctid, ");
 	for (int i = 0; i < c->def->nvalues; i++)
-		appendStringInfo(sql, "%sc.%s OPERATOR(pg_catalog.=) 0", i ? " AND " : "",
+		appendStringInfo(sql, IsExtreme(c, i) ? "%sc.%s IS NULL" : "%sc.%s OPERATOR(pg_catalog.=) 0", i ? " AND " : "",
 		                 quote_identifier(c->value_columns[i]));
 	appendStringInfoString(sql, ", ");
 	AppendColumns(sql, c, false, true, "c.");
@@ -79,18 +85,24 @@ AppendReturning(StringInfo sql, const CompiledCounter *c)
 	AppendColumns(sql, c, true, false, "c.");
 }
 
-/* SET v = <row>.v + $n for every value column */
+/* SET v = <row>.v + $n for every value column (an extreme: the more extreme of the two, GREATEST or LEAST) */
 void
 AppendAdditions(StringInfo sql, const CompiledCounter *c, const char *row, bool coalesce, bool excluded)
 {
 	for (int i = 0; i < c->def->nvalues; i++) {
 		const char *col = quote_identifier(c->value_columns[i]);
-		appendStringInfo(sql, "%s%s = %s%s.%s%s OPERATOR(pg_catalog.+) ", i ? ", " : "", col,
-		                 coalesce ? "COALESCE(" : "", row, col, coalesce ? ", 0)" : "");
+		if (IsExtreme(c, i))
+			appendStringInfo(sql, "%s%s = %s(%s.%s, ", i ? ", " : "", col,
+			                 c->extremes[i].direction > 0 ? "GREATEST" : "LEAST", row, col);
+		else
+			appendStringInfo(sql, "%s%s = %s%s.%s%s OPERATOR(pg_catalog.+) ", i ? ", " : "", col,
+			                 coalesce ? "COALESCE(" : "", row, col, coalesce ? ", 0)" : "");
 		if (excluded)
 			appendStringInfo(sql, "EXCLUDED.%s", col);
 		else
 			appendStringInfo(sql, "$%d", c->def->nkeys + i + 1);
+		if (IsExtreme(c, i))
+			appendStringInfoChar(sql, ')');
 	}
 }
 
@@ -178,8 +190,37 @@ TargetUpdateStatement(const CompiledCounter *c)
 			                       quote_identifier(c->key_columns[i]), QualifiedName(c->write_rel))));
 		generate_operator_clause(&sql, column, type, tc->eq_opr, param, def->keys[i].type);
 	}
-	appendStringInfoString(&sql, " RETURNING ");
+	appendStringInfoString(&sql, " RETURNING c.ctid, ");
 	AppendColumns(&sql, c, false, true, "c.");
+	return sql.data;
+}
+
+/*
+ * The extremes of the row at ctid $1 re-read (extremes.cpp): SET each extreme column to its parameter ($2, ...),
+ * RETURNING as the plan that wrote the row.
+ */
+char *
+ExtremesStatement(const CompiledCounter *c, PlanStatement *st)
+{
+	StringInfoData sql;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "UPDATE %s AS c SET ", QualifiedName(c->write_rel));
+	st->nargs = 1;
+	st->argtypes[0] = TIDOID;
+	for (int i = 0; i < c->def->nvalues; i++) {
+		if (!IsExtreme(c, i))
+			continue;
+		st->argtypes[st->nargs++] = StoredType(&c->def->values[i]);
+		appendStringInfo(&sql, "%s%s = $%d", st->nargs > 2 ? ", " : "", quote_identifier(c->value_columns[i]),
+		                 st->nargs);
+	}
+	appendStringInfoString(&sql, " WHERE c.ctid OPERATOR(pg_catalog.=) $1");
+	if (c->counter->owns_target)
+		AppendReturning(&sql, c);
+	else {
+		appendStringInfoString(&sql, " RETURNING c.ctid, ");
+		AppendColumns(&sql, c, false, true, "c.");
+	}
 	return sql.data;
 }
 
@@ -193,11 +234,13 @@ TruncateStatement(const CompiledCounter *c)
 		initStringInfo(&sql);
 		appendStringInfo(&sql, "UPDATE %s SET ", rel);
 		for (int i = 0; i < c->def->nvalues; i++)
-			appendStringInfo(&sql, "%s%s = 0", i ? ", " : "", quote_identifier(c->value_columns[i]));
+			appendStringInfo(&sql, IsExtreme(c, i) ? "%s%s = NULL" : "%s%s = 0", i ? ", " : "",
+			                 quote_identifier(c->value_columns[i]));
 		AppendTouch(&sql, c);
 		appendStringInfoString(&sql, " WHERE ");
 		for (int i = 0; i < c->def->nvalues; i++)
-			appendStringInfo(&sql, "%s%s IS DISTINCT FROM 0", i ? " OR " : "", quote_identifier(c->value_columns[i]));
+			appendStringInfo(&sql, IsExtreme(c, i) ? "%s%s IS NOT NULL" : "%s%s IS DISTINCT FROM 0", i ? " OR " : "",
+			                 quote_identifier(c->value_columns[i]));
 		return sql.data;
 	}
 	if (HasPending(c->counter->mode))
@@ -235,7 +278,12 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 			st.sql = TargetUpdateStatement(c);
 		break;
 	case PLAN_BULK:
-		/* Many keys at once, fed by one array per column, read in step: rows are still locked in sorted key order. */
+		/*
+		 * Many keys at once, fed by one array per column, read in step: rows are still locked in sorted key order.
+		 * (Not with extremes: a removal that reaches a key's extreme re-reads it once the key's row is locked.)
+		 */
+		if (c->extremes != nullptr)
+			return st;
 		for (int i = 0; i < nparams; i++) {
 			st.argtypes[i] = get_array_type(st.argtypes[i]);
 			if (!OidIsValid(st.argtypes[i]))
@@ -279,6 +327,10 @@ ApplyStatement(const CompiledCounter *c, Plan plan)
 	case PLAN_TRUNCATE:
 		st.nargs = 0;
 		st.sql = TruncateStatement(c);
+		break;
+	case PLAN_EXTREMES:
+		if (c->extremes != nullptr && mode == Mode::Exact)
+			st.sql = ExtremesStatement(c, &st);
 		break;
 	default:
 		break; /* (the plans FetchPlan prepares when first used) */
@@ -433,7 +485,13 @@ KeyRecountStatement(const CounterDef *def, Oid view, Oid target)
 	for (int v = 0; v < def->nvalues; v++) {
 		const char *column = def->values[v].column_name;
 		AttrNumber attnum = get_attnum(target, column);
-		appendStringInfo(&values, "%sCOALESCE(pg_catalog.sum(d.%s), 0)::%s", v ? ", " : "", quote_identifier(column),
+		const ValueDef *vd = &def->values[v];
+		/* (the view has one row of the key, or none) */
+		const char *read = vd->accum == AccumKind::Extreme
+		                       ? psprintf("pg_catalog.%s(d.%s)", vd->aggregate->direction > 0 ? "max" : "min",
+		                                  quote_identifier(column))
+		                       : psprintf("COALESCE(pg_catalog.sum(d.%s), 0)", quote_identifier(column));
+		appendStringInfo(&values, "%s%s::%s", v ? ", " : "", read,
 		                 format_type_extended(get_atttype(target, attnum), -1, FORMAT_TYPE_FORCE_QUALIFY));
 	}
 	for (int k = 0; k < def->nkeys; k++)

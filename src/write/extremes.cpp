@@ -1,0 +1,205 @@
+/*
+ * extremes.cpp: min() and max() columns. A row adds its argument as a sum would add it: the key's row takes the more
+ * extreme of its value and the one added (GREATEST or LEAST, in the row version the apply writes anyway). Removing a
+ * row can take the extreme away, which no delta can undo: when the most extreme value a key's rows removed reaches
+ * the value stored once the key's row is locked, the key's extreme is read again from the source (ReadExtreme),
+ * with a snapshot taken after the lock was granted, through an index whose leading columns are the keys and then
+ * the argument: one descent, whatever the key's row count. Without such an index (dropped after the declaration
+ * required it, or on a partition that lacks it) the rows are scanned: slower, never wrong.
+ *
+ * Why the lock, then the snapshot, is exact: every transaction that changes a key's rows locks the key's counter row
+ * (a removal too, even one that does not reach the extreme) before it commits, so once this transaction holds it, a
+ * snapshot sees every earlier change of the key's rows committed, and a later one waits for the lock and then finds
+ * the value this transaction stored (docs/aggregates.md, "min and max under concurrency").
+ */
+#include "write/write.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/nbtree.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/index.h"
+#include "catalog/partition.h"
+#include "catalog/pg_inherits.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+#include "compat.hpp"
+
+namespace counters {
+
+namespace {
+
+/* Whether the key of the row in the econtext's scan slot is entry `e`'s. */
+bool
+RowHasKey(CounterRun *r, ExprContext *econtext, const DeltaEntry *e)
+{
+	const CompiledCounter *c = r->c;
+	RequireOwnerScope(c->auth.role());
+	int nkeys = c->def->nkeys;
+	const bool *nulls = e->KeyNulls(nkeys);
+	for (int k = 0; k < nkeys; k++) {
+		bool isnull;
+		Datum d = ExecEvalExprSwitchContext(r->key_exprs[k], econtext, &isnull);
+		if (isnull || nulls[k]) {
+			if (isnull != nulls[k])
+				return false;
+			continue;
+		}
+		if (c->key_fast[k] ? d != e->key[k]
+		                   : !DatumGetBool(FunctionCall2Coll(&c->key_eq[k], c->def->keys[k].collation, d, e->key[k])))
+			return false;
+	}
+	return true;
+}
+
+/* The extreme of one relation's rows of the key, into *best (kept when it is more extreme). */
+void
+ReadRelation(CounterRun *r, int v, const DeltaEntry *e, Relation rel, Snapshot snapshot, ExprContext *econtext,
+             bool *found, Datum *best)
+{
+	CompiledCounter *c = r->c;
+	RequireOwnerScope(c->auth.role());
+	const CounterDef *def = c->def;
+	const ExtremeColumn *x = &c->extremes[v];
+	RowReader rd;
+	InitReader(&rd, rel, def->source, table_slot_callbacks(rel));
+	int key_of[INDEX_MAX_KEYS];
+	bool backward = false;
+	Oid indexoid = ExtremeIndexOf(def, v, rel, key_of, &backward);
+	Relation index = nullptr;
+	IndexScanDesc iscan = nullptr;
+	TableScanDesc tscan = nullptr;
+	if (OidIsValid(indexoid)) {
+		index = index_open(indexoid, AccessShareLock);
+		ScanKeyData keys[INDEX_MAX_KEYS];
+		int nkeys = def->nkeys;
+		for (int j = 0; j < nkeys; j++) {
+			int k = key_of[j];
+			if (e->KeyNulls(nkeys)[k]) {
+				ScanKeyEntryInitialize(&keys[j], SK_ISNULL | SK_SEARCHNULL, j + 1, InvalidStrategy, InvalidOid,
+				                       InvalidOid, InvalidOid, (Datum)0);
+				continue;
+			}
+			Oid eq = get_opfamily_member(index->rd_opfamily[j], index->rd_opcintype[j], def->keys[k].type,
+			                             BTEqualStrategyNumber);
+			ScanKeyEntryInitialize(&keys[j], 0, j + 1, BTEqualStrategyNumber, def->keys[k].type,
+			                       index->rd_indcollation[j], get_opcode(eq), e->key[k]);
+		}
+		ScanKeyEntryInitialize(&keys[nkeys], SK_ISNULL | SK_SEARCHNOTNULL, nkeys + 1, InvalidStrategy, InvalidOid,
+		                       InvalidOid, InvalidOid, (Datum)0);
+		iscan = compat::BeginIndexScan(rel, index, snapshot, nkeys + 1);
+		index_rescan(iscan, keys, nkeys + 1, nullptr, 0);
+	} else
+		tscan = table_beginscan(rel, snapshot, 0, nullptr);
+	for (;;) {
+		bool more = iscan != nullptr
+		                ? index_getnext_slot(iscan, backward ? BackwardScanDirection : ForwardScanDirection, rd.slot)
+		                : table_scan_getnextslot(tscan, ForwardScanDirection, rd.slot);
+		if (!more)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		ResetExprContext(econtext);
+		econtext->ecxt_scantuple = rd.map ? execute_attr_map_slot(rd.map, rd.slot, rd.root_slot) : rd.slot;
+		if (iscan == nullptr && !RowHasKey(r, econtext, e))
+			continue;
+		if ((r->quals && !ExecQual(r->quals, econtext)) ||
+		    (r->filter_exprs[v] && !ExecQual(r->filter_exprs[v], econtext)))
+			continue;
+		bool isnull;
+		Datum value = ExecEvalExprSwitchContext(r->arg_exprs[v], econtext, &isnull);
+		if (isnull)
+			continue;
+		if (!*found || ExtremeCompare(c, v, value, *best) > 0) {
+			*best = datumCopy(value, x->byval, x->typlen);
+			*found = true;
+		}
+		/* (in the index's order, the first row that counts holds the extreme) */
+		if (iscan != nullptr)
+			break;
+	}
+	if (iscan != nullptr) {
+		index_endscan(iscan);
+		index_close(index, AccessShareLock);
+	} else
+		table_endscan(tscan);
+	DropReader(&rd);
+}
+
+} // namespace
+
+void
+CompileExtremes(CompiledCounter *c)
+{
+	const CounterDef *def = c->def;
+	c->extremes = nullptr;
+	for (int v = 0; v < def->nvalues; v++) {
+		const ValueDef *vd = &def->values[v];
+		if (vd->accum != AccumKind::Extreme)
+			continue;
+		if (c->extremes == nullptr)
+			c->extremes = (ExtremeColumn *)palloc0(sizeof(ExtremeColumn) * def->nvalues);
+		ExtremeColumn *x = &c->extremes[v];
+		Oid opfamily, opcintype;
+		int16 strategy;
+		if (!get_ordering_op_properties(vd->sortop, &opfamily, &opcintype, &strategy))
+			elog(ERROR, "counters: operator %u is no btree ordering operator", vd->sortop);
+		Oid type = getBaseType(vd->extreme_type);
+		Oid proc = get_opfamily_proc(opfamily, type, type, BTORDER_PROC);
+		if (!OidIsValid(proc))
+			elog(ERROR, "counters: counter \"%s\": no btree comparison for type %u", def->name, type);
+		x->kept = true;
+		x->direction = strategy == BTGreaterStrategyNumber ? 1 : -1;
+		fmgr_info_cxt(proc, &x->cmp, CurrentMemoryContext);
+		x->collation = vd->collation;
+		get_typlenbyval(vd->extreme_type, &x->typlen, &x->byval);
+	}
+}
+
+int
+ExtremeCompare(const CompiledCounter *c, int v, Datum a, Datum b)
+{
+	RequireOwnerScope(c->auth.role());
+	const ExtremeColumn *x = &c->extremes[v];
+	int cmp = DatumGetInt32(FunctionCall2Coll(const_cast<FmgrInfo *>(&x->cmp), x->collation, a, b));
+	cmp = cmp > 0 ? 1 : cmp < 0 ? -1 : 0;
+	return x->direction > 0 ? cmp : -cmp;
+}
+
+bool
+ReadExtreme(CounterRun *r, int v, const DeltaEntry *e, Datum *value)
+{
+	CompiledCounter *c = r->c;
+	RequireOwnerScope(c->auth.role());
+	Oid source = c->def->source;
+	/* (this statement's writes and the counter rows written so far, then everything committed before the lock) */
+	CommandCounterIncrement();
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	List *rels = get_rel_relkind(source) == RELKIND_PARTITIONED_TABLE
+	                 ? find_all_inheritors(source, AccessShareLock, nullptr)
+	                 : list_make1_oid(source);
+	ExprContext *econtext = CreateStandaloneExprContext();
+	bool found = false;
+	ListCell *lc;
+	foreach (lc, rels) {
+		Oid relid = lfirst_oid(lc);
+		char kind = get_rel_relkind(relid);
+		if (kind != RELKIND_RELATION && kind != RELKIND_MATVIEW)
+			continue;
+		Relation rel = table_open(relid, AccessShareLock);
+		ReadRelation(r, v, e, rel, snapshot, econtext, &found, value);
+		table_close(rel, AccessShareLock);
+	}
+	FreeExprContext(econtext, true);
+	UnregisterSnapshot(snapshot);
+	return found;
+}
+
+} // namespace counters
