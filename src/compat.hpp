@@ -11,7 +11,8 @@
  *       (19d8e2308b); the tree walkers' callbacks have a declared type, tree_walker_callback (1c27d16e6e).
  *   17  BackendId is gone: a backend's number is the 0-based ProcNumber (024c521117).
  *   18  index_beginscan() takes instrumentation (0fbceae841); GROUP BY expressions in the select list are Vars of a
- *       grouping range-table entry (RTE_GROUP, 247dea89f7); generated columns are virtual unless STORED (83ea6c540).
+ *       grouping range-table entry (RTE_GROUP, 247dea89f7); generated columns are virtual unless STORED (83ea6c540);
+ *       get_ordering_op_properties() says a comparison type (CompareType), not a btree strategy.
  */
 #pragma once
 
@@ -19,6 +20,7 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "access/stratnum.h"
 #include "access/tableam.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
@@ -26,6 +28,7 @@ extern "C" {
 #include "executor/executor.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/acl.h"
+#include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #if PG_VERSION_NUM >= 170000
 #include "storage/procnumber.h"
@@ -45,6 +48,28 @@ extern "C" {
 
 namespace counters {
 namespace compat {
+
+/*
+ * The btree operator family of ordering operator `op` (a min() or max() aggregate's sort operator), and its direction:
+ * 1 for "greater than", -1 for "less than"; false when `op` is no btree ordering operator.
+ */
+inline bool
+OrderingOperator(Oid op, Oid *opfamily, int *direction)
+{
+	Oid opcintype;
+#if PG_VERSION_NUM >= 180000
+	CompareType cmp;
+	if (!get_ordering_op_properties(op, opfamily, &opcintype, &cmp))
+		return false;
+	*direction = cmp == COMPARE_GT ? 1 : -1;
+#else
+	int16 strategy;
+	if (!get_ordering_op_properties(op, opfamily, &opcintype, &strategy))
+		return false;
+	*direction = strategy == BTGreaterStrategyNumber ? 1 : -1;
+#endif
+	return true;
+}
 
 /* A map from the columns of `in` to those of `out` by name, or nullptr when the row needs no conversion. */
 inline AttrMap *

@@ -3,6 +3,7 @@
  * the one search for a unique index on exactly a counter's key columns.
  */
 #include "model/model.hpp"
+#include "compat.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -161,7 +162,7 @@ struct ExtremeIndexQuery {
 	int v;
 	Oid rel;
 	Oid opfamily;
-	int16 strategy;
+	int direction;
 	int *key_of;
 	bool backward;
 };
@@ -200,7 +201,7 @@ ServesExtreme(Relation index, void *arg)
 		return false;
 	/* (max: the greatest comes last in ascending order; min: the least first) */
 	bool desc = (index->rd_indoption[a] & INDOPTION_DESC) != 0;
-	q->backward = (q->strategy == BTGreaterStrategyNumber) != desc;
+	q->backward = (q->direction > 0) != desc;
 	return true;
 }
 
@@ -210,8 +211,7 @@ Oid
 ExtremeIndexOf(const CounterDef *def, int v, Relation rel, int *key_of, bool *backward)
 {
 	ExtremeIndexQuery q = {def, v, RelationGetRelid(rel), InvalidOid, 0, key_of, false};
-	Oid opcintype;
-	if (!get_ordering_op_properties(def->values[v].sortop, &q.opfamily, &opcintype, &q.strategy))
+	if (!compat::OrderingOperator(def->values[v].sortop, &q.opfamily, &q.direction))
 		return InvalidOid;
 	Oid index = FirstIndexOf(rel, ServesExtreme, &q);
 	*backward = q.backward;

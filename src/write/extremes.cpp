@@ -147,16 +147,16 @@ CompileExtremes(CompiledCounter *c)
 		if (c->extremes == nullptr)
 			c->extremes = (ExtremeColumn *)palloc0(sizeof(ExtremeColumn) * def->nvalues);
 		ExtremeColumn *x = &c->extremes[v];
-		Oid opfamily, opcintype;
-		int16 strategy;
-		if (!get_ordering_op_properties(vd->sortop, &opfamily, &opcintype, &strategy))
+		Oid opfamily;
+		int direction;
+		if (!compat::OrderingOperator(vd->sortop, &opfamily, &direction))
 			elog(ERROR, "counters: operator %u is no btree ordering operator", vd->sortop);
 		Oid type = getBaseType(vd->extreme_type);
 		Oid proc = get_opfamily_proc(opfamily, type, type, BTORDER_PROC);
 		if (!OidIsValid(proc))
 			elog(ERROR, "counters: counter \"%s\": no btree comparison for type %u", def->name, type);
 		x->kept = true;
-		x->direction = strategy == BTGreaterStrategyNumber ? 1 : -1;
+		x->direction = direction;
 		fmgr_info_cxt(proc, &x->cmp, CurrentMemoryContext);
 		x->collation = vd->collation;
 		get_typlenbyval(vd->extreme_type, &x->typlen, &x->byval);
