@@ -184,6 +184,27 @@ UPDATE offers SET at = at + 365 WHERE product_id = 1 AND at < '2026-01-01';
 DELETE FROM offers WHERE price = (SELECT max(price) FROM offers WHERE product_id = 2 AND region IS NULL) AND product_id = 2 AND region IS NULL;
 SELECT * FROM diff('lowest_offer', 'offers_recount');
 
+-- partitions taken away whole, holding every key's extremes: two emptied by one TRUNCATE (their rows are subtracted
+-- while both still have them), one with partitions of its own detached, one dropped
+CREATE TABLE offers_2027 PARTITION OF offers FOR VALUES FROM ('2027-01-01') TO ('2028-01-01');
+CREATE TABLE offers_2028 PARTITION OF offers FOR VALUES FROM ('2028-01-01') TO ('2029-01-01') PARTITION BY LIST (region);
+CREATE TABLE offers_2028_a PARTITION OF offers_2028 FOR VALUES IN ('r1');
+CREATE TABLE offers_2028_b PARTITION OF offers_2028 DEFAULT;
+INSERT INTO offers SELECT g % 5, CASE WHEN g % 4 = 0 THEN NULL ELSE 'r' || g % 3 END, 1 + g % 97,
+                          '2027-01-01'::date + g * 3 FROM generate_series(1, 200) g;
+SELECT min(lowest) AS lowest, max(highest) AS highest FROM lowest_offer;
+SELECT * FROM diff('lowest_offer', 'offers_recount');
+TRUNCATE offers_2027, offers_2028_a;
+SELECT * FROM diff('lowest_offer', 'offers_recount');
+INSERT INTO offers SELECT g % 5, 'r' || g % 3, 1 + g % 97, '2027-01-01'::date + g * 3 FROM generate_series(1, 200) g;
+ALTER TABLE offers DETACH PARTITION offers_2028;
+SELECT * FROM diff('lowest_offer', 'offers_recount');
+TRUNCATE offers;
+INSERT INTO offers SELECT g % 5, 'r' || g % 3, 1 + g % 97, '2026-01-01'::date + g * 3 FROM generate_series(1, 200) g;
+DROP TABLE offers_2027;
+SELECT * FROM diff('lowest_offer', 'offers_recount');
+SELECT count(*) > 0 AS counted FROM lowest_offer;
+
 SELECT counters.drop_counter('lowest_offer');
 SELECT counters.drop_counter('thread_cache');
 SELECT counters.drop_counter('thread_stats');

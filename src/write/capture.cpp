@@ -31,6 +31,8 @@ extern "C" {
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "tcop/utility.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
 #include "miscadmin.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
@@ -520,10 +522,70 @@ CountersExecutorFinish(QueryDesc *query)
 	           else standard_ExecutorFinish(query));
 }
 
+/* The relations a command takes away whole (TakingAway); NIL outside such a command, put back on error. */
+static List *taking_away = NIL;
+
+List *
+TakingAway(List *relids)
+{
+	List *previous = taking_away;
+	taking_away = relids;
+	return previous;
+}
+
+bool
+IsTakenAway(Oid relid)
+{
+	return list_member_oid(taking_away, relid);
+}
+
+/* The relations TRUNCATE empties: those it names, and their partitions unless ONLY (CASCADE's are no partitions). */
+static List *
+TruncatedRelations(TruncateStmt *stmt)
+{
+	List *rels = NIL;
+	ListCell *lc;
+	foreach (lc, stmt->relations) {
+		RangeVar *rv = lfirst_node(RangeVar, lc);
+		Oid relid = RangeVarGetRelid(rv, NoLock, true);
+		if (!OidIsValid(relid))
+			continue;
+		rels = list_concat(rels, rv->inh ? find_all_inheritors(relid, NoLock, nullptr) : list_make1_oid(relid));
+	}
+	return rels;
+}
+
+/*
+ * TRUNCATE: the BEFORE TRUNCATE triggers of the partitions it empties subtract their rows while every one of them still
+ * has its rows (TakingAway).
+ */
+static void
+Truncate(PlannedStmt *pstmt, const char *query_string, bool read_only_tree, ProcessUtilityContext context,
+         ParamListInfo params, QueryEnvironment *env, DestReceiver *dest, QueryCompletion *qc)
+{
+	List *previous = TakingAway(TruncatedRelations((TruncateStmt *)pstmt->utilityStmt));
+	PG_TRY();
+	{
+		if (prev_process_utility)
+			prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		TakingAway(previous);
+	}
+	PG_END_TRY();
+}
+
 static void
 CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree, ProcessUtilityContext context,
                        ParamListInfo params, QueryEnvironment *env, DestReceiver *dest, QueryCompletion *qc)
 {
+	if (IsA(pstmt->utilityStmt, TruncateStmt)) {
+		Truncate(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+		return;
+	}
 	/* COPY FROM fires its AFTER triggers itself, outside the executor. */
 	if (IsA(pstmt->utilityStmt, CopyStmt))
 		WITH_FRAME(GetCurrentCommandId(false), if (prev_process_utility) prev_process_utility(

@@ -191,7 +191,8 @@ ReadExtreme(CounterRun *r, int v, const DeltaEntry *e, Datum *value)
 	foreach (lc, rels) {
 		Oid relid = lfirst_oid(lc);
 		char kind = get_rel_relkind(relid);
-		if (kind != RELKIND_RELATION && kind != RELKIND_MATVIEW)
+		/* (rows the command takes away whole are still there: they are not the key's any more) */
+		if ((kind != RELKIND_RELATION && kind != RELKIND_MATVIEW) || IsTakenAway(relid))
 			continue;
 		Relation rel = table_open(relid, AccessShareLock);
 		ReadRelation(r, v, e, rel, snapshot, econtext, &found, value);

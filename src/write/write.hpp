@@ -258,6 +258,13 @@ void InitCache();
  */
 HeapTuple Fire(TriggerData *td);
 void InitCapture();
+/*
+ * The relations whose rows the running command takes away whole (partitions truncated, detached or dropped): their
+ * rows are subtracted before they vanish, so a min() or max() read again (ReadExtreme) skips them. TakingAway sets the
+ * list for the command and returns the one it replaces, which the caller puts back, on error too (PG_FINALLY).
+ */
+List *TakingAway(List *relids);
+bool IsTakenAway(Oid relid);
 /* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
 void CountRelationRows(Relation rel, Oid source, int sign);
 
