@@ -67,7 +67,10 @@ UPDATE replies SET stars = 20 WHERE id % 23 = 0;
 UPDATE replies SET created_at = NULL WHERE id % 29 = 0;
 UPDATE replies SET hidden = NOT hidden WHERE id % 7 = 1;
 UPDATE replies SET author = 'A' || author WHERE id % 13 = 0;
+-- (rows updated in place, every key and extreme kept: the thread's counter row is not written, nothing is read again)
+SELECT xmin::text AS x4 FROM thread_stats WHERE thread_id = 4 \gset
 UPDATE replies SET hidden = hidden WHERE thread_id = 4;
+SELECT xmin::text = :'x4' AS not_written FROM thread_stats WHERE thread_id = 4;
 DELETE FROM replies WHERE id % 19 = 0;
 SELECT * FROM diff('thread_stats', 'stats_recount');
 

@@ -264,6 +264,8 @@ StartRun(SourceCounters *sc, MemoryContext parent)
 			table_close(source, AccessShareLock);
 			run->has_join = true;
 		}
+		if (c->extremes != nullptr)
+			r->undo = (ExtremeUndo *)palloc0(sizeof(ExtremeUndo) * def->nvalues);
 		r->row_key.values = (Datum *)palloc((sizeof(Datum) + sizeof(bool)) * def->nkeys);
 		r->row_key.nulls = (bool *)(r->row_key.values + def->nkeys);
 		maxvalues = Max(maxvalues, def->nvalues);

@@ -113,6 +113,8 @@ void
 DeltaStart(CounterRun *r)
 {
 	r->deltas = deltas_create(r->delta_cxt, 64, r);
+	if (r->undo != nullptr)
+		memset(r->undo, 0, sizeof(ExtremeUndo) * r->c->def->nvalues); /* (their entries and copies are gone) */
 	r->arena = nullptr;
 	r->arena_left = 0;
 	r->arena_next = 512;
@@ -196,9 +198,34 @@ DeltaAddExtreme(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value)
 	Datum flag = sign < 0 ? EXTREME_REMOVED : EXTREME_ADDED;
 	Datum *held = &e->Extremes(nvalues, v)[sign < 0 ? 1 : 0];
 	Datum *flags = &e->Numerics(nvalues)[v];
+	const ExtremeColumn *x = &c->extremes[v];
+	ExtremeUndo *u = &r->undo[v];
+	if (sign > 0 && u->armed && u->e == e && ExtremeCompare(c, v, value, u->value) == 0) {
+		/* the value removed from the key just before comes back: the key's values are as they were */
+		e->Extremes(nvalues, v)[1] = u->prev;
+		*flags = u->had ? (*flags | EXTREME_REMOVED) : (*flags & ~EXTREME_REMOVED);
+		u->armed = false;
+		return;
+	}
+	u->armed = sign < 0;
+	if (sign < 0) {
+		u->e = e;
+		u->had = (*flags & EXTREME_REMOVED) != 0;
+		u->prev = *held;
+		if (x->byval)
+			u->value = value;
+		else {
+			Size size = datumGetSize(value, false, x->typlen);
+			if (u->size < size) {
+				u->buf = (char *)MemoryContextAlloc(r->delta_cxt, Max(size, 64));
+				u->size = Max(size, 64);
+			}
+			memcpy(u->buf, DatumGetPointer(value), size);
+			u->value = PointerGetDatum(u->buf);
+		}
+	}
 	if ((*flags & flag) != 0 && ExtremeCompare(c, v, value, *held) <= 0)
 		return;
-	const ExtremeColumn *x = &c->extremes[v];
 	if (x->byval)
 		*held = value;
 	else {

@@ -159,6 +159,17 @@ struct ExtremeColumn {
 	bool probed;
 	Oid index;
 };
+/* A removal DeltaAddExtreme may take back (CounterRun.undo). */
+struct DeltaEntry;
+struct ExtremeUndo {
+	bool armed;
+	DeltaEntry *e;
+	bool had;   /* the entry held a removal before it */
+	Datum prev; /* ... this one */
+	Datum value;
+	char *buf; /* (the value's copy, a by-reference one: in the delta context) */
+	Size size;
+};
 /* Compile counter `c`'s extremes (NULL when it has none), as its owner. */
 void CompileExtremes(CompiledCounter *c);
 /* Value `a` of extreme column `v` against `b`: > 0 beyond it (greater for max, less for min), 0 equal, < 0 short of it.
@@ -422,6 +433,12 @@ struct CounterRun {
 	TupleTableSlot *parent_slot;
 	HeapTuple fixed_parent;
 	TupleTableSlot *child_slot; /* the source's rows, when the parent's write counts its children */
+	/*
+	 * Extremes (NULL: none): per value column, its last removal, until the column's next delta. An addition of an
+	 * equal value to the same key takes it back (an UPDATE's old and new versions, read in step, that keep the key and
+	 * the value leave the key's values as they were: nothing to write, nothing to read again).
+	 */
+	struct ExtremeUndo *undo;
 	/* statistics (stats.cpp): keys written and time spent writing them, over the statement's batches */
 	int64 keys_written;
 	instr_time apply_time;

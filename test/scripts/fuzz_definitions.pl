@@ -245,7 +245,8 @@ sub alias {
 # the grammar of a valid definition, as parts
 # ---------------------------------------------------------------------------------------------------------------
 # (no avg(), bool_or(), bool_and(), every() in huge definitions: given accumulators, a definition is deparsed and
-# parsed again, and the megabytes that takes for a huge one make the memory replay's resident size noisy)
+# parsed again, and the megabytes that takes for a huge one make the memory replay's resident size noisy; min() and
+# max() of any column's type, which fuzz_one() gives the index their declaration asks for)
 our $plain_values = 0;
 sub value_item {
 	my $d = shift;
@@ -261,6 +262,7 @@ sub value_item {
 		3, 'avg((' . expr('numeric', $d) . ')::numeric(30, ' . int(rand(12)) . '))',
 		3, 'bool_or(' . expr('bool', $d) . ')', 3, 'bool_and(' . expr('bool', $d) . ')',
 		2, 'every(' . expr('bool', $d) . ')',
+		3, 'max(' . expr('ANY', $d) . ')', 3, 'min(' . expr('ANY', $d) . ')',
 	);
 	$agg .= ' FILTER (WHERE ' . expr('bool', $d) . ')' if chance(0.3);
 	return $agg;

@@ -1,7 +1,7 @@
 # Dump and restore with the real pg_dump / pg_restore. A database with counters in every mode (exact with its own
 # table, a counter-cache target `blogs`, sharded, log with an expression key date_trunc('day', created_at), and a
 # counter over the exact counter's table; avg() and bool_or() columns in exact and log mode, whose generated columns
-# and accumulators a dump keeps), bounds, thresholds and retention, pending log and slot rows, and a counted
+# and accumulators a dump keeps; max() and min() columns), bounds, thresholds and retention, pending log and slot rows, and a counted
 # partitioned table, is dumped and restored into
 # fresh databases (created from template0: the extension is available but not created) along every path a backup
 # takes, each with its errors fatal (psql -v ON_ERROR_STOP=1, pg_restore --exit-on-error):
@@ -59,6 +59,11 @@ SELECT counters.create_counter('daily_log', $$SELECT date_trunc('day', created_a
 -- a counter over another counter's table (distinct (user, blog) pairs per blog: docs/aggregates.md); a restore must
 -- not count the pair table's rows again on top of its own restored rows
 SELECT counters.create_counter('blog_authors', $$SELECT blog_id, count(*) AS authors FROM user_blog GROUP BY blog_id$$);
+-- max() and min() (the index they read a key's next extreme through is the user's, restored after the data)
+CREATE INDEX ON posts (blog_id, created_at);
+CREATE INDEX ON posts (blog_id, rating);
+SELECT counters.create_counter('blog_latest', $$SELECT blog_id, count(*) AS n, max(created_at) AS latest,
+	min(rating) AS lowest FROM posts WHERE is_published GROUP BY blog_id$$);
 SELECT counters.set_bounds('user_blog', 'posts', max => 1000);
 SELECT counters.set_thresholds('user_blog', 'rating', '{100}', 'public.on_crossing'::regproc, every => 250);
 SELECT counters.set_retention('daily_log', 'day', '30 days');  -- the data is at most 22 days old: nothing expires
@@ -88,6 +93,7 @@ my $catalog =
 my $stored = q{
 SELECT * FROM user_blog ORDER BY user_id, blog_id;
 SELECT * FROM blog_authors ORDER BY blog_id;
+SELECT * FROM blog_latest ORDER BY blog_id;
 SELECT * FROM blogs ORDER BY id;
 SELECT * FROM blog_sharded_totals ORDER BY blog_id;
 SELECT * FROM blog_sharded_slots ORDER BY 1, 2, 3;
@@ -115,6 +121,10 @@ my $recount = 'SELECT * FROM ('
 		'SELECT blog_id, count(*) FROM (SELECT DISTINCT user_id, blog_id FROM posts WHERE is_published AND NOT is_deleted) p
 		  GROUP BY 1',
 		'SELECT blog_id, authors FROM blog_authors'),
+	pair(
+		'blog_latest',
+		'SELECT blog_id, count(*), max(created_at), min(rating) FROM posts WHERE is_published GROUP BY 1',
+		'SELECT blog_id, n, latest, lowest FROM blog_latest'),
 	pair(
 		'blog_cache',
 		'SELECT b.id, count(p.id) FROM blogs b LEFT JOIN posts p ON p.blog_id = b.id GROUP BY b.id',
@@ -227,7 +237,8 @@ sub check
 	  or return;
 	is($node->safe_psql($db, $capture_elsewhere), $expected_elsewhere,
 		"the counters' triggers on their own tables exist exactly once each") or return;
-	# writes after the restore: inserts, rows moving between keys of every counter, soft and hard deletes
+	# writes after the restore: inserts, rows moving between keys of every counter, soft and hard deletes (each blog's
+	# newest and lowest-rated post among them)
 	my ($ret, $stdout, $stderr) = $node->psql(
 		$db, q{
 INSERT INTO posts (user_id, blog_id, rating) SELECT g % 4, 1 + g % 5, 40 FROM generate_series(1, 60) g;
@@ -235,6 +246,8 @@ UPDATE posts SET is_deleted = true WHERE id % 9 = 0;
 UPDATE posts SET blog_id = 1 + blog_id % 5, user_id = coalesce(user_id, 0) + 1 WHERE id % 13 = 0;
 UPDATE posts SET created_at = created_at - interval '1 day', rating = rating + 1 WHERE id % 7 = 0;
 DELETE FROM posts WHERE id % 19 = 0;
+DELETE FROM posts WHERE id IN (SELECT DISTINCT ON (blog_id) id FROM posts ORDER BY blog_id, created_at DESC, id);
+DELETE FROM posts WHERE id IN (SELECT DISTINCT ON (blog_id) id FROM posts ORDER BY blog_id, rating, id);
 INSERT INTO visits SELECT g, date '2026-03-01' + g % 200, g % 9 FROM generate_series(1001, 1100) g;
 DELETE FROM visits WHERE id % 11 = 0;
 });
