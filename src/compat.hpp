@@ -50,21 +50,21 @@ namespace counters {
 namespace compat {
 
 /*
- * The btree operator family of ordering operator `op` (a min() or max() aggregate's sort operator), and its direction:
- * 1 for "greater than", -1 for "less than"; false when `op` is no btree ordering operator.
+ * The btree operator family of ordering operator `op` (a min() or max() aggregate's sort operator), the input type of
+ * its operator class (anyenum, anyarray for a polymorphic one) and its direction: 1 for "greater than", -1 for "less
+ * than"; false when `op` is no btree ordering operator.
  */
 inline bool
-OrderingOperator(Oid op, Oid *opfamily, int *direction)
+OrderingOperator(Oid op, Oid *opfamily, Oid *opcintype, int *direction)
 {
-	Oid opcintype;
 #if PG_VERSION_NUM >= 180000
 	CompareType cmp;
-	if (!get_ordering_op_properties(op, opfamily, &opcintype, &cmp))
+	if (!get_ordering_op_properties(op, opfamily, opcintype, &cmp))
 		return false;
 	*direction = cmp == COMPARE_GT ? 1 : -1;
 #else
 	int16 strategy;
-	if (!get_ordering_op_properties(op, opfamily, &opcintype, &strategy))
+	if (!get_ordering_op_properties(op, opfamily, opcintype, &strategy))
 		return false;
 	*direction = strategy == BTGreaterStrategyNumber ? 1 : -1;
 #endif

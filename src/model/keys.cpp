@@ -211,7 +211,8 @@ Oid
 ExtremeIndexOf(const CounterDef *def, int v, Relation rel, int *key_of, bool *backward)
 {
 	ExtremeIndexQuery q = {def, v, RelationGetRelid(rel), InvalidOid, 0, key_of, false};
-	if (!compat::OrderingOperator(def->values[v].sortop, &q.opfamily, &q.direction))
+	Oid opcintype;
+	if (!compat::OrderingOperator(def->values[v].sortop, &q.opfamily, &opcintype, &q.direction))
 		return InvalidOid;
 	Oid index = FirstIndexOf(rel, ServesExtreme, &q);
 	*backward = q.backward;

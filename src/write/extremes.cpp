@@ -26,6 +26,7 @@ extern "C" {
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
+#include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -147,14 +148,15 @@ CompileExtremes(CompiledCounter *c)
 		if (c->extremes == nullptr)
 			c->extremes = (ExtremeColumn *)palloc0(sizeof(ExtremeColumn) * def->nvalues);
 		ExtremeColumn *x = &c->extremes[v];
-		Oid opfamily;
+		Oid opfamily, opcintype;
 		int direction;
-		if (!compat::OrderingOperator(vd->sortop, &opfamily, &direction))
+		if (!compat::OrderingOperator(vd->sortop, &opfamily, &opcintype, &direction))
 			elog(ERROR, "counters: operator %u is no btree ordering operator", vd->sortop);
-		Oid type = getBaseType(vd->extreme_type);
-		Oid proc = get_opfamily_proc(opfamily, type, type, BTORDER_PROC);
+		/* (the comparison of the operator class's input type: anyenum, anyarray for the polymorphic ones) */
+		Oid proc = get_opfamily_proc(opfamily, opcintype, opcintype, BTORDER_PROC);
 		if (!OidIsValid(proc))
-			elog(ERROR, "counters: counter \"%s\": no btree comparison for type %u", def->name, type);
+			elog(ERROR, "counters: counter \"%s\": no btree comparison for type %s", def->name,
+			     format_type_be(vd->extreme_type));
 		x->kept = true;
 		x->direction = direction;
 		fmgr_info_cxt(proc, &x->cmp, CurrentMemoryContext);
