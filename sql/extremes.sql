@@ -208,6 +208,21 @@ DROP TABLE offers_2027;
 SELECT * FROM diff('lowest_offer', 'offers_recount');
 SELECT count(*) > 0 AS counted FROM lowest_offer;
 
+-- an enum and an array: compared by their operator class's comparison (of anyenum, of anyarray)
+CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+CREATE TABLE moods (id serial PRIMARY KEY, person int NOT NULL, m mood, tags text[]);
+CREATE INDEX ON moods (person, m);
+CREATE INDEX ON moods (person, tags);
+INSERT INTO moods (person, m, tags)
+SELECT g % 4, (enum_range(NULL::mood))[1 + g % 3], ARRAY['t' || g % 5, 'u' || g % 2] FROM generate_series(1, 40) g;
+SELECT counters.create_counter('best_mood', 'SELECT person, max(m) AS best, min(tags) AS first_tags FROM moods GROUP BY person');
+CREATE VIEW moods_recount AS SELECT person, max(m) AS best, min(tags) AS first_tags FROM moods GROUP BY person;
+DELETE FROM moods WHERE m = 'happy' AND person < 2;
+DELETE FROM moods WHERE tags = (SELECT min(tags) FROM moods WHERE person = 3);
+UPDATE moods SET m = 'happy', tags = NULL WHERE id = 1;
+SELECT * FROM diff('best_mood', 'moods_recount');
+SELECT counters.drop_counter('best_mood');
+
 SELECT counters.drop_counter('lowest_offer');
 SELECT counters.drop_counter('thread_cache');
 SELECT counters.drop_counter('thread_stats');
