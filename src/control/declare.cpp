@@ -253,7 +253,12 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
 	if (!exact)
 		RequireFeatureOf(name, def->source, !OidIsValid(tgt), Mode::Log, tgt, Feature::LogShardedMode);
-	RequireKindsKept(name, def, exact ? Mode::Exact : Mode::Log);
+	for (int v = 0; v < def->nvalues; v++)
+		if (def->values[v].accum == AccumKind::Extreme) {
+			RequireFeatureOf(name, def->source, !OidIsValid(tgt), exact ? Mode::Exact : Mode::Log, tgt,
+			                 Feature::Extremes);
+			break;
+		}
 	RequireExtremeIndexes(name, def);
 	if (placement != citus::Placement::Local)
 		citus::BeginDistributedChange();

@@ -162,6 +162,16 @@ const FeatureRule RULES[] = {
      none,
      sink_redefined},
     {Feature::Verify, "verify() and repair()", NEED_STORED, nullptr, none, none, sink_verified},
+    {Feature::Extremes,
+     "min() and max()",
+     NEED_LOCAL | NEED_EXACT,
+     "min() and max()",
+     none,
+     {"counter %c: min() and max() are kept in exact mode only, not in %m mode",
+      "A log row or a slot adds to a key's values; it cannot take back an extreme.",
+      "Declare it in exact mode, with counters.create_counter() (the concurrent procedures build counters in log "
+      "mode); keep the columns that take many writers per key in a counter of their own."},
+     none},
 };
 
 const FeatureRule *

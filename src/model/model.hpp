@@ -525,7 +525,8 @@ enum class Feature {
 	RebuildConcurrently,
 	Redefine,
 	RedefineConcurrently,
-	Verify
+	Verify,
+	Extremes
 };
 void RequireFeature(const Counter *e, Feature feature);
 /* Counter `e` may have `feature` (Citus aside): for a pass over every counter, which skips, with a NOTICE, those that
