@@ -12,6 +12,8 @@
 #    transition table) that upserts each thread's count and GREATEST of its time (floor_max), and the max variant.
 # 3. Removing the extreme against the key's row count: 1 client deletes the newest reply of a thread of 100, 10,000
 #    or 100,000 rows and inserts an older one. Flat means one index descent, whatever the key's size.
+# Where pg_ivm is installed (it is not in Debian's archive: build it from its source with PGXS), a pg_ivm variant keeps
+# the same count and max in an incrementally maintained materialized view (pgivm.create_immv), loaded per session.
 # After each run the counter's columns must equal a recount by the aggregates themselves (DRIFT on stderr if not).
 #
 #   bash test/bench/extremes.sh      # SECONDS_PER_RUN=10 RUNS=3 CLIENTS=8 BULK=200000 (0: no bulk statement)
@@ -21,6 +23,8 @@ cd "$(dirname "$0")/../.."
 source test/bench/lib.sh
 BULK=${BULK:-200000}
 fresh_db counters_extremes_bench
+ivm=$(psql -X -q -At -d "$db" -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_ivm'")
+[ "$ivm" = 0 ] || psql -X -q -d "$db" -c "ALTER DATABASE $db SET session_preload_libraries = 'pg_ivm'"
 
 printf '\\set t random(1, 1000)\n\\set s random(1, 5)\nINSERT INTO replies (thread_id, stars) VALUES (:t, :s);\n' \
 	>"$work/insert.pgbench"
@@ -40,7 +44,7 @@ done
 # setup variant: 1,000 threads of 20 replies each, threads 1001, 1002 and 1003 of 100, 10,000 and 100,000, and the
 # variant's counter (or trigger)
 setup() {
-	reset_db replies thread_floor
+	reset_db replies thread_floor thread_ivm
 	psql -X -q -d "$db" >/dev/null <<SQL
 CREATE TABLE replies (id bigserial PRIMARY KEY, thread_id int NOT NULL, stars int NOT NULL,
                       created timestamptz NOT NULL DEFAULT clock_timestamp());
@@ -53,6 +57,8 @@ CREATE INDEX ON replies (thread_id, created);
 $(case "$1" in
 	sum) echo "SELECT counters.create_counter('thread_stats', 'SELECT thread_id, count(*) AS n, sum(stars) AS v FROM replies GROUP BY thread_id');" ;;
 	max) echo "SELECT counters.create_counter('thread_stats', 'SELECT thread_id, count(*) AS n, max(created) AS v FROM replies GROUP BY thread_id');" ;;
+	pg_ivm) echo "CREATE EXTENSION IF NOT EXISTS pg_ivm;
+SELECT pgivm.create_immv('thread_ivm', 'SELECT thread_id, count(*) AS n, max(created) AS v FROM replies GROUP BY thread_id');" ;;
 	floor_max) cat <<'FLOOR'
 CREATE TABLE thread_floor (thread_id int PRIMARY KEY, n bigint NOT NULL, v timestamptz);
 INSERT INTO thread_floor SELECT thread_id, count(*), max(created) FROM replies GROUP BY thread_id;
@@ -78,6 +84,7 @@ check() { # variant label
 	sum) q="SELECT thread_id, n, v FROM thread_stats EXCEPT SELECT thread_id, count(*), sum(stars) FROM replies GROUP BY 1" ;;
 	max) q="SELECT thread_id, n, v FROM thread_stats EXCEPT SELECT thread_id, count(*), max(created) FROM replies GROUP BY 1" ;;
 	floor_max) q="SELECT thread_id, n, v FROM thread_floor EXCEPT SELECT thread_id, count(*), max(created) FROM replies GROUP BY 1" ;;
+	pg_ivm) q="SELECT thread_id, n, v FROM thread_ivm EXCEPT SELECT thread_id, count(*), max(created) FROM replies GROUP BY 1" ;;
 	*) return 0 ;;
 	esac
 	[ "$(psql -X -q -At -d "$db" -c "SELECT count(*) FROM ($q) d")" = 0 ] || echo "DRIFT: $2 $1" >&2
@@ -94,13 +101,13 @@ bulk_ms() { # variant
 		awk '/^Time:/ {printf "%d", $2}')
 	check "$1" bulk
 }
-probe_tps() { # key (variant max)
-	setup max
+probe_tps() { # key (variant max, or $probe_variant)
+	setup "${probe_variant:-max}"
 	value=$(CLIENTS=1 load "$work/probe_$1.pgbench" | report_tps)
-	check max "probe $1"
+	check "${probe_variant:-max}" "probe $1"
 }
 
-variants=${VARIANTS:-none sum max}
+variants=${VARIANTS:-none sum max$([ "$ivm" = 0 ] || echo ' pg_ivm')}
 header workload $variants
 for w in ${WORKLOADS-insert update remove_extreme}; do
 	row write_tps "$CLIENTS clients, $w" tps $variants
@@ -119,5 +126,8 @@ if [ "${BULK:-}" != 0 ]; then
 fi
 printf '| max: the newest reply removed, the next one read through the index | 100 rows | 10,000 rows | 100,000 rows |\n|---|---|---|---|\n'
 row probe_tps "1 client, one key" tps 1001 1002 1003
+if [ "$ivm" != 0 ]; then
+	probe_variant=pg_ivm row probe_tps "1 client, one key, pg_ivm" tps 1001 1002 1003
+fi
 echo
 echo "Ratios in parentheses: to the key of 100 rows; 1.00 is flat."

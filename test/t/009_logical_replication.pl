@@ -6,7 +6,8 @@
 #       (no double count), refuses local writes to the source and compaction while subscribed, and after the
 #       subscription is dropped (the cut-over) counts its own writes and compacts.
 # A counter-cache target (blogs.post_count) is published without its counter column in both (a column list): the
-# subscriber keeps it itself. The counters are declared and the rows written by an application role; the
+# subscriber keeps it itself. user_blog_posts keeps a max() too: the subscriber's applied deletes read the next
+# extreme through its own index. The counters are declared and the rows written by an application role; the
 # subscriptions are the superuser's.
 use strict;
 use warnings;
@@ -28,8 +29,9 @@ CREATE TABLE likes (id int PRIMARY KEY, post_id int NOT NULL);
 CREATE TABLE views (id int PRIMARY KEY, post_id int NOT NULL);
 SELECT counters.create_counter('blog_posts', 'SELECT blog_id AS id, count(*) AS post_count FROM posts GROUP BY blog_id',
                                target => 'blogs');
+CREATE INDEX ON posts (user_id, blog_id, rating);
 SELECT counters.create_counter('user_blog_posts', 'SELECT user_id, blog_id, count(*) FILTER (WHERE published) AS posts,
-                                sum(rating) AS rating FROM posts GROUP BY user_id, blog_id');
+                                sum(rating) AS rating, max(rating) AS top FROM posts GROUP BY user_id, blog_id');
 SELECT counters.create_counter('post_likes', 'SELECT post_id, count(*) AS likes FROM likes GROUP BY post_id', mode => 'sharded');
 SELECT counters.create_counter('post_views', 'SELECT post_id, count(*) AS views FROM views GROUP BY post_id', mode => 'log');
 };
@@ -40,11 +42,11 @@ SELECT 'blog_posts', count(*) FROM (
   UNION ALL
   (SELECT blog_id, count(*) FROM posts GROUP BY 1 EXCEPT SELECT id, post_count FROM blogs)) d
 UNION ALL SELECT 'user_blog_posts', count(*) FROM (
-  (SELECT user_id, blog_id, posts, rating FROM user_blog_posts
-   EXCEPT SELECT user_id, blog_id, count(*) FILTER (WHERE published), sum(rating) FROM posts GROUP BY 1, 2)
+  (SELECT user_id, blog_id, posts, rating, top FROM user_blog_posts
+   EXCEPT SELECT user_id, blog_id, count(*) FILTER (WHERE published), sum(rating), max(rating) FROM posts GROUP BY 1, 2)
   UNION ALL
-  (SELECT user_id, blog_id, count(*) FILTER (WHERE published), sum(rating) FROM posts GROUP BY 1, 2
-   EXCEPT SELECT user_id, blog_id, posts, rating FROM user_blog_posts)) d
+  (SELECT user_id, blog_id, count(*) FILTER (WHERE published), sum(rating), max(rating) FROM posts GROUP BY 1, 2
+   EXCEPT SELECT user_id, blog_id, posts, rating, top FROM user_blog_posts)) d
 UNION ALL SELECT 'post_likes', count(*) FROM (
   (SELECT post_id, likes FROM post_likes EXCEPT SELECT post_id, count(*) FROM likes GROUP BY 1)
   UNION ALL (SELECT post_id, count(*) FROM likes GROUP BY 1 EXCEPT SELECT post_id, likes FROM post_likes)) d
