@@ -254,7 +254,7 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	if (!exact)
 		RequireFeatureOf(name, def->source, !OidIsValid(tgt), Mode::Log, tgt, Feature::LogShardedMode);
 	for (int v = 0; v < def->nvalues; v++)
-		if (def->values[v].accum == AccumKind::Extreme) {
+		if (ReadsSource(&def->values[v])) {
 			RequireFeatureOf(name, def->source, !OidIsValid(tgt), exact ? Mode::Exact : Mode::Log, tgt,
 			                 Feature::Extremes);
 			break;

@@ -38,12 +38,21 @@ struct ValueColumn {
 	const char *table_name;
 };
 
-/* 0A000 (with `hint`) when value column `v` of counter `e` keeps min() or max(), not a count or a sum. */
+/*
+ * 0A000 (with `hint`) when value column `v` of counter `e` keeps min() or max(), not a count or a sum; or (unless
+ * `ranked`: top() reads the values as stored) count(DISTINCT x), whose value is known only once its pairs are read
+ * again, after bounds and thresholds are decided.
+ */
 void
-RequireSummed(const Counter *e, int v, const char *hint)
+RequireSummed(const Counter *e, int v, const char *hint, bool ranked = false)
 {
 	const CounterDef *def = DefinitionOf(e);
 	const ValueDef *vd = &def->values[v];
+	if (vd->kind == ValueKind::Distinct && !ranked)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": column \"%s\" keeps count(DISTINCT), not a count or a sum", e->name,
+		                       vd->column_name),
+		                errhint("%s", hint)));
 	if (vd->accum != AccumKind::Extreme)
 		return;
 	ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -443,7 +452,7 @@ Top(const char *name, const char *column, Datum k, bool k_null, const char *filt
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("counter \"%s\" has no value column %s", name, quote_identifier(column))));
 	RequireSummed(e, DefinitionOf(e)->columns[col].index,
-	              "Order the counter's table by the column (an index on it makes that fast).");
+	              "Order the counter's table by the column (an index on it makes that fast).", true);
 	RunTop(e, col, k, k_null, filter, false, fcinfo);
 }
 

@@ -46,6 +46,12 @@ const AggregateKind MAX_KIND = {ValueKind::Extreme, "max(expression)", true, Con
                                 AccumKind::Extreme, EXACT_ONLY,        1};
 const AggregateKind MIN_KIND = {ValueKind::Extreme, "min(expression)", true, Contribution::Extreme,
                                 AccumKind::Extreme, EXACT_ONLY,        -1};
+/*
+ * count(DISTINCT x): a count of (key, x) pairs, each pair read again from the source when a statement changes its
+ * rows (whether it still has some, whether it had some before): the index on (keys, x) is the pairs' reference count.
+ */
+const AggregateKind COUNT_DISTINCT = {
+    ValueKind::Distinct, "count(DISTINCT expression)", true, Contribution::Distinct, AccumKind::Int64, EXACT_ONLY, 0};
 
 /* The aggregate functions, by their OID, and the kind each declares. */
 const struct {
@@ -157,6 +163,20 @@ AggregateOfFunction(Oid aggfnoid)
 		return strcmp(name, "max") == 0 ? &MAX_KIND : &MIN_KIND;
 	}
 	return nullptr;
+}
+
+const AggregateKind *
+AggregateOf(const Aggref *agg)
+{
+	if (agg->aggdistinct != NIL)
+		return agg->aggfnoid == F_COUNT_ANY && list_length(agg->args) == 1 ? &COUNT_DISTINCT : nullptr;
+	return AggregateOfFunction(agg->aggfnoid);
+}
+
+bool
+ReadsSource(const ValueDef *vd)
+{
+	return vd->kind == ValueKind::Extreme || vd->kind == ValueKind::Distinct;
 }
 
 Oid
@@ -272,8 +292,10 @@ RequireKindsKept(const char *name, const CounterDef *def, Mode mode)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 		                errmsg("counter \"%s\": %s in column \"%s\" cannot be kept in %s mode", name,
 		                       vd->aggregate->name, vd->column_name, ModeName(mode)),
-		                errdetail("A log row or a slot adds to a key's values; it cannot take back an extreme."),
-		                errhint("Keep min() and max() in a counter in exact mode, declared with create_counter() "
+		                errdetail("A log row or a slot adds to a key's values; it cannot take back an extreme, nor "
+		                          "tell a value new to a key."),
+		                errhint("Keep min(), max() and count(DISTINCT) in a counter in exact mode, declared with "
+		                        "create_counter() "
 		                        "(the concurrent procedures build counters in log mode), and the columns that take "
 		                        "many writers per key in a counter of their own.")));
 	}
@@ -284,7 +306,7 @@ RequireExtremeIndexes(const char *name, const CounterDef *def)
 {
 	for (int v = 0; v < def->nvalues; v++) {
 		const ValueDef *vd = &def->values[v];
-		if (vd->accum != AccumKind::Extreme)
+		if (!ReadsSource(vd))
 			continue;
 		Relation rel = relation_open(def->source, AccessShareLock);
 		int key_of[INDEX_MAX_KEYS];
@@ -300,12 +322,20 @@ RequireExtremeIndexes(const char *name, const CounterDef *def)
 			const char *text = DeparseSourceExpr((Node *)expr, def->source, 1);
 			appendStringInfo(&columns, IsA(expr, Var) ? "%s%s" : "%s(%s)", k ? ", " : "", text);
 		}
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\": %s in column \"%s\" needs an index on the keys and its argument", name,
-		                       vd->aggregate->direction > 0 ? "max()" : "min()", vd->column_name),
-		                errdetail("Removing a key's extreme reads the key's next one through a btree index whose "
-		                          "leading columns are the keys, then the argument."),
-		                errhint("CREATE INDEX ON %s (%s);", QualifiedName(def->source), columns.data)));
+		bool distinct = vd->kind == ValueKind::Distinct;
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("counter \"%s\": %s in column \"%s\" needs an index on the keys and its argument", name,
+		                distinct                       ? "count(DISTINCT)"
+		                : vd->aggregate->direction > 0 ? "max()"
+		                                               : "min()",
+		                vd->column_name),
+		         distinct ? errdetail("Whether a changed (key, value) pair still has rows, and had some before, is "
+		                              "read through a btree index whose leading columns are the keys, then "
+		                              "the argument.")
+		                  : errdetail("Removing a key's extreme reads the key's next one through a btree index "
+		                              "whose leading columns are the keys, then the argument."),
+		         errhint("CREATE INDEX ON %s (%s);", QualifiedName(def->source), columns.data)));
 	}
 }
 

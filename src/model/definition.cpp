@@ -291,7 +291,7 @@ CheckAggregate(const char *counter, const char *column, Aggref *agg, Oid source,
 {
 	const char *what;
 	Node *arg = agg->args != NIL ? (Node *)linitial_node(TargetEntry, agg->args)->expr : nullptr;
-	if (agg->aggdistinct != NIL) {
+	if (agg->aggdistinct != NIL && AggregateOf(agg) == nullptr) {
 		what = psprintf("DISTINCT aggregate in column \"%s\" is not supported", column);
 		Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED, what,
 		       "A distinct count is not kept from one row's old and new version.",
@@ -317,7 +317,7 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 	out->column_name = column;
 	out->arg = nullptr;
 	out->arg_type = InvalidOid;
-	const AggregateKind *kind = AggregateOfFunction(agg->aggfnoid);
+	const AggregateKind *kind = AggregateOf(agg);
 	if (kind != nullptr) {
 		out->kind = kind->kind;
 		out->aggregate = kind;
@@ -348,6 +348,22 @@ DecomposeAggregate(const char *counter, const char *column, Aggref *agg, Oid sou
 		out->extreme_type = agg->aggtype;
 		out->collation = agg->inputcollid;
 		out->sortop = ExtremeSortOperator(agg->aggfnoid);
+	} else if (kind != nullptr && kind->contributes == Contribution::Distinct) {
+		/* (the values, compared as its DISTINCT compares them: the ordering operator it sorts by) */
+		const SortGroupClause *sgc = linitial_node(SortGroupClause, agg->aggdistinct);
+		if (get_typtype(exprType(arg)) == TYPTYPE_PSEUDO)
+			Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED,
+			       psprintf("count(DISTINCT) of a row in column \"%s\" is not supported", column),
+			       "Its values are read again through an index on the keys and the value, which a row of no "
+			       "declared type cannot be.",
+			       "Count the distinct values of one expression, or of a composite type's values.");
+		out->extreme_type = exprType(arg);
+		out->collation = agg->inputcollid;
+		out->sortop = sgc->sortop;
+		if (!OidIsValid(out->sortop))
+			Reject(counter, ERRCODE_FEATURE_NOT_SUPPORTED,
+			       psprintf("count(DISTINCT) in column \"%s\" of a type without a btree ordering", column),
+			       "Whether a value is new to a key is read through a btree index on the keys and the value.");
 	}
 	if (out->aggregate->takes_arg) {
 		out->arg_type = getBaseType(exprType(arg));
@@ -619,13 +635,16 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 	if (def->nvalues == 0)
 		Reject(name, ERRCODE_INVALID_OBJECT_DEFINITION, "the definition selects no count() or sum() column", nullptr);
 	for (int v = 0; OidIsValid(def->parent) && v < def->nvalues; v++)
-		if (def->values[v].kind == ValueKind::Extreme)
+		if (ReadsSource(&def->values[v]))
 			Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED,
-			       psprintf("%s() in column \"%s\" through a parent row is not supported",
-			                def->values[v].aggregate->direction > 0 ? "max" : "min", def->values[v].column_name),
-			       "Removing a key's extreme re-reads that key's rows of one table.",
-			       "Keep the extreme of the child table by its join column in a counter of its own, and join the "
-			       "parent when reading it.");
+			       psprintf("%s in column \"%s\" through a parent row is not supported",
+			                def->values[v].kind == ValueKind::Distinct ? "count(DISTINCT)"
+			                : def->values[v].aggregate->direction > 0  ? "max()"
+			                                                           : "min()",
+			                def->values[v].column_name),
+			       "Such a column reads the key's rows of one table again when they change.",
+			       "Keep it over the child table by its join column in a counter of its own, and join the parent "
+			       "when reading it.");
 	MatchDerived(name, def, derived_aggs, value_aggs);
 	if (declaring)
 		CheckColumnNames(name, def);

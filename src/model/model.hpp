@@ -14,7 +14,7 @@
 namespace counters {
 
 /* How a row contributes to one value column. */
-enum class ValueKind { CountStar, CountArg, Sum, Extreme };
+enum class ValueKind { CountStar, CountArg, Sum, Extreme, Distinct };
 
 /*
  * How contributions are summed: exactly in int64 (overflow is an error) or as numeric; or, for min() and max(), not
@@ -30,7 +30,7 @@ enum class AccumKind { Int64, Numeric, Extreme };
  * by the definition view, which recomputes the aggregate. The analysis (definition.cpp) and the write path
  * (capture.cpp) dispatch through it; a new kind is a new row.
  */
-enum class Contribution { One, Argument, Extreme };
+enum class Contribution { One, Argument, Extreme, Distinct };
 struct AggregateKind {
 	ValueKind kind;
 	const char *name; /* as the definition writes it */
@@ -42,6 +42,14 @@ struct AggregateKind {
 };
 /* The kind an aggregate function declares (its pg_aggregate OID), or NULL when no kind keeps it. */
 const AggregateKind *AggregateOfFunction(Oid aggfnoid);
+/* The kind of aggregate `agg` as written: AggregateOfFunction's, or count(DISTINCT x)'s; NULL when no kind keeps it. */
+const AggregateKind *AggregateOf(const Aggref *agg);
+/*
+ * Whether value column `vd` reads the source again when it is applied, through an index on (keys, argument): min() and
+ * max() (a removal that reaches the extreme), count(DISTINCT x) (whether a changed (key, x) pair still has rows).
+ */
+struct ValueDef;
+bool ReadsSource(const ValueDef *vd);
 /* Whether kind `kind` is kept in mode `mode` (a Mode, as an int: the model's modes are declared below). */
 bool KindKeptIn(const AggregateKind *kind, int mode);
 /* The sort operator of aggregate `aggfnoid` when it is PostgreSQL's own min() or max(), else InvalidOid. */
@@ -92,7 +100,10 @@ struct ValueDef {
 	Oid arg_type; /* base type of the summed expression */
 	Expr *arg;    /* planned; NULL for count(*) */
 	Expr *filter; /* planned FILTER (WHERE ...) condition, or NULL */
-	/* an extreme: the argument's type as stored, its collation and the aggregate's sort operator (< or >) */
+	/*
+	 * an extreme: the argument's type as stored, its collation and the aggregate's sort operator (< or >); a distinct
+	 * count: the argument's type and collation, and the ordering operator (<) its DISTINCT compares with
+	 */
 	Oid extreme_type;
 	Oid collation;
 	Oid sortop;

@@ -25,6 +25,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/numeric.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "access/xact.h"
 }
@@ -84,8 +85,25 @@ SettleExtremes(CounterRun *r, DeltaEntry *e, Datum tid, const Datum *stored, con
 	char *nulls = (char *)palloc(sizeof(char) * (def->nvalues + 1));
 	int p = 1;
 	bool reread = false;
+	Snapshot snapshot = nullptr;
 	for (int v = 0; v < def->nvalues; v++) {
-		if (!c->extremes[v].kept)
+		const ExtremeColumn *x = &c->extremes[v];
+		if (x->distinct) {
+			/* (each changed pair: new to the key, or gone from it) */
+			uint32 n;
+			const PairChange *pairs = PairsOf(r, e, v, &n);
+			int64 delta = 0;
+			for (uint32 i = 0; i < n; i++) {
+				if (snapshot == nullptr)
+					snapshot = SourceSnapshot();
+				delta += PairDelta(r, v, e, pairs[i].x, pairs[i].net, snapshot);
+			}
+			reread |= delta != 0;
+			params[p] = Int64GetDatum(delta);
+			nulls[p++] = ' ';
+			continue;
+		}
+		if (!x->kept)
 			continue;
 		Datum removed;
 		/* (removed at or beyond the extreme stored now: the row that held it may be gone) */
@@ -93,18 +111,22 @@ SettleExtremes(CounterRun *r, DeltaEntry *e, Datum tid, const Datum *stored, con
 		               (stored_null[v] || ExtremeCompare(c, v, removed, stored[v]) >= 0);
 		if (reached) {
 			reread = true;
-			nulls[p] = ReadExtreme(r, v, e, &params[p]) ? ' ' : 'n';
+			if (snapshot == nullptr)
+				snapshot = SourceSnapshot();
+			nulls[p] = ReadExtreme(r, v, e, snapshot, &params[p]) ? ' ' : 'n';
 		} else {
 			params[p] = stored[v];
 			nulls[p] = stored_null[v] ? 'n' : ' ';
 		}
 		p++;
 	}
+	if (snapshot != nullptr)
+		UnregisterSnapshot(snapshot);
 	if (reread) {
 		params[0] = tid;
 		nulls[0] = ' ';
 		int ret = SPI_execute_plan(c->plans[PLAN_EXTREMES], params, nulls, false, 0);
-		Require(ret == SPI_OK_UPDATE_RETURNING && SPI_processed == 1, "re-reading the extremes of", c, ret);
+		Require(ret == SPI_OK_UPDATE_RETURNING && SPI_processed == 1, "re-reading the source for", c, ret);
 	}
 	pfree(params);
 	pfree(nulls);
@@ -170,7 +192,7 @@ DecideRow(CompiledCounter *c, HeapTuple row, TupleDesc desc, int first, Datum *p
 	const CounterDef *def = c->def;
 	for (int v = 0; v < def->nvalues; v++) {
 		bool isnull;
-		if (def->values[v].accum == AccumKind::Extreme)
+		if (ReadsSource(&def->values[v]))
 			continue; /* (no bounds or thresholds: options.cpp refuses them) */
 		Datum value = SPI_getbinval(row, desc, first + v, &isnull);
 		if (isnull)
@@ -451,6 +473,7 @@ ApplyCounter(CounterRun *r, Datum *params, char *nulls, WrittenPrefixes **prefix
 	OwnerScope owner;
 	EnterOwner(&owner, c->auth, 0);
 	uint32 n;
+	SumPairs(r); /* (count(DISTINCT x): the pairs that cancel out have nothing to apply) */
 	DeltaEntry **sorted = NonzeroDeltas(r, &n);
 	n = DropExpired(c, sorted, n);
 	r->keys_written += n;

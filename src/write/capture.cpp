@@ -120,7 +120,7 @@ CountRowFor(Run *run, CounterRun *r, int sign)
 			if (isnull)
 				continue;
 		}
-		if (vd->aggregate->contributes == Contribution::Extreme)
+		if (vd->aggregate->contributes == Contribution::Extreme || vd->aggregate->contributes == Contribution::Distinct)
 			run->row_numerics[v] = d;
 		else if (vd->aggregate->contributes == Contribution::Argument) {
 			if (vd->accum == AccumKind::Int64) {
@@ -146,7 +146,9 @@ CountRowFor(Run *run, CounterRun *r, int sign)
 	for (int v = 0; v < def->nvalues; v++) {
 		if (!run->row_present[v])
 			continue;
-		if (def->values[v].accum == AccumKind::Int64)
+		if (def->values[v].kind == ValueKind::Distinct)
+			DeltaAddPair(r, e, v, sign, run->row_numerics[v]);
+		else if (def->values[v].accum == AccumKind::Int64)
 			e->Ints(def->nvalues)[v] += sign < 0 ? -(int128)run->row_ints[v] : (int128)run->row_ints[v];
 		else if (def->values[v].accum == AccumKind::Extreme)
 			DeltaAddExtreme(r, e, v, sign, run->row_numerics[v]);

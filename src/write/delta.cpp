@@ -115,6 +115,9 @@ DeltaStart(CounterRun *r)
 	r->deltas = deltas_create(r->delta_cxt, 64, r);
 	if (r->undo != nullptr)
 		memset(r->undo, 0, sizeof(ExtremeUndo) * r->c->def->nvalues); /* (their entries and copies are gone) */
+	r->pairs = nullptr;
+	r->npairs = 0;
+	r->maxpairs = 0;
 	r->arena = nullptr;
 	r->arena_left = 0;
 	r->arena_next = 512;
@@ -237,6 +240,83 @@ DeltaAddExtreme(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value)
 	*flags |= flag;
 }
 
+void
+DeltaAddPair(CounterRun *r, DeltaEntry *e, int v, int sign, Datum x)
+{
+	const ExtremeColumn *col = &r->c->extremes[v];
+	MemoryContext old = MemoryContextSwitchTo(r->delta_cxt);
+	if (r->npairs == r->maxpairs) {
+		r->maxpairs = Max(r->maxpairs * 2, 16);
+		r->pairs = r->pairs == nullptr ? (PairChange *)palloc(sizeof(PairChange) * r->maxpairs)
+		                               : (PairChange *)repalloc(r->pairs, sizeof(PairChange) * r->maxpairs);
+	}
+	r->pairs[r->npairs++] = PairChange{e, v, sign, col->byval ? x : datumCopy(x, false, col->typlen)};
+	MemoryContextSwitchTo(old);
+	/* (the key has something to apply for the column until SumPairs finds its pairs cancel out) */
+	e->Numerics(r->c->def->nvalues)[v] = 1;
+}
+
+namespace {
+
+/* Pairs in order: by entry, column, then value in the column's btree order. */
+int
+ComparePairs(const void *pa, const void *pb, void *arg)
+{
+	const CompiledCounter *c = (const CompiledCounter *)arg;
+	const PairChange *a = (const PairChange *)pa;
+	const PairChange *b = (const PairChange *)pb;
+	if (a->e != b->e)
+		return a->e < b->e ? -1 : 1;
+	if (a->v != b->v)
+		return a->v < b->v ? -1 : 1;
+	return ExtremeCompare(c, a->v, a->x, b->x);
+}
+
+} // namespace
+
+void
+SumPairs(CounterRun *r)
+{
+	if (r->npairs == 0)
+		return;
+	const CompiledCounter *c = r->c;
+	int nvalues = c->def->nvalues;
+	qsort_arg(r->pairs, r->npairs, sizeof(PairChange), ComparePairs, (void *)c);
+	uint32 out = 0;
+	for (uint32 i = 0; i < r->npairs;) {
+		PairChange sum = r->pairs[i];
+		uint32 j = i + 1;
+		for (; j < r->npairs && r->pairs[j].e == sum.e && r->pairs[j].v == sum.v &&
+		       ExtremeCompare(c, sum.v, r->pairs[j].x, sum.x) == 0;
+		     j++)
+			sum.net += r->pairs[j].net;
+		/* the entry's first changed pair of the column (its number + 1), or 0: nothing changed */
+		Datum *first = &sum.e->Numerics(nvalues)[sum.v];
+		if (out == 0 || r->pairs[out - 1].e != sum.e || r->pairs[out - 1].v != sum.v)
+			*first = 0;
+		if (sum.net != 0) {
+			if (*first == 0)
+				*first = (Datum)out + 1;
+			r->pairs[out++] = sum;
+		}
+		i = j;
+	}
+	r->npairs = out;
+}
+
+const PairChange *
+PairsOf(const CounterRun *r, const DeltaEntry *e, int v, uint32 *n)
+{
+	Datum first = e->Numerics(r->c->def->nvalues)[v];
+	*n = 0;
+	if (first == 0)
+		return nullptr;
+	const PairChange *p = &r->pairs[first - 1];
+	while (first - 1 + *n < r->npairs && p[*n].e == e && p[*n].v == v)
+		(*n)++;
+	return p;
+}
+
 bool
 ExtremeOf(const CounterDef *def, const DeltaEntry *e, int v, Datum flag, Datum *value)
 {
@@ -261,6 +341,8 @@ ForgetRemovals(const CounterDef *def, DeltaEntry *e)
 	for (int v = 0; v < def->nvalues; v++)
 		if (def->values[v].accum == AccumKind::Extreme)
 			e->Numerics(def->nvalues)[v] &= ~EXTREME_REMOVED;
+		else if (def->values[v].kind == ValueKind::Distinct)
+			e->Numerics(def->nvalues)[v] = 0;
 }
 
 uint32
@@ -276,7 +358,8 @@ DeltaIsZero(const CounterDef *def, const DeltaEntry *e)
 	const Datum *numerics = e->Numerics(def->nvalues);
 	for (int v = 0; v < def->nvalues; v++) {
 		if (def->values[v].accum == AccumKind::Int64) {
-			if (ints[v] != 0)
+			/* (a distinct count's changed pairs are something to apply: SumPairs) */
+			if (ints[v] != 0 || (def->values[v].kind == ValueKind::Distinct && numerics[v] != 0))
 				return false;
 		} else if (def->values[v].accum == AccumKind::Extreme) {
 			if (numerics[v] != 0)

@@ -61,10 +61,21 @@ RowHasKey(CounterRun *r, ExprContext *econtext, const DeltaEntry *e)
 	return true;
 }
 
-/* The extreme of one relation's rows of the key, into *best (kept when it is more extreme). */
+/*
+ * What one relation's rows of the key say. An extreme (pair NULL): the extreme, into *best when it is more extreme
+ * (*found). A distinct count's pair (its value *pair): its rows, added to *count until it reaches `limit`.
+ */
+struct Reading {
+	const Datum *pair;
+	int64 limit;
+	int64 count;
+	bool found;
+	Datum best;
+};
+
 void
 ReadRelation(CounterRun *r, int v, const DeltaEntry *e, Relation rel, Snapshot snapshot, ExprContext *econtext,
-             bool *found, Datum *best)
+             Reading *reading)
 {
 	CompiledCounter *c = r->c;
 	RequireOwnerScope(c->auth.role());
@@ -94,8 +105,20 @@ ReadRelation(CounterRun *r, int v, const DeltaEntry *e, Relation rel, Snapshot s
 			ScanKeyEntryInitialize(&keys[j], 0, j + 1, BTEqualStrategyNumber, def->keys[k].type,
 			                       index->rd_indcollation[j], get_opcode(eq), e->key[k]);
 		}
-		ScanKeyEntryInitialize(&keys[nkeys], SK_ISNULL | SK_SEARCHNOTNULL, nkeys + 1, InvalidStrategy, InvalidOid,
-		                       InvalidOid, InvalidOid, (Datum)0);
+		if (reading->pair == nullptr)
+			ScanKeyEntryInitialize(&keys[nkeys], SK_ISNULL | SK_SEARCHNOTNULL, nkeys + 1, InvalidStrategy, InvalidOid,
+			                       InvalidOid, InvalidOid, (Datum)0);
+		else {
+			/* (the pair's value: equal in the index's operator family, which its DISTINCT compares with) */
+			Oid type = def->values[v].extreme_type;
+			Oid eq =
+			    get_opfamily_member(index->rd_opfamily[nkeys], index->rd_opcintype[nkeys], type, BTEqualStrategyNumber);
+			if (!OidIsValid(eq))
+				eq = get_opfamily_member(index->rd_opfamily[nkeys], index->rd_opcintype[nkeys],
+				                         index->rd_opcintype[nkeys], BTEqualStrategyNumber);
+			ScanKeyEntryInitialize(&keys[nkeys], 0, nkeys + 1, BTEqualStrategyNumber, type,
+			                       index->rd_indcollation[nkeys], get_opcode(eq), *reading->pair);
+		}
 		iscan = compat::BeginIndexScan(rel, index, snapshot, nkeys + 1);
 		index_rescan(iscan, keys, nkeys + 1, nullptr, 0);
 	} else
@@ -118,9 +141,17 @@ ReadRelation(CounterRun *r, int v, const DeltaEntry *e, Relation rel, Snapshot s
 		Datum value = ExecEvalExprSwitchContext(r->arg_exprs[v], econtext, &isnull);
 		if (isnull)
 			continue;
-		if (!*found || ExtremeCompare(c, v, value, *best) > 0) {
-			*best = datumCopy(value, x->byval, x->typlen);
-			*found = true;
+		if (reading->pair != nullptr) {
+			/* (the index found the pair's rows; a scan compares) */
+			if (iscan == nullptr && ExtremeCompare(c, v, value, *reading->pair) != 0)
+				continue;
+			if (++reading->count >= reading->limit)
+				break;
+			continue;
+		}
+		if (!reading->found || ExtremeCompare(c, v, value, reading->best) > 0) {
+			reading->best = datumCopy(value, x->byval, x->typlen);
+			reading->found = true;
 		}
 		/* (in the index's order, the first row that counts holds the extreme) */
 		if (iscan != nullptr)
@@ -143,7 +174,7 @@ CompileExtremes(CompiledCounter *c)
 	c->extremes = nullptr;
 	for (int v = 0; v < def->nvalues; v++) {
 		const ValueDef *vd = &def->values[v];
-		if (vd->accum != AccumKind::Extreme)
+		if (!ReadsSource(vd))
 			continue;
 		if (c->extremes == nullptr)
 			c->extremes = (ExtremeColumn *)palloc0(sizeof(ExtremeColumn) * def->nvalues);
@@ -157,7 +188,8 @@ CompileExtremes(CompiledCounter *c)
 		if (!OidIsValid(proc))
 			elog(ERROR, "counters: counter \"%s\": no btree comparison for type %s", def->name,
 			     format_type_be(vd->extreme_type));
-		x->kept = true;
+		x->kept = vd->kind == ValueKind::Extreme;
+		x->distinct = vd->kind == ValueKind::Distinct;
 		x->direction = direction;
 		fmgr_info_cxt(proc, &x->cmp, CurrentMemoryContext);
 		x->collation = vd->collation;
@@ -175,20 +207,19 @@ ExtremeCompare(const CompiledCounter *c, int v, Datum a, Datum b)
 	return x->direction > 0 ? cmp : -cmp;
 }
 
-bool
-ReadExtreme(CounterRun *r, int v, const DeltaEntry *e, Datum *value)
+namespace {
+
+/* Read the key's rows of every relation of the source (each partition) into `reading`. */
+void
+ReadSource(CounterRun *r, int v, const DeltaEntry *e, Snapshot snapshot, Reading *reading)
 {
 	CompiledCounter *c = r->c;
 	RequireOwnerScope(c->auth.role());
 	Oid source = c->def->source;
-	/* (this statement's writes and the counter rows written so far, then everything committed before the lock) */
-	CommandCounterIncrement();
-	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 	List *rels = get_rel_relkind(source) == RELKIND_PARTITIONED_TABLE
 	                 ? find_all_inheritors(source, AccessShareLock, nullptr)
 	                 : list_make1_oid(source);
 	ExprContext *econtext = CreateStandaloneExprContext();
-	bool found = false;
 	ListCell *lc;
 	foreach (lc, rels) {
 		Oid relid = lfirst_oid(lc);
@@ -197,12 +228,46 @@ ReadExtreme(CounterRun *r, int v, const DeltaEntry *e, Datum *value)
 		if ((kind != RELKIND_RELATION && kind != RELKIND_MATVIEW) || IsTakenAway(relid))
 			continue;
 		Relation rel = table_open(relid, AccessShareLock);
-		ReadRelation(r, v, e, rel, snapshot, econtext, &found, value);
+		ReadRelation(r, v, e, rel, snapshot, econtext, reading);
 		table_close(rel, AccessShareLock);
+		if (reading->pair != nullptr && reading->count >= reading->limit)
+			break;
 	}
 	FreeExprContext(econtext, true);
-	UnregisterSnapshot(snapshot);
-	return found;
+	list_free(rels);
+}
+
+} // namespace
+
+Snapshot
+SourceSnapshot()
+{
+	/* (this statement's writes and the counter rows written so far, then everything committed before the lock) */
+	CommandCounterIncrement();
+	return RegisterSnapshot(GetLatestSnapshot());
+}
+
+bool
+ReadExtreme(CounterRun *r, int v, const DeltaEntry *e, Snapshot snapshot, Datum *value)
+{
+	Reading reading = {nullptr, 0, 0, false, (Datum)0};
+	ReadSource(r, v, e, snapshot, &reading);
+	*value = reading.best;
+	return reading.found;
+}
+
+int
+PairDelta(CounterRun *r, int v, const DeltaEntry *e, Datum x, int64 net, Snapshot snapshot)
+{
+	/*
+	 * The pair's rows now (the statement's own among them): a pair that gained `net` rows is new to the key unless it
+	 * has more than `net` now; one that lost rows is gone from the key unless one is left.
+	 */
+	Reading reading = {&x, net > 0 ? net + 1 : 1, 0, false, (Datum)0};
+	ReadSource(r, v, e, snapshot, &reading);
+	if (net > 0)
+		return reading.count > net ? 0 : 1;
+	return reading.count >= 1 ? 0 : -1;
 }
 
 } // namespace counters

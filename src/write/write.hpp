@@ -150,7 +150,8 @@ struct CompiledCounter {
  */
 struct ExtremeColumn {
 	bool kept;     /* this value column keeps an extreme (the others: false) */
-	int direction; /* 1: max, -1: min */
+	bool distinct; /* ... or count(DISTINCT x): its changed (key, x) pairs are read again (PairDelta) */
+	int direction; /* 1: max, -1: min (a distinct count: -1, its values in ascending order) */
 	FmgrInfo cmp;  /* the btree comparison of its type, of the aggregate's operator family */
 	Oid collation;
 	int16 typlen;
@@ -159,8 +160,15 @@ struct ExtremeColumn {
 	bool probed;
 	Oid index;
 };
-/* A removal DeltaAddExtreme may take back (CounterRun.undo). */
 struct DeltaEntry;
+/* A changed (key, value) pair of a distinct count: the key's entry, the column, its net change in rows, the value. */
+struct PairChange {
+	DeltaEntry *e;
+	int v;
+	int64 net;
+	Datum x;
+};
+/* A removal DeltaAddExtreme may take back (CounterRun.undo). */
 struct ExtremeUndo {
 	bool armed;
 	DeltaEntry *e;
@@ -178,10 +186,15 @@ int ExtremeCompare(const CompiledCounter *c, int v, Datum a, Datum b);
 struct CounterRun;
 struct DeltaEntry;
 /*
- * The extreme of column `v` of the key of delta entry `e` now, read from the source with the latest snapshot (the
- * caller holds the key's row lock); false when no row has one (the aggregate is NULL). As the counter's owner.
+ * Reading the source again, once the caller holds the key's row lock: SourceSnapshot makes this statement's writes
+ * visible and takes the latest snapshot (registered: UnregisterSnapshot it). ReadExtreme: the extreme of column `v` of
+ * the key of delta entry `e` now, false when no row has one (the aggregate is NULL). PairDelta: what the key's rows
+ * with value `x` in distinct column `v`, which the statement changed by `net` rows, do to its distinct count (1: the
+ * value is new to the key, -1: its last row went, 0). As the counter's owner.
  */
-bool ReadExtreme(CounterRun *r, int v, const DeltaEntry *e, Datum *value);
+Snapshot SourceSnapshot();
+bool ReadExtreme(CounterRun *r, int v, const DeltaEntry *e, Snapshot snapshot, Datum *value);
+int PairDelta(CounterRun *r, int v, const DeltaEntry *e, Datum x, int64 net, Snapshot snapshot);
 
 /* A prepared statement's text and parameter types. */
 struct PlanStatement {
@@ -439,6 +452,10 @@ struct CounterRun {
 	 * the value leave the key's values as they were: nothing to write, nothing to read again).
 	 */
 	struct ExtremeUndo *undo;
+	/* count(DISTINCT x): the statement's changed pairs (DeltaAddPair), in the delta context; summed by SumPairs */
+	PairChange *pairs;
+	uint32 npairs;
+	uint32 maxpairs;
 	/* statistics (stats.cpp): keys written and time spent writing them, over the statement's batches */
 	int64 keys_written;
 	instr_time apply_time;
@@ -449,6 +466,16 @@ void DeltaStart(CounterRun *r);           /* a new, empty table in r->delta_cxt 
 DeltaEntry *DeltaOfRowKey(CounterRun *r); /* r->row_key's entry, added (with a copy of the key) if new */
 void DeltaAddNumeric(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value);
 void DeltaAddExtreme(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value);
+/*
+ * count(DISTINCT x): DeltaAddPair notes that a row with value `x` of distinct column `v` came (sign 1) or went (-1) for
+ * entry `e`'s key. SumPairs, before the deltas are applied: the net change of each (key, value) pair, the pairs that
+ * cancel out dropped; an entry whose pairs all cancel has nothing to apply for the column. PairsOf: the entry's pairs
+ * of column `v` that changed, as (value, net) (*n of them).
+ */
+
+void DeltaAddPair(CounterRun *r, DeltaEntry *e, int v, int sign, Datum x);
+void SumPairs(CounterRun *r);
+const PairChange *PairsOf(const CounterRun *r, const DeltaEntry *e, int v, uint32 *n);
 constexpr Datum EXTREME_ADDED = 1;
 constexpr Datum EXTREME_REMOVED = 2;
 /*
@@ -457,6 +484,7 @@ constexpr Datum EXTREME_REMOVED = 2;
  */
 bool ExtremeOf(const CounterDef *def, const DeltaEntry *e, int v, Datum flag, Datum *value);
 bool TakeExtreme(const CounterDef *def, DeltaEntry *e, int v, Datum flag, Datum *value);
+/* (and the pairs of its distinct columns: the key's rows read them) */
 void ForgetRemovals(const CounterDef *def, DeltaEntry *e);
 uint32 DeltaCount(const CounterRun *r);
 DeltaEntry **NonzeroDeltas(CounterRun *r, uint32 *n);           /* in no particular order */

@@ -208,11 +208,16 @@ ExtremesStatement(const CompiledCounter *c, PlanStatement *st)
 	st->nargs = 1;
 	st->argtypes[0] = TIDOID;
 	for (int i = 0; i < c->def->nvalues; i++) {
-		if (!IsExtreme(c, i))
+		if (c->extremes == nullptr || (!c->extremes[i].kept && !c->extremes[i].distinct))
 			continue;
 		st->argtypes[st->nargs++] = StoredType(&c->def->values[i]);
-		appendStringInfo(&sql, "%s%s = $%d", st->nargs > 2 ? ", " : "", quote_identifier(c->value_columns[i]),
-		                 st->nargs);
+		const char *col = quote_identifier(c->value_columns[i]);
+		/* (an extreme read again; a distinct count moved by the pairs new to the key or gone from it) */
+		if (c->extremes[i].distinct)
+			appendStringInfo(&sql, "%s%s = c.%s OPERATOR(pg_catalog.+) $%d", st->nargs > 2 ? ", " : "", col, col,
+			                 st->nargs);
+		else
+			appendStringInfo(&sql, "%s%s = $%d", st->nargs > 2 ? ", " : "", col, st->nargs);
 	}
 	appendStringInfoString(&sql, " WHERE c.ctid OPERATOR(pg_catalog.=) $1");
 	if (c->counter->owns_target)
