@@ -484,24 +484,21 @@ OnDdlStart(EventTriggerData *trigger)
 		RequireAllowed(lfirst_oid(lc), false);
 	}
 	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT);
-	/* (every partition that leaves still has its rows while they are subtracted: see TakingAway) */
-	List *gone = NIL;
-	foreach (lc, leaving)
-		gone = list_concat(gone, find_all_inheritors(lfirst_oid(lc), NoLock, nullptr));
-	List *previous = TakingAway(gone);
+	/* (a partition's rows are counted away while it still has them, in before it is attached: see Membership) */
+	Membership *enclosing = BeginMembership();
 	PG_TRY();
 	{
 		foreach (lc, leaving)
 			CountPartitionRows(lfirst_oid(lc), get_partition_parent(lfirst_oid(lc), false), AccessExclusiveLock,
 			                   SourceOf(lfirst_oid(lc)), -1);
+		foreach (lc, joining)
+			CountPartitionRows(lfirst_oid(lc), parent, ShareUpdateExclusiveLock, SourceOf(parent), 1);
 	}
 	PG_FINALLY();
 	{
-		TakingAway(previous);
+		EndMembership(enclosing);
 	}
 	PG_END_TRY();
-	foreach (lc, joining)
-		CountPartitionRows(lfirst_oid(lc), parent, ShareUpdateExclusiveLock, SourceOf(parent), 1);
 	UnpinSettings(level);
 }
 

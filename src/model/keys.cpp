@@ -19,6 +19,7 @@ extern "C" {
 #include "common/cryptohash.h"
 #include "common/sha2.h"
 #include "nodes/nodeFuncs.h"
+#include "parser/parse_coerce.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -134,6 +135,22 @@ FirstIndexOf(Relation rel, bool (*match)(Relation index, void *arg), void *arg)
 	return result;
 }
 
+Oid
+IndexEqualityOperator(Relation index, int column, Oid type, Oid *subtype)
+{
+	Oid opfamily = index->rd_opfamily[column];
+	Oid opcintype = index->rd_opcintype[column];
+	Oid op = get_opfamily_member(opfamily, opcintype, type, BTEqualStrategyNumber);
+	*subtype = type;
+	if (OidIsValid(op))
+		return op;
+	/* (an operator class of a polymorphic type, anyenum or anyarray, or of a type `type` is a domain over) */
+	if (!IsPolymorphicType(opcintype) && !IsBinaryCoercible(type, opcintype))
+		return InvalidOid;
+	*subtype = InvalidOid;
+	return get_opfamily_member(opfamily, opcintype, opcintype, BTEqualStrategyNumber);
+}
+
 namespace {
 
 /* Whether index column `j` of `index` (on `rel`) is `expr`, an expression over `source` (Vars at varno 1). */
@@ -188,9 +205,9 @@ ServesExtreme(Relation index, void *arg)
 			if (!used[k] && IndexColumnIs(index, j, &next_expr, def->keys[k].expr, def->source, q->rel))
 				break;
 		}
+		Oid subtype;
 		if (k == def->nkeys || index->rd_indcollation[j] != def->keys[k].collation ||
-		    !OidIsValid(get_opfamily_member(index->rd_opfamily[j], index->rd_opcintype[j], def->keys[k].type,
-		                                    BTEqualStrategyNumber)))
+		    !OidIsValid(IndexEqualityOperator(index, j, def->keys[k].type, &subtype)))
 			return false;
 		used[k] = true;
 		q->key_of[j] = k;

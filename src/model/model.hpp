@@ -880,6 +880,11 @@ Oid FirstIndexOf(Relation rel, bool (*match)(Relation index, void *arg), void *a
  * InvalidOid if there is none.
  */
 Oid ExtremeIndexOf(const CounterDef *def, int v, Relation rel, int *key_of, bool *backward);
+/*
+ * The btree equality operator that compares index column `column` of `index` with a value of `type`, and the scan
+ * key's subtype (InvalidOid: the operator class's own type, a polymorphic one's such as anyenum); InvalidOid if none.
+ */
+Oid IndexEqualityOperator(Relation index, int column, Oid type, Oid *subtype);
 /* The function of the btree operator `strategy` of index column `column`'s own type, or InvalidOid. */
 RegProcedure IndexColumnOperator(Relation index, int column, int16 strategy);
 Oid FindKeyIndexOf(Relation rel, int nkeys, const AttrNumber *attnums, AttrNumber slot, int *key_of_column,

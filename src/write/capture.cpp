@@ -526,48 +526,38 @@ CountersExecutorFinish(QueryDesc *query)
 	           else standard_ExecutorFinish(query));
 }
 
-/* The relations a command takes away whole (TakingAway); NIL outside such a command, put back on error. */
-static List *taking_away = NIL;
+/* The running command's notes of relations counted away or in (BeginMembership), or NULL. */
+static Membership *membership = nullptr;
 
-List *
-TakingAway(List *relids)
+Membership *
+BeginMembership()
 {
-	List *previous = taking_away;
-	taking_away = relids;
-	return previous;
+	Membership *enclosing = membership;
+	membership = (Membership *)MemoryContextAllocZero(TopTransactionContext, sizeof(Membership));
+	return enclosing;
 }
 
-bool
-IsTakenAway(Oid relid)
+void
+EndMembership(Membership *enclosing)
 {
-	return list_member_oid(taking_away, relid);
+	membership = enclosing;
 }
 
-/* The relations TRUNCATE empties: those it names, and their partitions unless ONLY (CASCADE's are no partitions). */
-static List *
-TruncatedRelations(TruncateStmt *stmt)
+const Membership *
+CurrentMembership()
 {
-	List *rels = NIL;
-	ListCell *lc;
-	foreach (lc, stmt->relations) {
-		RangeVar *rv = lfirst_node(RangeVar, lc);
-		Oid relid = RangeVarGetRelid(rv, NoLock, true);
-		if (!OidIsValid(relid))
-			continue;
-		rels = list_concat(rels, rv->inh ? find_all_inheritors(relid, NoLock, nullptr) : list_make1_oid(relid));
-	}
-	return rels;
+	return membership;
 }
 
 /*
  * TRUNCATE: the BEFORE TRUNCATE triggers of the partitions it empties subtract their rows while every one of them still
- * has its rows (TakingAway).
+ * has its rows (BeginMembership).
  */
 static void
 Truncate(PlannedStmt *pstmt, const char *query_string, bool read_only_tree, ProcessUtilityContext context,
          ParamListInfo params, QueryEnvironment *env, DestReceiver *dest, QueryCompletion *qc)
 {
-	List *previous = TakingAway(TruncatedRelations((TruncateStmt *)pstmt->utilityStmt));
+	Membership *enclosing = BeginMembership();
 	PG_TRY();
 	{
 		if (prev_process_utility)
@@ -577,7 +567,7 @@ Truncate(PlannedStmt *pstmt, const char *query_string, bool read_only_tree, Proc
 	}
 	PG_FINALLY();
 	{
-		TakingAway(previous);
+		EndMembership(enclosing);
 	}
 	PG_END_TRY();
 }

@@ -115,6 +115,7 @@ DeltaStart(CounterRun *r)
 	r->deltas = deltas_create(r->delta_cxt, 64, r);
 	if (r->undo != nullptr)
 		memset(r->undo, 0, sizeof(ExtremeUndo) * r->c->def->nvalues); /* (their entries and copies are gone) */
+	r->read_plans = nullptr;
 	r->pairs = nullptr;
 	r->npairs = 0;
 	r->maxpairs = 0;

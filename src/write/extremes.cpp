@@ -25,6 +25,7 @@ extern "C" {
 #include "catalog/pg_inherits.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -73,24 +74,85 @@ struct Reading {
 	Datum best;
 };
 
+} // namespace
+
+/*
+ * The relations a value column reads again, found once per batch: the source, or its partitions (those counted in
+ * by the running command too, not those counted away: Membership), each with the index that serves the column
+ * (InvalidOid: a scan), its keys' order in that index and its direction. Their locks are kept to the transaction's end,
+ * as the executor keeps them, so that what was found stays true.
+ */
+struct ReadPlan {
+	int nrels;
+	Oid *rels;
+	Oid *index;
+	int *key_of; /* nkeys per relation */
+	bool *backward;
+};
+
+namespace {
+
+const ReadPlan *
+PlanOf(CounterRun *r, int v)
+{
+	const CounterDef *def = r->c->def;
+	if (r->read_plans != nullptr && r->read_plans[v] != nullptr)
+		return r->read_plans[v];
+	MemoryContext old = MemoryContextSwitchTo(r->delta_cxt);
+	if (r->read_plans == nullptr)
+		r->read_plans = (ReadPlan **)palloc0(sizeof(ReadPlan *) * def->nvalues);
+	Oid source = def->source;
+	List *rels = get_rel_relkind(source) == RELKIND_PARTITIONED_TABLE
+	                 ? find_all_inheritors(source, AccessShareLock, nullptr)
+	                 : list_make1_oid(source);
+	/* (the rows of relations counted away are still there, of those counted in not yet: the source as counted) */
+	const Membership *m = CurrentMembership();
+	if (m != nullptr)
+		rels = list_concat_unique_oid(rels, m->in);
+	ReadPlan *plan = (ReadPlan *)palloc0(sizeof(ReadPlan));
+	int n = list_length(rels);
+	plan->rels = (Oid *)palloc(sizeof(Oid) * n);
+	plan->index = (Oid *)palloc(sizeof(Oid) * n);
+	plan->key_of = (int *)palloc(sizeof(int) * n * Max(def->nkeys, 1));
+	plan->backward = (bool *)palloc(sizeof(bool) * n);
+	ListCell *lc;
+	foreach (lc, rels) {
+		Oid relid = lfirst_oid(lc);
+		char kind = get_rel_relkind(relid);
+		if ((kind != RELKIND_RELATION && kind != RELKIND_MATVIEW) || (m != nullptr && list_member_oid(m->away, relid)))
+			continue;
+		int i = plan->nrels++;
+		Relation rel = table_open(relid, AccessShareLock);
+		plan->rels[i] = relid;
+		plan->index[i] = ExtremeIndexOf(def, v, rel, &plan->key_of[i * def->nkeys], &plan->backward[i]);
+		if (OidIsValid(plan->index[i]))
+			LockRelationOid(plan->index[i], AccessShareLock);
+		table_close(rel, NoLock);
+	}
+	MemoryContextSwitchTo(old);
+	r->read_plans[v] = plan;
+	return plan;
+}
+
 void
-ReadRelation(CounterRun *r, int v, const DeltaEntry *e, Relation rel, Snapshot snapshot, ExprContext *econtext,
-             Reading *reading)
+ReadRelation(CounterRun *r, int v, const DeltaEntry *e, const ReadPlan *plan, int i, Snapshot snapshot,
+             ExprContext *econtext, Reading *reading)
 {
 	CompiledCounter *c = r->c;
 	RequireOwnerScope(c->auth.role());
 	const CounterDef *def = c->def;
 	const ExtremeColumn *x = &c->extremes[v];
+	Relation rel = table_open(plan->rels[i], NoLock);
 	RowReader rd;
 	InitReader(&rd, rel, def->source, table_slot_callbacks(rel));
-	int key_of[INDEX_MAX_KEYS];
-	bool backward = false;
-	Oid indexoid = ExtremeIndexOf(def, v, rel, key_of, &backward);
+	const int *key_of = &plan->key_of[i * def->nkeys];
+	bool backward = plan->backward[i];
+	Oid indexoid = plan->index[i];
 	Relation index = nullptr;
 	IndexScanDesc iscan = nullptr;
 	TableScanDesc tscan = nullptr;
 	if (OidIsValid(indexoid)) {
-		index = index_open(indexoid, AccessShareLock);
+		index = index_open(indexoid, NoLock);
 		ScanKeyData keys[INDEX_MAX_KEYS];
 		int nkeys = def->nkeys;
 		for (int j = 0; j < nkeys; j++) {
@@ -100,23 +162,19 @@ ReadRelation(CounterRun *r, int v, const DeltaEntry *e, Relation rel, Snapshot s
 				                       InvalidOid, InvalidOid, (Datum)0);
 				continue;
 			}
-			Oid eq = get_opfamily_member(index->rd_opfamily[j], index->rd_opcintype[j], def->keys[k].type,
-			                             BTEqualStrategyNumber);
-			ScanKeyEntryInitialize(&keys[j], 0, j + 1, BTEqualStrategyNumber, def->keys[k].type,
-			                       index->rd_indcollation[j], get_opcode(eq), e->key[k]);
+			Oid subtype;
+			Oid eq = IndexEqualityOperator(index, j, def->keys[k].type, &subtype);
+			ScanKeyEntryInitialize(&keys[j], 0, j + 1, BTEqualStrategyNumber, subtype, index->rd_indcollation[j],
+			                       get_opcode(eq), e->key[k]);
 		}
 		if (reading->pair == nullptr)
 			ScanKeyEntryInitialize(&keys[nkeys], SK_ISNULL | SK_SEARCHNOTNULL, nkeys + 1, InvalidStrategy, InvalidOid,
 			                       InvalidOid, InvalidOid, (Datum)0);
 		else {
 			/* (the pair's value: equal in the index's operator family, which its DISTINCT compares with) */
-			Oid type = def->values[v].extreme_type;
-			Oid eq =
-			    get_opfamily_member(index->rd_opfamily[nkeys], index->rd_opcintype[nkeys], type, BTEqualStrategyNumber);
-			if (!OidIsValid(eq))
-				eq = get_opfamily_member(index->rd_opfamily[nkeys], index->rd_opcintype[nkeys],
-				                         index->rd_opcintype[nkeys], BTEqualStrategyNumber);
-			ScanKeyEntryInitialize(&keys[nkeys], 0, nkeys + 1, BTEqualStrategyNumber, type,
+			Oid subtype;
+			Oid eq = IndexEqualityOperator(index, nkeys, def->values[v].extreme_type, &subtype);
+			ScanKeyEntryInitialize(&keys[nkeys], 0, nkeys + 1, BTEqualStrategyNumber, subtype,
 			                       index->rd_indcollation[nkeys], get_opcode(eq), *reading->pair);
 		}
 		iscan = compat::BeginIndexScan(rel, index, snapshot, nkeys + 1);
@@ -159,10 +217,11 @@ ReadRelation(CounterRun *r, int v, const DeltaEntry *e, Relation rel, Snapshot s
 	}
 	if (iscan != nullptr) {
 		index_endscan(iscan);
-		index_close(index, AccessShareLock);
+		index_close(index, NoLock);
 	} else
 		table_endscan(tscan);
 	DropReader(&rd);
+	table_close(rel, NoLock);
 }
 
 } // namespace
@@ -213,28 +272,15 @@ namespace {
 void
 ReadSource(CounterRun *r, int v, const DeltaEntry *e, Snapshot snapshot, Reading *reading)
 {
-	CompiledCounter *c = r->c;
-	RequireOwnerScope(c->auth.role());
-	Oid source = c->def->source;
-	List *rels = get_rel_relkind(source) == RELKIND_PARTITIONED_TABLE
-	                 ? find_all_inheritors(source, AccessShareLock, nullptr)
-	                 : list_make1_oid(source);
+	RequireOwnerScope(r->c->auth.role());
+	const ReadPlan *plan = PlanOf(r, v);
 	ExprContext *econtext = CreateStandaloneExprContext();
-	ListCell *lc;
-	foreach (lc, rels) {
-		Oid relid = lfirst_oid(lc);
-		char kind = get_rel_relkind(relid);
-		/* (rows the command takes away whole are still there: they are not the key's any more) */
-		if ((kind != RELKIND_RELATION && kind != RELKIND_MATVIEW) || IsTakenAway(relid))
-			continue;
-		Relation rel = table_open(relid, AccessShareLock);
-		ReadRelation(r, v, e, rel, snapshot, econtext, reading);
-		table_close(rel, AccessShareLock);
+	for (int i = 0; i < plan->nrels; i++) {
+		ReadRelation(r, v, e, plan, i, snapshot, econtext, reading);
 		if (reading->pair != nullptr && reading->count >= reading->limit)
 			break;
 	}
 	FreeExprContext(econtext, true);
-	list_free(rels);
 }
 
 } // namespace

@@ -13,6 +13,7 @@ extern "C" {
 #include "commands/trigger.h"
 #include "storage/lmgr.h"
 #include "miscadmin.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 }
@@ -26,6 +27,16 @@ CountRelationRows(Relation rel, Oid source, int sign)
 	if (sc->ncounters == 0)
 		return;
 	Run *run = StartRun(sc, CurrentMemoryContext);
+	/* (from here on, a read of the source again sees rel's rows as counted: away, or in; see Membership) */
+	Membership *m = const_cast<Membership *>(CurrentMembership());
+	if (m != nullptr) {
+		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+		if (sign < 0)
+			m->away = lappend_oid(m->away, RelationGetRelid(rel));
+		else
+			m->in = lappend_oid(m->in, RelationGetRelid(rel));
+		MemoryContextSwitchTo(old);
+	}
 	RowReader rd;
 	InitReader(&rd, rel, sc->source, table_slot_callbacks(rel));
 	/* The latest snapshot: rows committed by anyone before our lock on rel are in the table and must count. */

@@ -283,12 +283,20 @@ void InitCache();
 HeapTuple Fire(TriggerData *td);
 void InitCapture();
 /*
- * The relations whose rows the running command takes away whole (partitions truncated, detached or dropped): their
- * rows are subtracted before they vanish, so a min() or max() read again (ReadExtreme) skips them. TakingAway sets the
- * list for the command and returns the one it replaces, which the caller puts back, on error too (PG_FINALLY).
+ * A command that changes which relations hold a source's rows (TRUNCATE of partitions; a partition detached, dropped or
+ * attached): CountRelationRows counts a relation's rows away while they are still in it, or in before it is attached,
+ * and notes it here, so that a min(), max() or count(DISTINCT) read again afterwards (ReadSource) sees the source as
+ * counted so far: without the relations counted away, with those counted in. BeginMembership starts a command's notes
+ * and returns the enclosing command's, which EndMembership puts back (on error too: PG_FINALLY).
  */
-List *TakingAway(List *relids);
-bool IsTakenAway(Oid relid);
+struct Membership {
+	List *away; /* (in TopTransactionContext) */
+	List *in;
+};
+Membership *BeginMembership();
+void EndMembership(Membership *enclosing);
+/* The notes of the running command (NULL: none). */
+const Membership *CurrentMembership();
 /* Add (sign 1) or subtract (-1) the rows `rel` holds now to the counters of `source` (rel or its partitioned root). */
 void CountRelationRows(Relation rel, Oid source, int sign);
 
@@ -452,6 +460,11 @@ struct CounterRun {
 	 * the value leave the key's values as they were: nothing to write, nothing to read again).
 	 */
 	struct ExtremeUndo *undo;
+	/*
+	 * Reading the source again (extremes.cpp), per value column: its relations, the index of each that serves it and
+	 * their readers, found once per batch of deltas (in the delta context); NULL until needed.
+	 */
+	struct ReadPlan **read_plans;
 	/* count(DISTINCT x): the statement's changed pairs (DeltaAddPair), in the delta context; summed by SumPairs */
 	PairChange *pairs;
 	uint32 npairs;

@@ -130,16 +130,19 @@ INSERT INTO counter_defs VALUES
 	('ek', 'SELECT user_id, kind, count(*) AS n, sum(amount) AS amount FROM events GROUP BY user_id, kind', NULL),
 	('px', 'SELECT user_id, count(*) AS n, max(amount) AS top_amount, min(day) FILTER (WHERE kind IS NOT NULL) AS first_day '
 	       'FROM events GROUP BY user_id', NULL),
+	('pd', 'SELECT user_id, count(DISTINCT kind) AS kinds, count(DISTINCT day) FILTER (WHERE qty > 0) AS active_days '
+	       'FROM events GROUP BY user_id', NULL),
 	('ew', 'SELECT day / 7 AS week, count(*) AS n, sum(qty) AS qty FROM events '
 	       'WHERE kind IS DISTINCT FROM ''spam'' GROUP BY day / 7', NULL);
--- In the log variant every counter with a table of its own starts in log mode, but ph (exact: two modes on posts) and
--- px (max() and min(): exact mode only, never switched).
+-- In the log variant every counter with a table of its own starts in log mode, but ph (exact: two modes on posts), px
+-- (max() and min()) and pd (count(DISTINCT)): exact mode only, never switched.
 SELECT set_config('prop.counters_mode', :'counters_mode', false) \gset
 UPDATE counter_defs SET mode = current_setting('prop.counters_mode')
- WHERE current_setting('prop.counters_mode') <> 'exact' AND target IS NULL AND name NOT IN ('ph', 'px');
--- (the indexes px reads a user's next extreme through, on every partition)
+ WHERE current_setting('prop.counters_mode') <> 'exact' AND target IS NULL AND name NOT IN ('ph', 'px', 'pd');
+-- (the indexes px reads a user's next extreme through, and pd a changed (user, value) pair, on every partition)
 CREATE INDEX ON events (user_id, amount);
 CREATE INDEX ON events (user_id, day);
+CREATE INDEX ON events (user_id, kind);
 -- the mode switches and re-declarations go between exact and this one
 SELECT set_config('prop.other_mode', CASE :'counters_mode' WHEN 'exact' THEN 'log' ELSE :'counters_mode' END, false) \gset
 SELECT count(*) FROM counter_defs d, counters.create_counter(d.name, d.definition, d.target, d.mode) \gset
@@ -183,6 +186,11 @@ INSERT INTO recounts VALUES
 	                                     AND e2.amount IS NOT NULL ORDER BY e2.amount DESC LIMIT 1),
 	               min(CASE WHEN kind IS NOT NULL THEN day END)
 	          FROM events e GROUP BY user_id'),
+	('pd', 'SELECT user_id, kinds, active_days FROM pd', -- count(DISTINCT) by hand
+	       'SELECT user_id, sum(k), sum(d) FROM (
+	            SELECT user_id, 1 AS k, 0 AS d FROM (SELECT DISTINCT user_id, kind FROM events WHERE kind IS NOT NULL) a
+	            UNION ALL SELECT user_id, 0, 1 FROM (SELECT DISTINCT user_id, day FROM events WHERE qty > 0) b) u
+	         GROUP BY user_id'),
 	('ek', 'SELECT user_id, kind, n, amount FROM ek',
 	       'SELECT user_id, kind, count(*), sum(coalesce(amount, 0)) FROM events GROUP BY user_id, kind'),
 	('ew', 'SELECT week, n, qty FROM ew',
@@ -659,7 +667,7 @@ $$;
 CREATE FUNCTION switch_stmt() RETURNS text LANGUAGE sql AS $$
 	SELECT format('DO $do$ BEGIN PERFORM counters.alter_counter(c.name, CASE c.mode WHEN %L THEN %L ELSE %L END) '
 	              'FROM counters.counter c WHERE c.name = %L; END $do$;', 'exact', current_setting('prop.other_mode'), 'exact',
-	              pick(VARIADIC ARRAY(SELECT name FROM counter_defs WHERE target IS NULL AND name <> 'px' ORDER BY name)))
+	              pick(VARIADIC ARRAY(SELECT name FROM counter_defs WHERE target IS NULL AND name NOT IN ('px', 'pd') ORDER BY name)))
 $$;
 
 -- The whole script: batches of random statements, each followed by the checks, plus the plan.
@@ -744,7 +752,7 @@ BEGIN
 			cname := pick(VARIADIC ARRAY(SELECT name FROM counter_defs ORDER BY name));
 			IF log_variant THEN -- in either mode
 				out := out || format('DO $do$ BEGIN PERFORM counters.drop_counter(%1$L); '
-				                     'PERFORM counters.create_counter(name, definition, target, CASE WHEN target IS NULL AND name <> ''px'' THEN %2$L ELSE %3$L END) '
+				                     'PERFORM counters.create_counter(name, definition, target, CASE WHEN target IS NULL AND name NOT IN (''px'', ''pd'') THEN %2$L ELSE %3$L END) '
 				                     'FROM counter_defs WHERE name = %1$L; END $do$;', cname, pick(current_setting('prop.other_mode'), 'exact'), 'exact');
 			ELSE
 				out := out || format('DO $do$ BEGIN PERFORM counters.drop_counter(%1$L); '
@@ -753,7 +761,7 @@ BEGIN
 			labels := labels || ('recreate_' || cname);
 		END IF;
 		IF chance(0.05) THEN -- a counter switches mode, exact <-> log: values stay exact
-			cname := pick(VARIADIC ARRAY(SELECT name FROM counter_defs WHERE target IS NULL AND name <> 'px' ORDER BY name));
+			cname := pick(VARIADIC ARRAY(SELECT name FROM counter_defs WHERE target IS NULL AND name NOT IN ('px', 'pd') ORDER BY name));
 			out := out || format('DO $do$ BEGIN PERFORM counters.alter_counter(%1$L, CASE (SELECT mode FROM counters.counter '
 			                     'WHERE name = %1$L) WHEN ''exact'' THEN %2$L ELSE ''exact'' END); END $do$;', cname,
 			                     current_setting('prop.other_mode'));

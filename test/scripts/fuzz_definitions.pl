@@ -246,7 +246,7 @@ sub alias {
 # ---------------------------------------------------------------------------------------------------------------
 # (no avg(), bool_or(), bool_and(), every() in huge definitions: given accumulators, a definition is deparsed and
 # parsed again, and the megabytes that takes for a huge one make the memory replay's resident size noisy; min() and
-# max() of any column's type, which fuzz_one() gives the index their declaration asks for)
+# max() and count(DISTINCT) of any column's type, which fuzz_one() gives the index their declaration asks for)
 our $plain_values = 0;
 sub value_item {
 	my $d = shift;
@@ -263,6 +263,7 @@ sub value_item {
 		3, 'bool_or(' . expr('bool', $d) . ')', 3, 'bool_and(' . expr('bool', $d) . ')',
 		2, 'every(' . expr('bool', $d) . ')',
 		3, 'max(' . expr('ANY', $d) . ')', 3, 'min(' . expr('ANY', $d) . ')',
+		3, 'count(DISTINCT ' . expr('ANY', $d) . ')',
 	);
 	$agg .= ' FILTER (WHERE ' . expr('bool', $d) . ')' if chance(0.3);
 	return $agg;
@@ -341,7 +342,7 @@ my @subq = ('(SELECT 1)', '(SELECT max(i4) FROM "Fuzz Ünïcode")', 'ARRAY(SELEC
 	"(SELECT i4)", '(SELECT k FROM "MiXeD ñ" LIMIT 1)');
 my @subq_bool = ('EXISTS (SELECT 1)', 'i4 IN (SELECT 1)', 't = ANY (SELECT t FROM "Fuzz Ünïcode")',
 	'NOT EXISTS (SELECT FROM parted WHERE parted.a = 1)', '1 = (SELECT 1)');
-my @wrong_aggs = ('avg(%s::float8)', 'count(DISTINCT %s)', 'string_agg(%s::text, \',\')',
+my @wrong_aggs = ('avg(%s::float8)', 'count(DISTINCT %s, %s)', 'string_agg(%s::text, \',\')',
 	'array_agg(%s)', 'sum(%s::float8)', 'sum(%s::real)', 'bool_and(DISTINCT %s IS NULL)', 'every(%s IS NULL ORDER BY 1)',
 	'avg(%s::interval)', 'jsonb_agg(%s)', 'stddev(%s::int)',
 	'sum(%s::int ORDER BY 1)', 'count(%s ORDER BY 1)', 'bit_or(%s::int)', 'sum(make_interval(days => %s::int))',

@@ -1,7 +1,7 @@
 # Dump and restore with the real pg_dump / pg_restore. A database with counters in every mode (exact with its own
 # table, a counter-cache target `blogs`, sharded, log with an expression key date_trunc('day', created_at), and a
 # counter over the exact counter's table; avg() and bool_or() columns in exact and log mode, whose generated columns
-# and accumulators a dump keeps; max() and min() columns), bounds, thresholds and retention, pending log and slot rows, and a counted
+# and accumulators a dump keeps; max(), min() and count(DISTINCT) columns), bounds, thresholds and retention, pending log and slot rows, and a counted
 # partitioned table, is dumped and restored into
 # fresh databases (created from template0: the extension is available but not created) along every path a backup
 # takes, each with its errors fatal (psql -v ON_ERROR_STOP=1, pg_restore --exit-on-error):
@@ -62,8 +62,9 @@ SELECT counters.create_counter('blog_authors', $$SELECT blog_id, count(*) AS aut
 -- max() and min() (the index they read a key's next extreme through is the user's, restored after the data)
 CREATE INDEX ON posts (blog_id, created_at);
 CREATE INDEX ON posts (blog_id, rating);
+CREATE INDEX ON posts (blog_id, user_id);
 SELECT counters.create_counter('blog_latest', $$SELECT blog_id, count(*) AS n, max(created_at) AS latest,
-	min(rating) AS lowest FROM posts WHERE is_published GROUP BY blog_id$$);
+	min(rating) AS lowest, count(DISTINCT user_id) AS authors FROM posts WHERE is_published GROUP BY blog_id$$);
 SELECT counters.set_bounds('user_blog', 'posts', max => 1000);
 SELECT counters.set_thresholds('user_blog', 'rating', '{100}', 'public.on_crossing'::regproc, every => 250);
 SELECT counters.set_retention('daily_log', 'day', '30 days');  -- the data is at most 22 days old: nothing expires
@@ -123,8 +124,9 @@ my $recount = 'SELECT * FROM ('
 		'SELECT blog_id, authors FROM blog_authors'),
 	pair(
 		'blog_latest',
-		'SELECT blog_id, count(*), max(created_at), min(rating) FROM posts WHERE is_published GROUP BY 1',
-		'SELECT blog_id, n, latest, lowest FROM blog_latest'),
+		'SELECT blog_id, count(*), max(created_at), min(rating), count(DISTINCT user_id) FROM posts WHERE is_published
+		  GROUP BY 1',
+		'SELECT blog_id, n, latest, lowest, authors FROM blog_latest'),
 	pair(
 		'blog_cache',
 		'SELECT b.id, count(p.id) FROM blogs b LEFT JOIN posts p ON p.blog_id = b.id GROUP BY b.id',

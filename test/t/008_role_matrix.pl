@@ -1,7 +1,7 @@
 # The role matrix: whoever starts the work, a counter's code runs as its owner, in a security-restricted operation.
 #
 # m_owner (not a superuser) owns a schema with counters of every feature -- exact (with thresholds every 1, bounds,
-# keep_zero, a CHECK constraint and a bool_or() column), a max() column with a FILTER, log (with an avg() column), sharded (with thresholds), a counter cache with set_touch, a count through
+# keep_zero, a CHECK constraint and a bool_or() column), max() and count(DISTINCT) columns with a FILTER, log (with an avg() column), sharded (with thresholds), a counter cache with set_touch, a count through
 # a parent row, a sink, window thresholds with a retention -- and plants code everywhere a counter runs it: in the
 # definition (an IMMUTABLE wrapper), in a key type's cast to json, in threshold and window callbacks, in triggers on
 # the counter tables and in a CHECK constraint of one. Each records the step, the role it runs as, and whether it runs
@@ -104,7 +104,8 @@ SELECT counters.set_keep_zero('c_exact');
 SELECT counters.create_counter('c_direct', 'SELECT m.bucket(v) AS b, count(*) AS n FROM m.items GROUP BY 1');
 -- (max(): a removal of a group's largest v reads the next one through the index, its FILTER run as the owner)
 CREATE INDEX ON m.items (grp, v);
-SELECT counters.create_counter('c_max', 'SELECT grp, count(*) AS n, max(v) FILTER (WHERE m.bucket(v) >= 0) AS mx FROM m.items GROUP BY grp');
+CREATE INDEX ON m.items (grp, k);
+SELECT counters.create_counter('c_max', 'SELECT grp, count(*) AS n, max(v) FILTER (WHERE m.bucket(v) >= 0) AS mx, count(DISTINCT k) FILTER (WHERE m.bucket(v) >= 0) AS kinds FROM m.items GROUP BY grp');
 SELECT counters.create_counter('c_log', 'SELECT m.bucket(v) AS b, k, count(*) AS n, avg(m.bucket(v)) AS a FROM m.items GROUP BY 1, 2', mode => 'log');
 SELECT counters.create_counter('c_sharded', 'SELECT m.bucket(v) AS b, k, count(*) AS n FROM m.items GROUP BY 1, 2', mode => 'sharded');
 SELECT counters.set_thresholds('c_sharded', 'n', NULL, 'm.on_event(text, jsonb, text, numeric, numeric, numeric, text)', every => 1);
@@ -155,7 +156,7 @@ my $drift = join(
 		'c_exact', 'SELECT b, k, n, s::numeric, z FROM m.c_exact WHERE n <> 0',
 		'SELECT v % 3, k, count(*), sum(v)::numeric, bool_or(v % 3 = 0) FROM m.items GROUP BY 1, 2'),
 	pair('c_direct', 'SELECT b, n FROM m.c_direct', 'SELECT v % 3, count(*) FROM m.items GROUP BY 1'),
-	pair('c_max', 'SELECT grp, n, mx FROM m.c_max', 'SELECT grp, count(*), max(v) FROM m.items GROUP BY 1'),
+	pair('c_max', 'SELECT grp, n, mx, kinds FROM m.c_max', 'SELECT grp, count(*), max(v), count(DISTINCT k) FROM m.items GROUP BY 1'),
 	pair(
 		'c_log', 'SELECT b, k, n, a FROM m.c_log WHERE n <> 0',
 		'SELECT v % 3, k, count(*), avg(v % 3) FROM m.items GROUP BY 1, 2'),
