@@ -131,6 +131,21 @@ UPDATE comments SET post_id = 8 WHERE post_id = 6;
 UPDATE comments SET user_id = 1 WHERE post_id = 8;
 SELECT * FROM diff('cache_read', 'cache_recount');
 
+-- many keys in one statement (the deltas' hash table grows, moving its entries): each user's distinct posts and last
+-- post, through single rows, bulk statements and updates that keep every pair
+CREATE INDEX ON comments (user_id, post_id);
+SELECT counters.create_counter('user_posts', 'SELECT user_id, count(DISTINCT post_id) AS posts, max(post_id) AS last_post FROM comments GROUP BY user_id');
+CREATE VIEW user_posts_recount AS
+SELECT user_id, count(DISTINCT post_id) AS posts, max(post_id) AS last_post FROM comments GROUP BY user_id;
+INSERT INTO comments (post_id, user_id) SELECT g % 30, g % 700 FROM generate_series(1, 3000) g;
+SELECT * FROM diff('user_posts', 'user_posts_recount');
+UPDATE comments SET body = 'again' WHERE user_id < 700;
+UPDATE comments SET post_id = post_id + 1 WHERE user_id % 3 = 0;
+DELETE FROM comments WHERE user_id % 5 = 0 AND post_id % 2 = 0;
+SELECT * FROM diff('user_posts', 'user_posts_recount');
+SELECT count(*) > 600 AS many_keys FROM user_posts;
+SELECT counters.drop_counter('user_posts');
+
 -- a partitioned source: partitions emptied by one TRUNCATE and detached (the pairs are read without their rows)
 CREATE TABLE visits (page int NOT NULL, visitor uuid, day date NOT NULL) PARTITION BY RANGE (day);
 CREATE TABLE visits_1 PARTITION OF visits FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');

@@ -204,7 +204,7 @@ DeltaAddExtreme(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value)
 	Datum *flags = &e->Numerics(nvalues)[v];
 	const ExtremeColumn *x = &c->extremes[v];
 	ExtremeUndo *u = &r->undo[v];
-	if (sign > 0 && u->armed && u->e == e && ExtremeCompare(c, v, value, u->value) == 0) {
+	if (sign > 0 && u->armed && u->key == e->key && ExtremeCompare(c, v, value, u->value) == 0) {
 		/* the value removed from the key just before comes back: the key's values are as they were */
 		e->Extremes(nvalues, v)[1] = u->prev;
 		*flags = u->had ? (*flags | EXTREME_REMOVED) : (*flags & ~EXTREME_REMOVED);
@@ -213,19 +213,16 @@ DeltaAddExtreme(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value)
 	}
 	u->armed = sign < 0;
 	if (sign < 0) {
-		u->e = e;
+		u->key = e->key;
 		u->had = (*flags & EXTREME_REMOVED) != 0;
 		u->prev = *held;
 		if (x->byval)
 			u->value = value;
 		else {
-			Size size = datumGetSize(value, false, x->typlen);
-			if (u->size < size) {
-				u->buf = (char *)MemoryContextAlloc(r->delta_cxt, Max(size, 64));
-				u->size = Max(size, 64);
-			}
-			memcpy(u->buf, DatumGetPointer(value), size);
-			u->value = PointerGetDatum(u->buf);
+			/* (copied as datumCopy copies: an expanded array, say, flattened) */
+			MemoryContext old = MemoryContextSwitchTo(r->delta_cxt);
+			u->value = datumCopy(value, false, x->typlen);
+			MemoryContextSwitchTo(old);
 		}
 	}
 	if ((*flags & flag) != 0 && ExtremeCompare(c, v, value, *held) <= 0)
@@ -251,7 +248,7 @@ DeltaAddPair(CounterRun *r, DeltaEntry *e, int v, int sign, Datum x)
 		r->pairs = r->pairs == nullptr ? (PairChange *)palloc(sizeof(PairChange) * r->maxpairs)
 		                               : (PairChange *)repalloc(r->pairs, sizeof(PairChange) * r->maxpairs);
 	}
-	r->pairs[r->npairs++] = PairChange{e, v, sign, col->byval ? x : datumCopy(x, false, col->typlen)};
+	r->pairs[r->npairs++] = PairChange{e->key, v, sign, col->byval ? x : datumCopy(x, false, col->typlen)};
 	MemoryContextSwitchTo(old);
 	/* (the key has something to apply for the column until SumPairs finds its pairs cancel out) */
 	e->Numerics(r->c->def->nvalues)[v] = 1;
@@ -266,8 +263,8 @@ ComparePairs(const void *pa, const void *pb, void *arg)
 	const CompiledCounter *c = (const CompiledCounter *)arg;
 	const PairChange *a = (const PairChange *)pa;
 	const PairChange *b = (const PairChange *)pb;
-	if (a->e != b->e)
-		return a->e < b->e ? -1 : 1;
+	if (a->key != b->key)
+		return a->key < b->key ? -1 : 1;
 	if (a->v != b->v)
 		return a->v < b->v ? -1 : 1;
 	return ExtremeCompare(c, a->v, a->x, b->x);
@@ -287,13 +284,14 @@ SumPairs(CounterRun *r)
 	for (uint32 i = 0; i < r->npairs;) {
 		PairChange sum = r->pairs[i];
 		uint32 j = i + 1;
-		for (; j < r->npairs && r->pairs[j].e == sum.e && r->pairs[j].v == sum.v &&
+		for (; j < r->npairs && r->pairs[j].key == sum.key && r->pairs[j].v == sum.v &&
 		       ExtremeCompare(c, sum.v, r->pairs[j].x, sum.x) == 0;
 		     j++)
 			sum.net += r->pairs[j].net;
 		/* the entry's first changed pair of the column (its number + 1), or 0: nothing changed */
-		Datum *first = &sum.e->Numerics(nvalues)[sum.v];
-		if (out == 0 || r->pairs[out - 1].e != sum.e || r->pairs[out - 1].v != sum.v)
+		/* (an entry's numerics precede its key: DeltaEntry::Numerics) */
+		Datum *first = &(sum.key - nvalues)[sum.v];
+		if (out == 0 || r->pairs[out - 1].key != sum.key || r->pairs[out - 1].v != sum.v)
 			*first = 0;
 		if (sum.net != 0) {
 			if (*first == 0)
@@ -313,7 +311,7 @@ PairsOf(const CounterRun *r, const DeltaEntry *e, int v, uint32 *n)
 	if (first == 0)
 		return nullptr;
 	const PairChange *p = &r->pairs[first - 1];
-	while (first - 1 + *n < r->npairs && p[*n].e == e && p[*n].v == v)
+	while (first - 1 + *n < r->npairs && p[*n].key == e->key && p[*n].v == v)
 		(*n)++;
 	return p;
 }

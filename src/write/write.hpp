@@ -161,9 +161,12 @@ struct ExtremeColumn {
 	Oid index;
 };
 struct DeltaEntry;
-/* A changed (key, value) pair of a distinct count: the key's entry, the column, its net change in rows, the value. */
+/*
+ * A changed (key, value) pair of a distinct count: the key's entry (by its block, DeltaEntry.key: the hash table moves
+ * its entries when it grows, not their blocks), the column, its net change in rows, the value.
+ */
 struct PairChange {
-	DeltaEntry *e;
+	Datum *key;
 	int v;
 	int64 net;
 	Datum x;
@@ -171,12 +174,10 @@ struct PairChange {
 /* A removal DeltaAddExtreme may take back (CounterRun.undo). */
 struct ExtremeUndo {
 	bool armed;
-	DeltaEntry *e;
-	bool had;   /* the entry held a removal before it */
-	Datum prev; /* ... this one */
-	Datum value;
-	char *buf; /* (the value's copy, a by-reference one: in the delta context) */
-	Size size;
+	Datum *key;  /* the entry's block (DeltaEntry.key) */
+	bool had;    /* the entry held a removal before it */
+	Datum prev;  /* ... this one */
+	Datum value; /* (a by-reference one copied into the delta context) */
 };
 /* Compile counter `c`'s extremes (NULL when it has none), as its owner. */
 void CompileExtremes(CompiledCounter *c);
