@@ -7,7 +7,8 @@
 #    moves as a sum does); an UPDATE of a reply's stars (its time does not change: the extreme is removed and added
 #    back only when the reply is its thread's newest); "remove the extreme" (delete a thread's newest reply, insert an
 #    older one: the next one is read through the index). One statement inserting BULK rows. Variants: none (the
-#    source's indexes alone), sum (count(*) and sum(stars)), max (count(*) and max(created)).
+#    source's indexes alone), sum (count(*) and sum(stars)), max (count(*) and max(created)), distinct (count(*) and
+#    count(DISTINCT stars): each changed (thread, stars) pair read again through the index on (thread_id, stars)).
 # 2. The bulk statement against the hand-written floor of the same max: a statement trigger over the inserted rows (a
 #    transition table) that upserts each thread's count and GREATEST of its time (floor_max), and the max variant.
 # 3. Removing the extreme against the key's row count: 1 client deletes the newest reply of a thread of 100, 10,000
@@ -54,9 +55,11 @@ INSERT INTO replies (thread_id, stars, created)
 SELECT t, 1 + g % 5, now() - g * interval '1 ms'
   FROM (VALUES (1001, 100), (1002, 10000), (1003, 100000)) s (t, n), generate_series(1, n) g;
 CREATE INDEX ON replies (thread_id, created);
+CREATE INDEX ON replies (thread_id, stars);
 $(case "$1" in
 	sum) echo "SELECT counters.create_counter('thread_stats', 'SELECT thread_id, count(*) AS n, sum(stars) AS v FROM replies GROUP BY thread_id');" ;;
 	max) echo "SELECT counters.create_counter('thread_stats', 'SELECT thread_id, count(*) AS n, max(created) AS v FROM replies GROUP BY thread_id');" ;;
+	distinct) echo "SELECT counters.create_counter('thread_stats', 'SELECT thread_id, count(*) AS n, count(DISTINCT stars) AS v FROM replies GROUP BY thread_id');" ;;
 	pg_ivm) echo "CREATE EXTENSION IF NOT EXISTS pg_ivm;
 SELECT pgivm.create_immv('thread_ivm', 'SELECT thread_id, count(*) AS n, max(created) AS v FROM replies GROUP BY thread_id');" ;;
 	floor_max) cat <<'FLOOR'
@@ -83,6 +86,7 @@ check() { # variant label
 	case "$1" in
 	sum) q="SELECT thread_id, n, v FROM thread_stats EXCEPT SELECT thread_id, count(*), sum(stars) FROM replies GROUP BY 1" ;;
 	max) q="SELECT thread_id, n, v FROM thread_stats EXCEPT SELECT thread_id, count(*), max(created) FROM replies GROUP BY 1" ;;
+	distinct) q="SELECT thread_id, n, v FROM thread_stats EXCEPT SELECT thread_id, count(*), count(DISTINCT stars) FROM replies GROUP BY 1" ;;
 	floor_max) q="SELECT thread_id, n, v FROM thread_floor EXCEPT SELECT thread_id, count(*), max(created) FROM replies GROUP BY 1" ;;
 	pg_ivm) q="SELECT thread_id, n, v FROM thread_ivm EXCEPT SELECT thread_id, count(*), max(created) FROM replies GROUP BY 1" ;;
 	*) return 0 ;;
@@ -107,7 +111,7 @@ probe_tps() { # key (variant max, or $probe_variant)
 	check "${probe_variant:-max}" "probe $1"
 }
 
-variants=${VARIANTS:-none sum max$([ "$ivm" = 0 ] || echo ' pg_ivm')}
+variants=${VARIANTS:-none sum max distinct$([ "$ivm" = 0 ] || echo ' pg_ivm')}
 header workload $variants
 for w in ${WORKLOADS-insert update remove_extreme}; do
 	row write_tps "$CLIENTS clients, $w" tps $variants
