@@ -103,6 +103,17 @@ SELECT counters.create_counter('blog_commenters', $$
 $$);
 SELECT counters.create_counter('two_args', 'SELECT post_id, count(DISTINCT (user_id, tag)) AS n FROM comments GROUP BY post_id');
 
+-- nor over a sink, which stores no rows to read the pairs from: neither made a sink, nor declared over one
+CREATE TABLE clicks (thumb int NOT NULL, visitor int);
+CREATE INDEX ON clicks (thumb, visitor);
+SELECT counters.create_counter('thumb_visitors', 'SELECT thumb, count(DISTINCT visitor) AS visitors FROM clicks GROUP BY thumb');
+SELECT counters.set_sink('clicks');
+SELECT counters.drop_counter('thumb_visitors');
+SELECT counters.create_counter('thumb_clicks', 'SELECT thumb, count(*) AS n FROM clicks GROUP BY thumb');
+SELECT counters.set_sink('clicks');
+SELECT counters.create_counter('thumb_visitors', 'SELECT thumb, count(DISTINCT visitor) AS visitors FROM clicks GROUP BY thumb');
+SELECT counters.drop_counter('thumb_clicks');
+
 -- TRUNCATE empties it
 BEGIN;
 TRUNCATE comments;

@@ -254,11 +254,9 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	if (!exact)
 		RequireFeatureOf(name, def->source, !OidIsValid(tgt), Mode::Log, tgt, Feature::LogShardedMode);
 	for (int v = 0; v < def->nvalues; v++)
-		if (ReadsSource(&def->values[v])) {
+		if (ReadsSource(&def->values[v]))
 			RequireFeatureOf(name, def->source, !OidIsValid(tgt), exact ? Mode::Exact : Mode::Log, tgt,
-			                 Feature::Extremes);
-			break;
-		}
+			                 def->values[v].kind == ValueKind::Distinct ? Feature::DistinctCount : Feature::Extremes);
 	RequireExtremeIndexes(name, def);
 	if (placement != citus::Placement::Local)
 		citus::BeginDistributedChange();
@@ -762,10 +760,22 @@ SetSink(Oid source, bool sink)
 		Attach(source);
 		return;
 	}
-	if (ReadCatalogOfSource(source) == NIL)
+	List *counters = ReadCatalogOfSource(source);
+	if (counters == NIL)
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("table %s cannot be a sink: no counter is declared on it", name),
 		                errhint("Declare its counters first: a sink's rows are counted, then dropped.")));
+	ListCell *lc;
+	foreach (lc, counters) {
+		const Counter *e = (const Counter *)lfirst(lc);
+		const CounterDef *def = DefinitionOf(e);
+		for (int v = 0; v < def->nvalues; v++)
+			if (def->values[v].kind == ValueKind::Distinct)
+				ereport(ERROR,
+				        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				         errmsg("table %s cannot be a sink: counter \"%s\" counts distinct values", name, e->name),
+				         errdetail("Whether a value is new to a key is read from the rows stored.")));
+	}
 	if (get_rel_relkind(source) != RELKIND_RELATION || has_subclass(source) || get_rel_relispartition(source) ||
 	    has_superclass(source))
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

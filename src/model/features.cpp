@@ -163,15 +163,26 @@ const FeatureRule RULES[] = {
      sink_redefined},
     {Feature::Verify, "verify() and repair()", NEED_STORED, nullptr, none, none, sink_verified},
     {Feature::Extremes,
-     "min(), max() and count(DISTINCT)",
+     "min() and max()",
      NEED_LOCAL | NEED_EXACT,
-     "min(), max() and count(DISTINCT)",
+     "min() and max()",
      none,
-     {"counter %c: min(), max() and count(DISTINCT) are kept in exact mode only, not in log or sharded mode",
-      "A log row or a slot adds to a key's values; it cannot take back an extreme, nor tell a value new to a key.",
+     {"counter %c: min() and max() are kept in exact mode only, not in log or sharded mode",
+      "A log row or a slot adds to a key's values; it cannot take back an extreme.",
       "Declare it in exact mode, with counters.create_counter() (the concurrent procedures build counters in log "
       "mode); keep the columns that take many writers per key in a counter of their own."},
      none},
+    {Feature::DistinctCount,
+     "count(DISTINCT)",
+     NEED_LOCAL | NEED_EXACT | NEED_STORED,
+     "count(DISTINCT)",
+     none,
+     {"counter %c: count(DISTINCT) is kept in exact mode only, not in log or sharded mode",
+      "A log row or a slot adds to a key's values; it cannot tell a value new to a key.",
+      "Declare it in exact mode, with counters.create_counter() (the concurrent procedures build counters in log "
+      "mode); keep the columns that take many writers per key in a counter of their own."},
+     {"counter %c cannot count distinct values of a sink: %s stores no rows",
+      "Whether a value is new to a key is read from the rows stored.", nullptr}},
 };
 
 const FeatureRule *

@@ -537,7 +537,8 @@ enum class Feature {
 	Redefine,
 	RedefineConcurrently,
 	Verify,
-	Extremes
+	Extremes,
+	DistinctCount
 };
 void RequireFeature(const Counter *e, Feature feature);
 /* Counter `e` may have `feature` (Citus aside): for a pass over every counter, which skips, with a NOTICE, those that
