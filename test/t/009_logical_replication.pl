@@ -101,8 +101,9 @@ for my $db (qw(sub_b sub_a))
 }
 $sub->safe_psql('sub_b', "CREATE SUBSCRIPTION sb CONNECTION '$conn' PUBLICATION pub_src");
 $sub->safe_psql('sub_a', "CREATE SUBSCRIPTION sa CONNECTION '$conn' PUBLICATION pub_both");
-$sub->wait_for_subscription_sync($pub, 'sb');
-$sub->wait_for_subscription_sync($pub, 'sa');
+# (in the subscription's own database: pg_subscription_rel is per database, and the default, postgres, has none)
+$sub->wait_for_subscription_sync($pub, 'sb', 'sub_b');
+$sub->wait_for_subscription_sync($pub, 'sa', 'sub_a');
 is($sub->safe_psql('sub_b', $check), $exact, '(b) sources only: the initial copy is counted');
 # (each table is copied by a worker of its own, at its own moment: the counters match the sources once the
 # subscription has caught up with them all)
