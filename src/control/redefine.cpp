@@ -111,17 +111,6 @@ SameType(Oid table, AttrNumber attnum, const CounterDef *def, int i)
 	       collation == (OidIsValid(key->collation) ? key->collation : get_typcollation(key->type));
 }
 
-bool
-NotNull(Oid table, AttrNumber attnum)
-{
-	HeapTuple tup = SearchSysCacheAttNum(table, attnum);
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for attribute %d of relation %u", attnum, table);
-	bool not_null = ((Form_pg_attribute)GETSTRUCT(tup))->attnotnull;
-	ReleaseSysCache(tup);
-	return not_null;
-}
-
 Reshape
 PlanReshape(const char *name, const KeptTable *kept, const CounterDef *def)
 {
@@ -150,7 +139,7 @@ PlanReshape(const char *name, const KeptTable *kept, const CounterDef *def)
 		r.dropped[i] = false;
 		r.retyped[i] =
 		    !SameType(kept->table, kept->attnums[i], def, j) ||
-		    (!def->columns[j].is_key && NotNull(kept->table, kept->attnums[i]) !=
+		    (!def->columns[j].is_key && AttributeNotNull(kept->table, kept->attnums[i]) !=
 		                                    (def->values[def->columns[j].index].accum != AccumKind::Extreme));
 	}
 	if (order.len > 0) {
@@ -178,7 +167,7 @@ PlanReshape(const char *name, const KeptTable *kept, const CounterDef *def)
 			continue;
 		int i = r.kept_of[j];
 		r.keys_change |= nnew >= nold || i != old_keys[nnew] || r.retyped[i] ||
-		                 NotNull(kept->table, kept->attnums[i]) != def->keys[def->columns[j].index].not_null;
+		                 AttributeNotNull(kept->table, kept->attnums[i]) != def->keys[def->columns[j].index].not_null;
 		nnew++;
 	}
 	r.keys_change |= nnew != nold;

@@ -135,12 +135,7 @@ IsNotNullColumn(Node *expr, Oid source, Index varno)
 	Var *var = (Var *)expr;
 	if (var->varattno <= 0)
 		return var->varattno != 0;
-	HeapTuple tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(source), Int16GetDatum(var->varattno));
-	if (!HeapTupleIsValid(tup))
-		return false;
-	bool not_null = ((Form_pg_attribute)GETSTRUCT(tup))->attnotnull;
-	ReleaseSysCache(tup);
-	return not_null;
+	return AttributeNotNull(source, var->varattno);
 }
 
 void

@@ -9,11 +9,25 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "access/htup_details.h"
+#include "catalog/pg_attribute.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 }
 
 namespace counters {
+
+bool
+AttributeNotNull(Oid relid, AttrNumber attnum)
+{
+	HeapTuple tup = SearchSysCacheAttNum(relid, attnum);
+	if (!HeapTupleIsValid(tup))
+		return false;
+	bool not_null = ((Form_pg_attribute)GETSTRUCT(tup))->attnotnull;
+	ReleaseSysCache(tup);
+	return not_null;
+}
 
 Oid
 ColumnType(const CounterDef *def, int i)

@@ -361,6 +361,8 @@ struct Counter {
 };
 
 /* ---- layout.cpp: a counter's columns in its relations ---- */
+/* Whether column `attnum` of relation `relid` is declared NOT NULL (false for a column that does not exist). */
+bool AttributeNotNull(Oid relid, AttrNumber attnum);
 /* The type a counter keeps in column `i` (definition order): the key's type, or int8 or numeric as the value sums. */
 Oid ColumnType(const CounterDef *def, int i);
 /*

@@ -133,11 +133,7 @@ CheckExistingTarget(const char *name, const CounterDef *def, Oid target)
 				                errmsg("counter \"%s\": target column %s has type %s, the counter keeps %s there", name,
 				                       quote_identifier(vd->column_name), format_type_with_typemod(type, typmod),
 				                       StoredTypeName(vd))));
-			HeapTuple tup = SearchSysCacheAttNum(target, attnum);
-			bool not_null = HeapTupleIsValid(tup) && ((Form_pg_attribute)GETSTRUCT(tup))->attnotnull;
-			if (HeapTupleIsValid(tup))
-				ReleaseSysCache(tup);
-			if (not_null)
+			if (AttributeNotNull(target, attnum))
 				ereport(
 				    ERROR,
 				    (errcode(ERRCODE_INVALID_TABLE_DEFINITION),

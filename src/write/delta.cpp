@@ -96,6 +96,13 @@ SameKeysBut(const CompiledCounter *c, const DeltaEntry *a, const DeltaEntry *b, 
 	return KeysEqualBut(c, a->key, b->key, skip);
 }
 
+bool
+RowKeyIs(const CounterRun *r, const DeltaEntry *e)
+{
+	RequireOwnerScope(r->c->auth.role());
+	return KeysEqual(r, r->row_key.values, e->key);
+}
+
 #define SH_PREFIX deltas
 #define SH_ELEMENT_TYPE DeltaEntry
 #define SH_KEY_TYPE Datum *

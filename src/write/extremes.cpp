@@ -39,27 +39,15 @@ namespace counters {
 
 namespace {
 
-/* Whether the key of the row in the econtext's scan slot is entry `e`'s. */
+/* Whether the key of the row in the econtext's scan slot is entry `e`'s (evaluated into r->row_key, free once the
+ * statement's rows are counted). */
 bool
 RowHasKey(CounterRun *r, ExprContext *econtext, const DeltaEntry *e)
 {
-	const CompiledCounter *c = r->c;
-	RequireOwnerScope(c->auth.role());
-	int nkeys = c->def->nkeys;
-	const bool *nulls = e->KeyNulls(nkeys);
-	for (int k = 0; k < nkeys; k++) {
-		bool isnull;
-		Datum d = ExecEvalExprSwitchContext(r->key_exprs[k], econtext, &isnull);
-		if (isnull || nulls[k]) {
-			if (isnull != nulls[k])
-				return false;
-			continue;
-		}
-		if (c->key_fast[k] ? d != e->key[k]
-		                   : !DatumGetBool(FunctionCall2Coll(&c->key_eq[k], c->def->keys[k].collation, d, e->key[k])))
-			return false;
-	}
-	return true;
+	RequireOwnerScope(r->c->auth.role());
+	for (int k = 0; k < r->c->def->nkeys; k++)
+		r->row_key.values[k] = ExecEvalExprSwitchContext(r->key_exprs[k], econtext, &r->row_key.nulls[k]);
+	return RowKeyIs(r, e);
 }
 
 /*

@@ -508,6 +508,8 @@ int CompareKeyValues(const CompiledCounter *c, int i, Datum a, bool anull, Datum
 bool DeltaIsZero(const CounterDef *def, const DeltaEntry *e);
 /* Whether two entries' keys are equal, their key `skip` aside (a window's prefixes); as the counter's owner. */
 bool SameKeysBut(const CompiledCounter *c, const DeltaEntry *a, const DeltaEntry *b, int skip);
+/* Whether r->row_key (the key of the row being read) is entry `e`'s key; as the counter's owner. */
+bool RowKeyIs(const CounterRun *r, const DeltaEntry *e);
 int64 TakeInt64(const CounterDef *def, DeltaEntry *e, int v);
 Datum TakeNumeric(const CounterDef *def, DeltaEntry *e, int v, Datum zero);
 
