@@ -209,6 +209,8 @@ void SetThresholds(const char *name, const char *column, ArrayType *thresholds, 
                    bool every_null);
 void SetRetention(const char *name, const char *column, Datum keep, bool keep_null);
 void SetTouch(const char *name, const char *column);
+/* Marks counter `name` as a level of counter `whole` through a chain of parent rows (option part_of). */
+void MarkPart(const char *name, const char *whole);
 void SetKeepZero(const char *name, bool keep);
 void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
 /* top() in the row type `rowtype` of the relation a counter is read from: whole rows of that type. */

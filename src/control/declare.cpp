@@ -206,6 +206,52 @@ RefuseTemporaryTarget(const char *name, Oid target, const char *schema, const ch
 		                          "match their source.")));
 }
 
+static void Declare(const char *name, const char *definition, const char *target, bool fill, bool exact, Oid owner,
+                    Names names, const KeptTable *kept);
+
+/*
+ * A relation of another counter that a definition reads (its source, or its parent) must be an exact counter's own
+ * table, which changes with the rows that counter counts: its totals, log or slots change when it is compacted.
+ */
+static void
+RequireCountable(const char *name, Oid rel)
+{
+	const char *what;
+	const Counter *other = OwnerCounterOf(rel, &what);
+	if (other != nullptr && (other->mode != Mode::Exact || rel != other->target))
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("counter \"%s\": %s holds %s of counter \"%s\"", name, QualifiedName(rel), what, other->name),
+		         errdetail("It changes when that counter is compacted or switched, not with the rows it counts: a "
+		                   "counter over it would not be exact."),
+		         errhint("Count over the table of an exact counter (counters.alter_counter('%s', mode => 'exact')), "
+		                 "or over what it counts.",
+		                 other->name)));
+}
+
+/*
+ * A counter through a chain of parent rows: one counter per level (DescribeChain), each declared as any counter is
+ * (authorized again, over the level below and one parent), exact, bottom-up, and marked as the counter's part; then
+ * the counter itself, over the last one. All belong to the counter's owner.
+ */
+static void
+DeclareChain(const char *name, const ChainPart *parts, int nparts, const char *target, bool fill, bool exact, Oid owner,
+             const KeptTable *kept)
+{
+	if (!fill)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": a counter through a chain of parent rows is declared in one "
+		                       "transaction",
+		                       name),
+		                errdetail("Its levels are filled one after the other, each from the one below."),
+		                errhint("Use counters.create_counter() or counters.alter_counter().")));
+	for (int i = 0; i < nparts - 1; i++) {
+		Declare(parts[i].name, parts[i].definition, nullptr, fill, true, owner, Names::Pinned, nullptr);
+		MarkPart(parts[i].name, name);
+	}
+	Declare(name, parts[nparts - 1].definition, target, fill, exact, owner, Names::Pinned, kept);
+}
+
 /*
  * Create the view, the counter table (or check the existing target), record the counter, fill it and attach the
  * triggers, as the counter's owner `owner` (InvalidOid: a new counter's, the owner of the existing target or the
@@ -244,10 +290,20 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	OwnerScope scope;
 	EnterOwner(&scope, auth, names == Names::Caller ? PIN_CALLER_PATH : PIN_SEARCH_PATH);
 	/* Parsing and planning the definition runs its code: as the owner, restricted, the names resolved as above. */
+	ChainPart *parts;
+	int nparts = DescribeChain(name, definition, owner, &parts);
+	if (nparts > 0) {
+		LeaveOwner(&scope);
+		DeclareChain(name, parts, nparts, target, fill, exact, owner, kept);
+		return;
+	}
 	const char *stored;
 	CounterDef *def = DescribeDefinition(name, definition, owner, &stored);
 	if (!list_member_oid(rels, def->source) || (OidIsValid(def->parent) && !list_member_oid(rels, def->parent)))
 		elog(ERROR, "counters: counter \"%s\": the definition was analysed over a relation not authorized", name);
+	RequireCountable(name, def->source);
+	if (OidIsValid(def->parent))
+		RequireCountable(name, def->parent);
 	Oid colocate_with;
 	const char *distribution_column;
 	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
@@ -441,12 +497,22 @@ CounterConcurrently(const char *name, const char *definition, const char *mode, 
 	ConcurrentStep(name, nullptr);
 }
 
-void
-DropCounter(const char *name, bool keep_triggers, bool keep_tables)
+/* DropCounter of counter `name`; `whole`: as a level of that counter, dropped with it (else NULL). */
+static void
+DropOne(const char *name, bool keep_triggers, bool keep_tables, const char *whole)
 {
 	/* (writers in flight apply their deltas first, to the relations dropped here) */
 	Change change;
 	Counter *c = BeginChange(&change, name, ShareRowExclusiveLock, AccessExclusiveLock);
+	const char *part_of = c->options->part_of;
+	if (part_of != nullptr && (whole == nullptr || strcmp(whole, part_of) != 0) && CounterExists(part_of))
+		ereport(ERROR,
+		        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+		         errmsg("counter \"%s\" is a level of counter \"%s\"", name, part_of),
+		         errdetail("Counter \"%s\" counts through a chain of parent rows, one counter per level.", part_of),
+		         errhint("Drop counter \"%s\": its levels go with it.", part_of)));
+	/* (its levels, top-down: each after the one that counts its table) */
+	List *parts = whole == nullptr ? ChainParts(c) : NIL;
 	/* (a counter over this one's table: PostgreSQL would refuse for its definition view; name the counter instead) */
 	List *readers = keep_tables || !c->owns_target ? NIL : ReadCatalogOfSource(c->target);
 	if (readers != NIL) {
@@ -480,6 +546,14 @@ DropCounter(const char *name, bool keep_triggers, bool keep_tables)
 			Execute(DropStatement(own[i].kind, own[i].rel), SPI_OK_UTILITY);
 	SPI_finish();
 	EndChange(&change);
+	for (int i = list_length(parts) - 1; i >= 0; i--)
+		DropOne(((const Counter *)list_nth(parts, i))->name, false, false, name);
+}
+
+void
+DropCounter(const char *name, bool keep_triggers, bool keep_tables)
+{
+	DropOne(name, keep_triggers, keep_tables, nullptr);
 }
 
 List *

@@ -610,7 +610,8 @@ Verify(const char *name, FunctionCallInfo fcinfo)
 {
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
-	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
+	/* (bottom-up: a counter after the counters it counts over, which a named one verifies first) */
+	List *entries = BottomUp(name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr), name != nullptr);
 	ListCell *lc;
 	foreach (lc, entries) {
 		Counter *e = (Counter *)lfirst(lc);
@@ -765,7 +766,12 @@ Rebuild(const char *name, const char *condition)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("a rebuild condition needs a counter name")));
 	RequireReadCommitted("counters.rebuild()");
 	int64 total = 0;
+	/*
+	 * Bottom-up: a counter after the counters it counts over (whose writes it follows), which a named one rebuilds
+	 * first; by a condition over its keys, itself only.
+	 */
 	List *entries = name ? list_make1(LookupCounter(name)) : ReadCatalog(nullptr);
+	entries = BottomUp(entries, name != nullptr && condition == nullptr);
 	ListCell *lc;
 	foreach (lc, entries) {
 		Counter *e = (Counter *)lfirst(lc);

@@ -313,6 +313,7 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter \"%s\": the definition is null", name)));
 	Counter *c = LookupCounter(name);
 	RequireMaintainer(c);
+	RequireWhole(c, "redefined");
 	Mode final_mode = mode != nullptr ? ParseMode(name, mode) : c->mode;
 	/* (what going through exact mode forgets: max_slots, the log's or slots' storage settings) */
 	const CounterOptions *options = c->options;
@@ -344,9 +345,10 @@ AlterDefinition(const char *name, const char *definition, const char *mode)
 	DeclareCounter(name, definition, c->owns_target ? nullptr : QualifiedName(c->target), ModeName(final_mode), owner,
 	               Names::Caller, table);
 	GiveBack(name, &kept);
-	if (ReadCatalogOfSource(source) == NIL)
+	/* (a level of a chain it counted through went with its old definition, and its table too) */
+	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(source)) && ReadCatalogOfSource(source) == NIL)
 		Detach(source);
-	if (OidIsValid(parent) && !JoinsParent(parent))
+	if (OidIsValid(parent) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(parent)) && !JoinsParent(parent))
 		SetParentTriggers(parent, false);
 }
 
@@ -435,6 +437,7 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	RequireReadCommitted("counters.alter_counter_concurrently()");
 	Counter *c = LookupCounter(name);
 	RequireMaintainer(c);
+	RequireWhole(c, "redefined");
 	RequireFeature(c, Feature::RedefineConcurrently);
 	(void)MayWriteHere(c, true, "redefine");
 	/*

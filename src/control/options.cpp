@@ -283,6 +283,15 @@ SetKeepZero(const char *name, bool keep)
 	WriteOption(name, &o, "keep_zero");
 }
 
+/* A counter declared as a level of counter `whole` through a chain of parent rows (DeclareChain). */
+void
+MarkPart(const char *name, const char *whole)
+{
+	CounterOptions o = LockOptions(name);
+	o.part_of = pstrdup(whole);
+	WriteOption(name, &o, "part_of");
+}
+
 void
 SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 {

@@ -500,6 +500,7 @@ RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except, const cha
 	if (mode == Mode::Exact)
 		return;
 	const char *name = e->name;
+	RequireWhole(e, psprintf("switched to %s mode", ModeName(mode)));
 	RequireFeatureOf(name, e->source, e->owns_target, mode, e->target, Feature::LogShardedMode);
 	RequireModeKeeps(name, e->options, mode, table);
 	RequireKindsKept(name, DefinitionOf(e), mode);

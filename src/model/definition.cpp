@@ -397,13 +397,6 @@ UniqueImmediateOn(HeapTuple tup, const void *arg)
 	       index->indkey.values[0] == *(const AttrNumber *)arg && heap_attisnull(tup, Anum_pg_index_indexprs, nullptr);
 }
 
-/* A unique, immediate, non-partial index on exactly column `attnum` of `relid`. */
-bool
-HasUniqueIndexOn(Oid relid, AttrNumber attnum)
-{
-	return AnyIndexOf(relid, UniqueImmediateOn, &attnum);
-}
-
 /*
  * FROM child JOIN parent ON child.key = parent.key: checked, and the query's Vars renumbered so that the child (the
  * source) is varno 1 and the parent varno 2. Sets the parent fields of `def`; returns the child's range table entry.
@@ -455,8 +448,14 @@ AnalyzeJoin(const char *name, Query *query, JoinExpr *join, CounterDef *def, Ran
 
 } // namespace
 
-CounterDef *
-AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
+bool
+HasUniqueIndexOn(Oid relid, AttrNumber attnum)
+{
+	return AnyIndexOf(relid, UniqueImmediateOn, &attnum);
+}
+
+void
+RequireAggregateQuery(const char *name, Query *query)
 {
 	if (query->commandType != CMD_SELECT || query->utilityStmt != nullptr)
 		Reject(name, ERRCODE_WRONG_OBJECT_TYPE, "the definition must be a SELECT query", nullptr);
@@ -486,6 +485,12 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "LIMIT and OFFSET are not supported", nullptr);
 	if (query->rowMarks != NIL)
 		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "FOR UPDATE/SHARE is not supported", nullptr);
+}
+
+CounterDef *
+AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
+{
+	RequireAggregateQuery(name, query);
 
 	FromExpr *from = query->jointree;
 	if (from == nullptr || list_length(from->fromlist) != 1)
@@ -887,6 +892,26 @@ DescribeDefinition(const char *name, const char *definition, Oid owner, const ch
 	}
 	error_context_stack = context.previous;
 	return AnalyzeDefinition(name, query, nullptr);
+}
+
+int
+DescribeChain(const char *name, const char *definition, Oid owner, ChainPart **parts)
+{
+	RequireOwnerScope(owner);
+	DefinitionContext dc = {name, definition};
+	ErrorContextCallback context;
+	PushDefinitionContext(&context, &dc);
+	List *raw = raw_parser(definition, RAW_PARSE_DEFAULT);
+	int n = 0;
+	/* (anything else is DescribeDefinition's to refuse) */
+	if (list_length(raw) == 1 && IsA(linitial_node(RawStmt, raw)->stmt, SelectStmt) &&
+	    ((SelectStmt *)linitial_node(RawStmt, raw)->stmt)->intoClause == nullptr) {
+		Query *query = parse_analyze_fixedparams(linitial_node(RawStmt, raw), definition, nullptr, 0, nullptr);
+		if (query->commandType == CMD_SELECT && IsChainQuery(query))
+			n = DecomposeChain(name, query, parts);
+	}
+	error_context_stack = context.previous;
+	return n;
 }
 
 char *

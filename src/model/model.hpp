@@ -168,6 +168,13 @@ struct CounterDef {
  * Allocates in CurrentMemoryContext, and may rewrite `query` in place (give it a copy of a cached one).
  */
 CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names);
+/*
+ * The checks of a definition's query as a whole (one SELECT, grouped, no WITH, subquery, window, HAVING, ORDER BY,
+ * LIMIT ...): 0A000 or 42P17 naming the counter. AnalyzeDefinition makes them first; a chain (chain.cpp) too.
+ */
+void RequireAggregateQuery(const char *name, Query *query);
+/* A unique, immediately checked, non-partial index on exactly column `attnum` of `relid` (a parent's key). */
+bool HasUniqueIndexOn(Oid relid, AttrNumber attnum);
 
 /*
  * derived.cpp: AddAccumulators appends to a definition's select list (parse analysis's) the accumulators its derived
@@ -239,6 +246,7 @@ struct CounterOptions {
 	const char *retention_keep;   /* ... and the interval kept */
 	const char *touch;            /* counters.set_touch: a timestamp column of the target (NULL: none) */
 	bool keep_zero;               /* counters.set_keep_zero */
+	const char *part_of;          /* a level of this counter through a chain of parent rows (NULL: none) */
 	int max_slots;                /* sharded mode (MAX_SLOTS_DEFAULT unless set) */
 	bool max_slots_set;
 	bool building;          /* a concurrent declaration or rebuild is under way, */
@@ -846,6 +854,34 @@ void Sep(StringInfo buf, bool *first, const char *sep = ", ");
  * view is created from it with the search_path pinned).
  */
 CounterDef *DescribeDefinition(const char *name, const char *definition, Oid owner, const char **stored = nullptr);
+/*
+ * A counter through a chain of parent rows (FROM a JOIN b ON ... JOIN c ON ..., three tables or more: chain.cpp) is
+ * kept as one counter per level, each over the one below and one parent row. DescribeChain analyses `definition` as
+ * DescribeDefinition does (as the owner) and, for a chain, sets *parts to the counters that keep it, bottom-up, in SQL
+ * naming everything but pg_catalog's objects with their schema: the last one is the counter `name` itself. Returns
+ * their number, or 0 for a definition of one table or one parent row.
+ */
+struct ChainPart {
+	const char *name;
+	const char *definition;
+};
+int DescribeChain(const char *name, const char *definition, Oid owner, ChainPart **parts);
+/* The deepest chain kept, in tables (and the deepest stack of counters over counters followed). */
+constexpr int MAX_CHAIN_DEPTH = 16;
+/* The counters declared as the levels of counter `e` (part_of), bottom-up; NIL for most counters. */
+List *ChainParts(const Counter *e);
+/*
+ * The exact counters that write counter `e`'s source (their own table, or counter-cache columns of an existing
+ * table): the counters `e` counts over. BottomUp orders `counters` so that each comes after those it counts over
+ * (and, `below`, adds them and the ones under them: what verifying or rebuilding `e` bottom-up goes through).
+ */
+List *CountersFeeding(const Counter *e);
+/* 0A000 if counter `e` is a level of another counter's chain (part_of): `change` (e.g. "redefined") is that one's. */
+void RequireWhole(const Counter *e, const char *change);
+List *BottomUp(List *counters, bool below);
+/* Whether an analysed query joins three tables or more; DecomposeChain of such a query (chain.cpp). */
+bool IsChainQuery(Query *query);
+int DecomposeChain(const char *name, Query *query, ChainPart **parts);
 /*
  * Keys too long for a btree entry (about 2,700 bytes: a URL, a user agent). A key column of an unbounded string type
  * (text, bytea, varchar or char without a short length limit; deterministic collation: equal means byte-equal) is

@@ -9,6 +9,7 @@
  *    "retention":   {"column": "<key column>", "keep": "<interval>"},
  *    "touch":       "<column of the target>",
  *    "keep_zero":   true,
+ *    "part_of":     "<counter>",  (a level of a counter through a chain of parent rows: chain.cpp)
  *    "max_slots":   n,
  *    "building":    {"mode": "exact" | "log" | "sharded", "max_slots": n},
  *    "last_rebuild": ...}
@@ -256,6 +257,7 @@ ParseOptions(Datum options, bool isnull)
 		o->retention_keep = StringOf(Field(ContainerOf(retention), "keep"));
 	}
 	o->touch = StringOf(Field(root, "touch"));
+	o->part_of = StringOf(Field(root, "part_of"));
 	o->keep_zero = Field(root, "keep_zero") != nullptr;
 
 	int max_slots = SmallIntOf(NumericOf(Field(root, "max_slots"), &o->invalid), MAX_SLOTS_MIN, MAX_SLOTS_MAX,
@@ -485,6 +487,12 @@ TouchValue(const CounterOptions *o)
 }
 
 Datum
+PartOfValue(const CounterOptions *o)
+{
+	return o->part_of == nullptr ? (Datum)0 : StringJsonb(o->part_of);
+}
+
+Datum
 KeepZeroValue(const CounterOptions *o)
 {
 	JsonbValue v;
@@ -530,7 +538,8 @@ struct OptionKey {
 const OptionKey OPTION_KEYS[] = {
     {"bounds", false, BoundsValue},       {"thresholds", false, ThresholdsValue}, {"window", false, WindowValue},
     {"retention", false, RetentionValue}, {"touch", false, TouchValue},           {"keep_zero", false, KeepZeroValue},
-    {"max_slots", false, MaxSlotsValue},  {"building", true, BuildingValue},      {"last_rebuild", true, nullptr},
+    {"max_slots", false, MaxSlotsValue},  {"part_of", false, PartOfValue},        {"building", true, BuildingValue},
+    {"last_rebuild", true, nullptr},
 };
 
 const OptionKey *
