@@ -168,8 +168,22 @@ UPDATE threads SET published = false, forum_id = 2 WHERE id = 3;
 SELECT * FROM check_all();
 SELECT name, options->>'part_of' AS part_of FROM counters.counter ORDER BY name;
 
+-- a column of the leaf changes type: the counter is declared again from its whole definition, its levels with it
+DROP VIEW forum_recount;
+ALTER TABLE reactions ALTER COLUMN score TYPE numeric;
+CREATE VIEW forum_recount AS
+SELECT f.id AS forum_id, r.kind, count(*) AS reactions, sum(r.score) AS score, sum(t.weight) AS weight,
+       count(p.edited_at) AS on_edited, count(*) FILTER (WHERE f.region = 'us' AND r.kind = 'like') AS eu_likes
+  FROM reactions r JOIN replies p ON r.reply_id = p.id JOIN threads t ON p.thread_id = t.id
+  JOIN forums f ON t.forum_id = f.id
+ GROUP BY f.id, r.kind;
+SELECT * FROM check_all();
+SELECT name, options->>'part_of' AS part_of, options ? 'chain' AS whole FROM counters.counter ORDER BY name;
+UPDATE reactions SET score = score + 0.5 WHERE id % 3 = 0;
+SELECT * FROM check_all();
+
 -- a chain into counter-cache columns of the top table, by forum
-ALTER TABLE forums ADD COLUMN reaction_count bigint NOT NULL DEFAULT 0, ADD COLUMN love_score bigint NOT NULL DEFAULT 0;
+ALTER TABLE forums ADD COLUMN reaction_count bigint NOT NULL DEFAULT 0, ADD COLUMN love_score numeric NOT NULL DEFAULT 0;
 SELECT counters.create_counter('forum_cache', $$
     SELECT f.id, count(*) AS reaction_count, sum(r.score) FILTER (WHERE r.kind = 'love') AS love_score
       FROM reactions r JOIN replies p ON r.reply_id = p.id JOIN threads t ON p.thread_id = t.id
@@ -184,6 +198,87 @@ SELECT * FROM check_all();
 UPDATE threads SET forum_id = 1 WHERE forum_id = 2;
 INSERT INTO reactions (reply_id, kind, score) VALUES (12, 'love', 9);
 SELECT * FROM check_all();
+
+-- five levels (counter_culture's issue #125: a company moved to another industry must move its employees' counts
+-- in every level above it): employees -> teams -> companies -> industries -> sectors
+CREATE TABLE sectors (id int PRIMARY KEY, name text NOT NULL);
+CREATE TABLE industries (id int PRIMARY KEY, sector_id int NOT NULL);
+CREATE TABLE companies (id int PRIMARY KEY, industry_id int NOT NULL, listed bool NOT NULL DEFAULT false);
+CREATE TABLE teams (id int PRIMARY KEY, company_id int NOT NULL);
+CREATE TABLE employees (id serial PRIMARY KEY, team_id int NOT NULL, salary numeric NOT NULL);
+INSERT INTO sectors VALUES (1, 'tech'), (2, 'health');
+INSERT INTO industries SELECT g, 1 + g % 2 FROM generate_series(1, 4) g;
+INSERT INTO companies SELECT g, 1 + g % 4, g % 3 = 0 FROM generate_series(1, 8) g;
+INSERT INTO teams SELECT g, 1 + g % 8 FROM generate_series(1, 16) g;
+INSERT INTO employees (team_id, salary) SELECT 1 + g % 16, 1000 + g FROM generate_series(1, 200) g;
+SELECT counters.create_counter('sector_staff', $$
+    SELECT s.name AS sector, c.listed, count(*) AS employees, sum(e.salary) AS payroll
+      FROM employees e JOIN teams t ON e.team_id = t.id JOIN companies c ON t.company_id = c.id
+      JOIN industries i ON c.industry_id = i.id JOIN sectors s ON i.sector_id = s.id
+     GROUP BY s.name, c.listed $$);
+CREATE VIEW sector_recount AS
+SELECT s.name AS sector, c.listed, count(*) AS employees, sum(e.salary) AS payroll
+  FROM employees e JOIN teams t ON e.team_id = t.id JOIN companies c ON t.company_id = c.id
+  JOIN industries i ON c.industry_id = i.id JOIN sectors s ON i.sector_id = s.id
+ GROUP BY s.name, c.listed;
+INSERT INTO checks VALUES ('sector_staff', 'sector_recount');
+SELECT count(*) AS levels FROM counters.counter WHERE options->>'part_of' = 'sector_staff';
+SELECT * FROM check_all();
+UPDATE companies SET industry_id = 2 WHERE id = 3;
+SELECT * FROM check_all();
+UPDATE industries SET sector_id = 1 WHERE id = 2;
+UPDATE companies SET listed = NOT listed WHERE id % 2 = 0;
+UPDATE sectors SET name = 'care' WHERE id = 2;
+UPDATE teams SET company_id = 1 WHERE id = 5;
+UPDATE employees SET salary = salary + 1, team_id = 1 + team_id % 16 WHERE id % 4 = 0;
+SELECT * FROM check_all();
+SELECT counters.drop_counter('sector_staff');
+DELETE FROM checks WHERE counter = 'sector_staff';
+
+-- a time rollup is a counter over a counter: events per hour, then per day and per month over the hourly table
+-- (no join: the hourly counter's writes fire the daily one's triggers, in the same statement)
+CREATE TABLE events (id serial PRIMARY KEY, at timestamptz NOT NULL, bytes int NOT NULL);
+INSERT INTO events (at, bytes)
+SELECT timestamptz '2026-01-30 20:00+00' + g * interval '7 minutes', g % 100 FROM generate_series(1, 1000) g;
+SET timezone = 'UTC';
+SELECT counters.create_counter('events_hourly', $$
+    SELECT date_trunc('hour', at AT TIME ZONE 'UTC') AS hour, count(*) AS events, sum(bytes) AS bytes
+      FROM events GROUP BY 1 $$);
+SELECT counters.create_counter('events_daily', $$
+    SELECT date_trunc('day', hour) AS day, sum(events) AS events, sum(bytes) AS bytes FROM events_hourly GROUP BY 1 $$);
+SELECT counters.create_counter('events_monthly', $$
+    SELECT date_trunc('month', day) AS month, sum(events) AS events, sum(bytes) AS bytes FROM events_daily GROUP BY 1 $$);
+CREATE VIEW daily_recount AS SELECT date_trunc('day', at AT TIME ZONE 'UTC') AS day, count(*) AS events,
+       sum(bytes) AS bytes FROM events GROUP BY 1;
+CREATE VIEW monthly_recount AS SELECT date_trunc('month', at AT TIME ZONE 'UTC') AS month, count(*) AS events,
+       sum(bytes) AS bytes FROM events GROUP BY 1;
+INSERT INTO checks VALUES ('events_daily', 'daily_recount'), ('events_monthly', 'monthly_recount');
+SELECT * FROM check_all();
+INSERT INTO events (at, bytes) SELECT timestamptz '2026-02-03 00:00+00' + g * interval '1 hour', 5 FROM generate_series(1, 50) g;
+UPDATE events SET at = at + interval '1 month' WHERE id % 10 = 0;
+DELETE FROM events WHERE id % 7 = 0;
+SELECT * FROM check_all();
+-- verify() and rebuild() of the monthly counter go through the daily and hourly ones first, bottom-up
+UPDATE events_hourly SET events = events + 1 WHERE hour = (SELECT min(hour) FROM events_hourly);
+SELECT counter, column_name, stored - expected AS off FROM counters.verify('events_monthly');
+SELECT counters.rebuild('events_monthly') >= 0 AS rebuilt;
+SELECT * FROM check_all();
+-- the hourly counter redefined (big events only): its table is kept, the daily and monthly ones follow it
+SELECT counters.alter_counter('events_hourly', definition => $$
+    SELECT date_trunc('hour', at AT TIME ZONE 'UTC') AS hour, count(*) AS events, sum(bytes) AS bytes
+      FROM events WHERE bytes >= 10 GROUP BY 1 $$);
+CREATE OR REPLACE VIEW daily_recount AS SELECT date_trunc('day', at AT TIME ZONE 'UTC') AS day, count(*) AS events,
+       sum(bytes) AS bytes FROM events WHERE bytes >= 10 GROUP BY 1;
+CREATE OR REPLACE VIEW monthly_recount AS SELECT date_trunc('month', at AT TIME ZONE 'UTC') AS month,
+       count(*) AS events, sum(bytes) AS bytes FROM events WHERE bytes >= 10 GROUP BY 1;
+SELECT * FROM check_all();
+UPDATE events SET bytes = 50 WHERE id % 5 = 0;
+SELECT * FROM check_all();
+SELECT * FROM errors($$SELECT counters.drop_counter('events_daily')$$);
+SELECT counters.drop_counter('events_monthly');
+SELECT counters.drop_counter('events_daily');
+SELECT counters.drop_counter('events_hourly');
+RESET timezone;
 
 -- dropped: the levels go with the counter
 SELECT counters.drop_counter('forum_cache');

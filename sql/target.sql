@@ -176,6 +176,9 @@ SELECT counters.create_counter('bad', 'SELECT customer_id AS account, count(*) A
 SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter('bad', 'SELECT customer_id AS account, sum(amount) AS amount FROM orders GROUP BY customer_id', 'ledger');
 SELECT * FROM rejected(:'SQLSTATE');
+-- a sum of numeric into an integer column (42804): it would be rounded at every write
+SELECT counters.create_counter('bad', 'SELECT customer_id AS account, sum(amount) AS n FROM orders GROUP BY customer_id', 'ledger');
+SELECT * FROM rejected(:'SQLSTATE');
 SELECT counters.create_counter('bad', 'SELECT customer_id AS account, count(*) AS n FROM orders GROUP BY customer_id', 'ledger');
 SELECT * FROM rejected(:'SQLSTATE');
 CREATE UNIQUE INDEX ledger_account_partial ON ledger (account) WHERE account > 0;

@@ -65,8 +65,8 @@ COUNTERS_FUNCTION(counters_register)
 {
 	const char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	Oid query = PG_GETARG_OID(1), target = PG_GETARG_OID(2);
-	counters::Declaration d = {name,       query,      target, PG_GETARG_BOOL(3), counters::Mode::Exact, InvalidOid,
-	                           InvalidOid, InvalidOid, nullptr};
+	counters::Declaration d = {name,       query,      target,     PG_GETARG_BOOL(3), counters::Mode::Exact,
+	                           InvalidOid, InvalidOid, InvalidOid, nullptr,           InvalidOid};
 	/* (the caller's declaration: every relation the view reads and the target authorized before it is analysed) */
 	List *rels = list_append_unique_oid(list_append_unique_oid(counters::ViewRelations(query), query), target);
 	(void)counters::GetSourceCounters(counters::Register(

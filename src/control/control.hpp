@@ -168,6 +168,8 @@ void AlterDefinition(const char *name, const char *definition, const char *mode)
  * CurrentMemoryContext; `why` completes the NOTICE.
  */
 void *SaveAndDrop(const Counter *e);
+/* The name of a counter SaveAndDrop saved. */
+const char *SavedName(const void *saved);
 void DeclareSaved(void *saved, const char *why);
 /* CALL counters.alter_counter_concurrently (SPI connected non-atomic). */
 void AlterCounterConcurrently(const char *name, const char *definition);
@@ -184,6 +186,9 @@ void Attach(Oid source);
  * enabled them for the origin role, where they do nothing (after every ALTER TABLE of a source).
  */
 void KeepReplicaTriggers(Oid source);
+/* The same for a parent's replica triggers (counters_parent_replica*), which only a restore's ENABLE TRIGGER ALL makes
+ * fire on the origin. */
+void KeepParentReplicaTriggers(Oid parent);
 void Detach(Oid source);
 
 /* Sinks and counters through a parent row: making a table a sink or a plain source again; the parents of a source's
@@ -211,6 +216,8 @@ void SetRetention(const char *name, const char *column, Datum keep, bool keep_nu
 void SetTouch(const char *name, const char *column);
 /* Marks counter `name` as a level of counter `whole` through a chain of parent rows (option part_of). */
 void MarkPart(const char *name, const char *whole);
+/* Keeps the whole definition of counter `name` through a chain, as declared (option chain: declared again from it). */
+void MarkChain(const char *name, const char *declared);
 void SetKeepZero(const char *name, bool keep);
 void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
 /* top() in the row type `rowtype` of the relation a counter is read from: whole rows of that type. */

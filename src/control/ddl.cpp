@@ -203,6 +203,16 @@ RetypeCounters(List *catalog, Oid relid, const char *column)
 		Counter *e = (Counter *)lfirst(lc);
 		if (e->source != relid || !OidIsValid(e->query) || !ViewUsesColumn(e->query, relid, attnum))
 			continue;
+		/* (a level of a chain: the whole counter is declared again, its levels with it) */
+		if (e->options->part_of != nullptr) {
+			e = LookupCounter(e->options->part_of);
+			bool saved = false;
+			ListCell *lr;
+			foreach (lr, retyped)
+				saved |= strcmp(SavedName(((Retyped *)lfirst(lr))->saved), e->name) == 0;
+			if (saved)
+				continue;
+		}
 		if (IsSink(relid))
 			ereport(ERROR,
 			        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
@@ -562,9 +572,21 @@ OnDdlEnd(EventTriggerData *trigger)
 	if (IsA(trigger->parsetree, CreateTrigStmt)) {
 		CreateTrigStmt *stmt = (CreateTrigStmt *)trigger->parsetree;
 		Oid rel = RangeVarGetRelid(stmt->relation, NoLock, true);
+		/*
+		 * (a source's trigger on a table no counter counts, or a parent's trigger on a table no counter joins: a
+		 * table may be both, e.g. the middle of a chain that another counter counts, and have one role adopted first)
+		 */
+		bool parent_trigger = false;
+		for (int t = 0; t < PARENT_TRIGGERS; t++)
+			parent_trigger |= strcmp(stmt->trigname, ParentTriggerName(t)) == 0;
+		/*
+		 * (without waiting for another adopter, who may need this table, locked by this statement: a parallel
+		 * restore's other session adopting the level below a chain's; the next trigger, or the first write, adopts)
+		 */
+		bool busy;
 		if (OidIsValid(rel) && TriggerFunction(rel, stmt->trigname) == CaptureFunction() &&
-		    ReadCatalogOfSource(SourceOf(rel)) == NIL && ReadCountersOf(rel, true) == NIL)
-			(void)Adopt(rel);
+		    (parent_trigger ? ReadCountersOf(rel, true) == NIL : ReadCatalogOfSource(SourceOf(rel)) == NIL))
+			(void)TryAdopt(rel, &busy);
 		return;
 	}
 	/*
@@ -679,8 +701,19 @@ OnDdlEnd(EventTriggerData *trigger)
 			Attach(lfirst_oid(lc));
 	foreach (lc, changed_sources)
 		KeepReplicaTriggers(lfirst_oid(lc));
+	/* (a parent's too: pg_restore --disable-triggers enables every trigger of the tables it loads, parents included) */
+	if (IsA(trigger->parsetree, AlterTableStmt))
+		foreach (lc, changed)
+			if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_RELATION && ReadCountersOf(lfirst_oid(lc), true) != NIL)
+				KeepParentReplicaTriggers(lfirst_oid(lc));
+	/*
+	 * (a table whose counter a restore has not declared again yet keeps them, for it: a view that reads it carries
+	 * its description -- e.g. the table of a chain's level, counted by the level above, whose own description waits
+	 * for the primary key of its parent, another restore session's)
+	 */
 	foreach (lc, leftovers)
-		if (!citus::IsCitusRelation(lfirst_oid(lc))) /* (Citus's shards and shells are Citus's to change) */
+		if (!citus::IsCitusRelation(lfirst_oid(lc)) && /* (Citus's shards and shells are Citus's to change) */
+		    !Described(lfirst_oid(lc)))
 			Detach(lfirst_oid(lc));
 	/* Citus's replica and the description in the definition view name the relations: a renamed one is named anew */
 	foreach (lc, counters) {

@@ -291,10 +291,12 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	EnterOwner(&scope, auth, names == Names::Caller ? PIN_CALLER_PATH : PIN_SEARCH_PATH);
 	/* Parsing and planning the definition runs its code: as the owner, restricted, the names resolved as above. */
 	ChainPart *parts;
-	int nparts = DescribeChain(name, definition, owner, &parts);
+	const char *declared;
+	int nparts = DescribeChain(name, definition, owner, &parts, &declared);
 	if (nparts > 0) {
 		LeaveOwner(&scope);
 		DeclareChain(name, parts, nparts, target, fill, exact, owner, kept);
+		MarkChain(name, declared);
 		return;
 	}
 	const char *stored;
@@ -381,7 +383,8 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 		if (placement != citus::Placement::Local && kept == nullptr)
 			citus::DistributeCounterTable(tgt, placement, colocate_with, distribution_column);
 		/* (compiled now: anything the trigger could not run fails the declaration, not a later write) */
-		Declaration declared = {name, view, tgt, owns, Mode::Exact, InvalidOid, InvalidOid, InvalidOid, nullptr};
+		Declaration declared = {name,       view,       tgt,        owns,    Mode::Exact,
+		                        InvalidOid, InvalidOid, InvalidOid, nullptr, def->source};
 		(void)GetSourceCounters(Register(&declared, auth));
 		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
 		ret = fill ? SPI_execute(FillStatement(def, tgt, view), false, 0) : SPI_OK_INSERT;
@@ -395,7 +398,8 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 		 * (Register checks the target's columns and key types; a declaration needs its unique key now; compiled now:
 		 * anything the trigger could not run fails the declaration, not a later write)
 		 */
-		Declaration declared = {name, view, tgt, owns, Mode::Exact, InvalidOid, InvalidOid, InvalidOid, nullptr};
+		Declaration declared = {name,       view,       tgt,        owns,    Mode::Exact,
+		                        InvalidOid, InvalidOid, InvalidOid, nullptr, def->source};
 		Oid source = Register(&declared, auth);
 		RequireTargetKey(name, def, tgt);
 		(void)GetSourceCounters(source);
@@ -681,6 +685,19 @@ KeepReplicaTriggers(Oid source)
 			    enabled == TRIGGER_FIRES_ON_ORIGIN)
 				Execute(EnableReplicaTriggerStatement(t, lfirst_oid(lc)), SPI_OK_UTILITY);
 		}
+	SPI_finish();
+}
+
+void
+KeepParentReplicaTriggers(Oid parent)
+{
+	SpiConnect();
+	for (int t = PARENT_REPLICA_TRIGGER; t <= PARENT_REPLICA_TRUNCATE_TRIGGER; t++) {
+		char enabled;
+		if (TriggerFunction(parent, ParentTriggerName(t), &enabled) == CaptureFunction() &&
+		    enabled == TRIGGER_FIRES_ON_ORIGIN)
+			Execute(EnableTriggerStatement(ParentTriggerName(t), parent, false), SPI_OK_UTILITY);
+	}
 	SPI_finish();
 }
 

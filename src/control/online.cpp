@@ -395,9 +395,18 @@ SaveAndDrop(const Counter *e)
 		elog(ERROR, "counters: reading the definition of counter \"%s\" failed", e->name);
 	s->definition = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 	SPI_finish();
+	/* (a counter through a chain: declared again from its whole definition, its levels with it) */
+	if (options->chain != nullptr)
+		s->definition = MemoryContextStrdup(caller, options->chain);
 	UnpinSettings(level);
 	DropCounter(e->name, false, s->table != nullptr);
 	return s;
+}
+
+const char *
+SavedName(const void *saved)
+{
+	return ((const Saved *)saved)->name;
 }
 
 namespace {

@@ -293,6 +293,14 @@ MarkPart(const char *name, const char *whole)
 }
 
 void
+MarkChain(const char *name, const char *declared)
+{
+	CounterOptions o = LockOptions(name);
+	o.chain = pstrdup(declared);
+	WriteOption(name, &o, "chain");
+}
+
+void
 SetRetention(const char *name, const char *column, Datum keep, bool keep_null)
 {
 	Counter *e = LookupCounter(name);

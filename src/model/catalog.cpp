@@ -636,6 +636,9 @@ RestoreOptions(const char *name, const CounterOptions *kept, const CounterDef *d
 	RequireMaintainer(e);
 	CounterOptions o = FitOptions(name, kept, def, e->owns_target && e->mode == Mode::Exact);
 	o.building = false;
+	/* (what the counter is made of is the new definition's: a chain's levels and whole definition, as declared) */
+	o.part_of = e->options->part_of;
+	o.chain = e->options->chain;
 	Oid argtypes[2] = {TEXTOID, JSONBOID};
 	Datum args[2] = {CStringGetTextDatum(name), OptionsJsonb(&o)};
 	ExecuteAsCatalogOwner("UPDATE counters.counter SET options = $2 WHERE name OPERATOR(pg_catalog.=) $1", 2, argtypes,

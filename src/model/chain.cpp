@@ -245,7 +245,7 @@ IsChainQuery(Query *query)
 }
 
 int
-DecomposeChain(const char *name, Query *query, ChainPart **out)
+DecomposeChain(const char *name, Query *query, ChainPart **out, const char **declared)
 {
 	RequireAggregateQuery(name, query);
 	if (!query->hasAggs || query->groupClause == NIL)
@@ -393,6 +393,7 @@ DecomposeChain(const char *name, Query *query, ChainPart **out)
 	List *part_names = NIL;
 	/* (deparsed with the search_path pinned: every name but pg_catalog's qualified, parsed again so) */
 	int pinned = PinSettings(PIN_SEARCH_PATH);
+	*declared = pg_get_querydef(query, false);
 	for (int level = 0; level < n; level++) {
 		const Level *lv = &levels[level];
 		const char *alias = level == 0 ? "s" : "p";

@@ -402,7 +402,7 @@ UniqueImmediateOn(HeapTuple tup, const void *arg)
  * source) is varno 1 and the parent varno 2. Sets the parent fields of `def`; returns the child's range table entry.
  */
 RangeTblEntry *
-AnalyzeJoin(const char *name, Query *query, JoinExpr *join, CounterDef *def, RangeTblEntry **parent_rte)
+AnalyzeJoin(const char *name, Query *query, JoinExpr *join, CounterDef *def, RangeTblEntry **parent_rte, Oid source)
 {
 	if (join->jointype != JOIN_INNER || join->usingClause != NIL || join->isNatural || !IsA(join->larg, RangeTblRef) ||
 	    !IsA(join->rarg, RangeTblRef) || join->quals == nullptr || !IsA(join->quals, OpExpr))
@@ -422,7 +422,16 @@ AnalyzeJoin(const char *name, Query *query, JoinExpr *join, CounterDef *def, Ran
 		RejectJoin(name, "the join must read two different tables");
 	/* the parent: the side whose column is unique (the right one, when both are) */
 	Var *child = a, *parent = b;
-	if (!HasUniqueIndexOn(rte_b->relid, b->varattno)) {
+	if (OidIsValid(source) && (rte_a->relid == source || rte_b->relid == source)) {
+		/*
+		 * (a stored counter's, whose source is known: the other side, whatever indexes exist now -- a restore in
+		 * parallel creates them in any order, and one side's alone would turn the join around)
+		 */
+		if (rte_b->relid == source) {
+			child = b;
+			parent = a;
+		}
+	} else if (!HasUniqueIndexOn(rte_b->relid, b->varattno)) {
 		if (!HasUniqueIndexOn(rte_a->relid, a->varattno))
 			RejectJoin(name, "neither joined column has a unique index of its own");
 		child = b;
@@ -488,7 +497,7 @@ RequireAggregateQuery(const char *name, Query *query)
 }
 
 CounterDef *
-AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
+AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names, Oid source)
 {
 	RequireAggregateQuery(name, query);
 
@@ -503,7 +512,8 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 	RangeTblEntry *rte;
 	if (IsA(item, JoinExpr)) {
 		/* counted through a parent row: the source is varno 1, the parent varno 2 */
-		rte = AnalyzeJoin(name, query, (JoinExpr *)item, &join_info, &parent_rte);
+		rte = AnalyzeJoin(name, query, (JoinExpr *)item, &join_info, &parent_rte,
+		                  column_names != nullptr ? source : InvalidOid);
 		varno = 1;
 	} else if (!IsA(item, RangeTblRef))
 		Reject(name, ERRCODE_FEATURE_NOT_SUPPORTED, "joins are not supported",
@@ -657,7 +667,7 @@ AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names)
 }
 
 CounterDef *
-AnalyzeView(const char *name, Oid view_oid, const Authorization &auth)
+AnalyzeView(const char *name, Oid view_oid, const Authorization &auth, Oid source)
 {
 	/*
 	 * Planning folds IMMUTABLE functions called on constants, so it runs the definition's code: as the counter's
@@ -671,7 +681,7 @@ AnalyzeView(const char *name, Oid view_oid, const Authorization &auth)
 		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("counter \"%s\": definition \"%s\" is not a view",
 		                                                           name, RelationGetRelationName(view))));
 	Query *query = (Query *)copyObject(get_view_query(view));
-	CounterDef *def = AnalyzeDefinition(name, query, RelationGetDescr(view));
+	CounterDef *def = AnalyzeDefinition(name, query, RelationGetDescr(view), source);
 	relation_close(view, AccessShareLock);
 	LeaveOwner(&as);
 	return def;
@@ -683,7 +693,7 @@ DefinitionOf(const Counter *e)
 	if (e->definition == nullptr) {
 		/* (where the Counter lives, so that what it keeps lives as long) */
 		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext((void *)e));
-		e->definition = AnalyzeView(e->name, e->query, AuthorizedByCatalog(e));
+		e->definition = AnalyzeView(e->name, e->query, AuthorizedByCatalog(e), e->source);
 		MemoryContextSwitchTo(old);
 	}
 	return e->definition;
@@ -895,7 +905,7 @@ DescribeDefinition(const char *name, const char *definition, Oid owner, const ch
 }
 
 int
-DescribeChain(const char *name, const char *definition, Oid owner, ChainPart **parts)
+DescribeChain(const char *name, const char *definition, Oid owner, ChainPart **parts, const char **declared)
 {
 	RequireOwnerScope(owner);
 	DefinitionContext dc = {name, definition};
@@ -908,7 +918,7 @@ DescribeChain(const char *name, const char *definition, Oid owner, ChainPart **p
 	    ((SelectStmt *)linitial_node(RawStmt, raw)->stmt)->intoClause == nullptr) {
 		Query *query = parse_analyze_fixedparams(linitial_node(RawStmt, raw), definition, nullptr, 0, nullptr);
 		if (query->commandType == CMD_SELECT && IsChainQuery(query))
-			n = DecomposeChain(name, query, parts);
+			n = DecomposeChain(name, query, parts, declared);
 	}
 	error_context_stack = context.previous;
 	return n;

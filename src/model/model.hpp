@@ -167,7 +167,7 @@ struct CounterDef {
  * maintain exactly. `column_names` (may be NULL) overrides the target list names, e.g. with a view's attributes.
  * Allocates in CurrentMemoryContext, and may rewrite `query` in place (give it a copy of a cached one).
  */
-CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names);
+CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_names, Oid source = InvalidOid);
 /*
  * The checks of a definition's query as a whole (one SELECT, grouped, no WITH, subquery, window, HAVING, ORDER BY,
  * LIMIT ...): 0A000 or 42P17 naming the counter. AnalyzeDefinition makes them first; a chain (chain.cpp) too.
@@ -247,6 +247,7 @@ struct CounterOptions {
 	const char *touch;            /* counters.set_touch: a timestamp column of the target (NULL: none) */
 	bool keep_zero;               /* counters.set_keep_zero */
 	const char *part_of;          /* a level of this counter through a chain of parent rows (NULL: none) */
+	const char *chain;            /* a counter through a chain: its whole definition, as declared (NULL: none) */
 	int max_slots;                /* sharded mode (MAX_SLOTS_DEFAULT unless set) */
 	bool max_slots_set;
 	bool building;          /* a concurrent declaration or rebuild is under way, */
@@ -606,6 +607,8 @@ struct Declaration {
 	Oid log;
 	Oid crossings;
 	const CounterOptions *options;
+	/* the table it counts, when known (a catalog row, a description): which side of a join is the child */
+	Oid source;
 };
 /*
  * 42602 unless `name` can name a counter: 1 to COUNTER_NAME_MAX_BYTES bytes (its relations are named after it).
@@ -652,6 +655,14 @@ void Describe(const char *name);
  * queue (the first declares, the next find its rows). Returns whether any was declared.
  */
 bool Adopt(Oid rel);
+/*
+ * Adopt without waiting for another adopter (the DDL event trigger, which holds a lock on `rel` that the other may
+ * need: a parallel restore creates the triggers of a chain's levels in several sessions): *busy, and nothing done,
+ * when another adopter holds the queue.
+ */
+bool TryAdopt(Oid rel, bool *busy);
+/* Whether a view that reads `rel` carries a description: a counter a restore has not declared again yet. */
+bool Described(Oid rel);
 /*
  * counters._catalog_row(): a catalog row inserted by another role than the catalog's owner (a restore by the counters'
  * owner): refused unless that role has the privileges of the owner of every relation it names. Returns the row.
@@ -858,14 +869,15 @@ CounterDef *DescribeDefinition(const char *name, const char *definition, Oid own
  * A counter through a chain of parent rows (FROM a JOIN b ON ... JOIN c ON ..., three tables or more: chain.cpp) is
  * kept as one counter per level, each over the one below and one parent row. DescribeChain analyses `definition` as
  * DescribeDefinition does (as the owner) and, for a chain, sets *parts to the counters that keep it, bottom-up, in SQL
- * naming everything but pg_catalog's objects with their schema: the last one is the counter `name` itself. Returns
- * their number, or 0 for a definition of one table or one parent row.
+ * naming everything but pg_catalog's objects with their schema: the last one is the counter `name` itself; and
+ * *declared to the whole definition so deparsed (kept in the counter's options, "chain": what it is declared again
+ * from). Returns their number, or 0 for a definition of one table or one parent row.
  */
 struct ChainPart {
 	const char *name;
 	const char *definition;
 };
-int DescribeChain(const char *name, const char *definition, Oid owner, ChainPart **parts);
+int DescribeChain(const char *name, const char *definition, Oid owner, ChainPart **parts, const char **declared);
 /* The deepest chain kept, in tables (and the deepest stack of counters over counters followed). */
 constexpr int MAX_CHAIN_DEPTH = 16;
 /* The counters declared as the levels of counter `e` (part_of), bottom-up; NIL for most counters. */
@@ -881,7 +893,7 @@ void RequireWhole(const Counter *e, const char *change);
 List *BottomUp(List *counters, bool below);
 /* Whether an analysed query joins three tables or more; DecomposeChain of such a query (chain.cpp). */
 bool IsChainQuery(Query *query);
-int DecomposeChain(const char *name, Query *query, ChainPart **parts);
+int DecomposeChain(const char *name, Query *query, ChainPart **parts, const char **declared);
 /*
  * Keys too long for a btree entry (about 2,700 bytes: a URL, a user agent). A key column of an unbounded string type
  * (text, bytea, varchar or char without a short length limit; deterministic collation: equal means byte-equal) is
@@ -941,7 +953,7 @@ List *ViewRelations(Oid view);
 /* A key column's type as the counter table declares it (qualified, with typmod and a non-default collation). */
 char *KeyColumnType(const KeyDef *key);
 /* The analysed definition of counter `name`, stored as view `view`, planned as the role `auth` authorized. */
-CounterDef *AnalyzeView(const char *name, Oid view, const Authorization &auth);
+CounterDef *AnalyzeView(const char *name, Oid view, const Authorization &auth, Oid source = InvalidOid);
 /*
  * The analysed definition of a counter read from the catalog (as its owner, AuthorizedByCatalog): analysed once per
  * Counter, kept with it (callers share it: they do not change it).

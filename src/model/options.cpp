@@ -10,6 +10,7 @@
  *    "touch":       "<column of the target>",
  *    "keep_zero":   true,
  *    "part_of":     "<counter>",  (a level of a counter through a chain of parent rows: chain.cpp)
+ *    "chain":       "<definition>",  (that counter's whole definition, as declared)
  *    "max_slots":   n,
  *    "building":    {"mode": "exact" | "log" | "sharded", "max_slots": n},
  *    "last_rebuild": ...}
@@ -258,6 +259,7 @@ ParseOptions(Datum options, bool isnull)
 	}
 	o->touch = StringOf(Field(root, "touch"));
 	o->part_of = StringOf(Field(root, "part_of"));
+	o->chain = StringOf(Field(root, "chain"));
 	o->keep_zero = Field(root, "keep_zero") != nullptr;
 
 	int max_slots = SmallIntOf(NumericOf(Field(root, "max_slots"), &o->invalid), MAX_SLOTS_MIN, MAX_SLOTS_MAX,
@@ -493,6 +495,12 @@ PartOfValue(const CounterOptions *o)
 }
 
 Datum
+ChainValue(const CounterOptions *o)
+{
+	return o->chain == nullptr ? (Datum)0 : StringJsonb(o->chain);
+}
+
+Datum
 KeepZeroValue(const CounterOptions *o)
 {
 	JsonbValue v;
@@ -538,8 +546,8 @@ struct OptionKey {
 const OptionKey OPTION_KEYS[] = {
     {"bounds", false, BoundsValue},       {"thresholds", false, ThresholdsValue}, {"window", false, WindowValue},
     {"retention", false, RetentionValue}, {"touch", false, TouchValue},           {"keep_zero", false, KeepZeroValue},
-    {"max_slots", false, MaxSlotsValue},  {"part_of", false, PartOfValue},        {"building", true, BuildingValue},
-    {"last_rebuild", true, nullptr},
+    {"max_slots", false, MaxSlotsValue},  {"part_of", false, PartOfValue},        {"chain", false, ChainValue},
+    {"building", true, BuildingValue},    {"last_rebuild", true, nullptr},
 };
 
 const OptionKey *

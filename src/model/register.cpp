@@ -143,6 +143,15 @@ CheckExistingTarget(const char *name, const CounterDef *def, Oid target)
 				             quote_identifier(vd->column_name))));
 			continue;
 		}
+		/* (a numeric sum into an integer column would be rounded at every write: silently wrong) */
+		if (vd->accum == AccumKind::Numeric && (type == INT2OID || type == INT4OID || type == INT8OID))
+			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+			                errmsg("counter \"%s\": target column %s has type %s, the counter sums numeric there", name,
+			                       quote_identifier(vd->column_name), format_type_with_typemod(type, typmod)),
+			                errdetail("Each delta would be rounded to an integer: the column would drift from its "
+			                          "recount."),
+			                errhint("ALTER TABLE %s ALTER COLUMN %s TYPE numeric;", QualifiedName(target),
+			                        quote_identifier(vd->column_name))));
 		if (type != INT2OID && type != INT4OID && type != INT8OID && type != NUMERICOID)
 			appendStringInfo(&missing, "%s%s (%s)", missing.len ? ", " : "",
 			                 quote_identifier(def->values[v].column_name), format_type_with_typemod(type, typmod));
@@ -307,7 +316,7 @@ Validate(const Declaration *d, const Authorization &auth, Datum *options)
 		RequireOwnerPrivileges(name, lfirst_oid(lc), auth.principal());
 		RequireOwnerRights(name, lfirst_oid(lc), owner);
 	}
-	CounterDef *def = AnalyzeView(name, d->query, auth);
+	CounterDef *def = AnalyzeView(name, d->query, auth, d->source);
 	RequireKindsKept(name, def, d->mode);
 	if (!list_member_oid(rels, def->source) || (OidIsValid(def->parent) && !list_member_oid(rels, def->parent)))
 		elog(ERROR, "counters: counter \"%s\": its definition reads a relation its view's rule does not name", name);

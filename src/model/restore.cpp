@@ -26,6 +26,23 @@ extern "C" {
 
 namespace counters {
 
+/* The views that read a relation ($1, or the root of its partition tree) and carry a description, whoever owns them. */
+#define DESCRIBED_VIEWS                                                                                                \
+	"  FROM pg_catalog.pg_class v"                                                                                     \
+	"  JOIN pg_catalog.pg_description d ON d.objoid OPERATOR(pg_catalog.=) v.oid"                                      \
+	"   AND d.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"                              \
+	"   AND d.objsubid OPERATOR(pg_catalog.=) 0"                                                                       \
+	" WHERE v.relkind OPERATOR(pg_catalog.=) 'v'"                                                                      \
+	"   AND d.description OPERATOR(pg_catalog.~~) 'counters: {%'"                                                      \
+	"   AND EXISTS (SELECT FROM pg_catalog.pg_rewrite r"                                                               \
+	"                 JOIN pg_catalog.pg_depend dep ON dep.objid OPERATOR(pg_catalog.=) r.oid"                         \
+	"                  AND dep.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass"            \
+	"                WHERE r.ev_class OPERATOR(pg_catalog.=) v.oid"                                                    \
+	"                  AND dep.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"           \
+	"                  AND dep.refobjid OPERATOR(pg_catalog.=)"                                                        \
+	"                      COALESCE(pg_catalog.pg_partition_root($1), $1))"                                            \
+	" ORDER BY v.oid"
+
 /*
  * The catalog row of counter `name`, as the comment of its definition view: "counters: " and a JSON object of its
  * name, mode, relations (qualified names, as the catalog's search_path gives them) and options. A schema-only dump
@@ -46,7 +63,7 @@ Describe(const char *name)
 	    /* (the row as JSON: the columns this installation's catalog has, relations by name; options, the user's) */
 	    "SELECT pg_catalog.format('COMMENT ON VIEW %s IS %L', c.query, 'counters: ' OPERATOR(pg_catalog.||) "
 	    "  pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_set(pg_catalog.to_jsonb(c) "
-	    "      OPERATOR(pg_catalog.-) '{source,query,created_at}'::pg_catalog.text[], '{options}', "
+	    "      OPERATOR(pg_catalog.-) '{query,created_at}'::pg_catalog.text[], '{options}', "
 	    "    c.options OPERATOR(pg_catalog.-) $2))::pg_catalog.text) "
 	    "  FROM counters.counter c WHERE c.name OPERATOR(pg_catalog.=) $1",
 	    2, argtypes, args, nullptr, false, 1);
@@ -129,17 +146,15 @@ AdoptOne(void *arg)
 		                errmsg("counter \"%s\": unknown mode %s", name, mode_name ? mode_name : "(none)")));
 	const JsonbValue *owns = DescribedField(j, "owns_target");
 	const JsonbValue *options = DescribedField(j, "options");
-	Declaration decl = {name,
-	                    d->view,
-	                    DescribedRelation(name, j, "target"),
-	                    owns != nullptr && owns->type == jbvBool && owns->val.boolean,
-	                    mode,
-	                    DescribedRelation(name, j, "totals"),
-	                    DescribedRelation(name, j, "log"),
+	Declaration decl = {name, d->view, DescribedRelation(name, j, "target"),
+	                    owns != nullptr && owns->type == jbvBool && owns->val.boolean, mode,
+	                    DescribedRelation(name, j, "totals"), DescribedRelation(name, j, "log"),
 	                    DescribedRelation(name, j, "crossings"),
 	                    options != nullptr && options->type == jbvBinary
 	                        ? ParseOptions(JsonbPGetDatum(JsonbValueToJsonb((JsonbValue *)options)), false)
-	                        : nullptr};
+	                        : nullptr,
+	                    /* (which of a join's tables it counts: one the view reads, else the analysis decides) */
+	                    DescribedRelation(name, j, "source")};
 	if (!OidIsValid(decl.target))
 		ereport(ERROR,
 		        (errcode(ERRCODE_INVALID_OBJECT_DEFINITION), errmsg("counter \"%s\": it names no target", name)));
@@ -161,40 +176,64 @@ AdoptOne(void *arg)
 
 } // namespace
 
+namespace {
+bool AdoptQueued(Oid rel, bool wait, bool *busy);
+} // namespace
+
+bool
+Described(Oid rel)
+{
+	int level = PinSettings(PIN_SEARCH_PATH);
+	SpiConnect();
+	Oid argtypes[1] = {OIDOID};
+	Datum args[1] = {ObjectIdGetDatum(rel)};
+	(void)QueryLatest("SELECT v.oid" DESCRIBED_VIEWS, 1, argtypes, args, nullptr);
+	bool described = SPI_processed > 0;
+	SPI_finish();
+	UnpinSettings(level);
+	return described;
+}
+
 bool
 Adopt(Oid rel)
 {
+	bool busy;
+	return AdoptQueued(rel, true, &busy);
+}
+
+bool
+TryAdopt(Oid rel, bool *busy)
+{
+	return AdoptQueued(rel, false, busy);
+}
+
+namespace {
+
+bool
+AdoptQueued(Oid rel, bool wait, bool *busy)
+{
+	*busy = false;
 	if (IsBinaryUpgrade || integration_hooks.on_worker())
 		return false;
 	/*
 	 * Adopters queue here until the first commits (a lock only adopters take); then they read what it declared, with
 	 * the latest snapshot, and find the names taken by their own views' counters.
 	 */
-	LockRelationOid(RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), NoLock, false),
-	                ShareUpdateExclusiveLock);
+	Oid queue = RangeVarGetRelid(makeRangeVar(pstrdup("counters"), pstrdup("counter"), -1), NoLock, false);
+	if (wait)
+		LockRelationOid(queue, ShareUpdateExclusiveLock);
+	else if (!ConditionalLockRelationOid(queue, ShareUpdateExclusiveLock)) {
+		*busy = true;
+		return false;
+	}
 	/* Views that read rel (or the root of its partition tree) and carry a description, whoever owns them. */
 	MemoryContext caller = CurrentMemoryContext;
 	int level = PinSettings(PIN_SEARCH_PATH);
 	SpiConnect();
 	Oid argtypes[1] = {OIDOID};
 	Datum args[1] = {ObjectIdGetDatum(rel)};
-	(void)QueryLatest(
-	    "SELECT v.oid, v.relowner, pg_catalog.substr(d.description, 11)"
-	    "  FROM pg_catalog.pg_class v"
-	    "  JOIN pg_catalog.pg_description d ON d.objoid OPERATOR(pg_catalog.=) v.oid"
-	    "   AND d.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
-	    "   AND d.objsubid OPERATOR(pg_catalog.=) 0"
-	    " WHERE v.relkind OPERATOR(pg_catalog.=) 'v'"
-	    "   AND d.description OPERATOR(pg_catalog.~~) 'counters: {%'"
-	    "   AND EXISTS (SELECT FROM pg_catalog.pg_rewrite r"
-	    "                 JOIN pg_catalog.pg_depend dep ON dep.objid OPERATOR(pg_catalog.=) r.oid"
-	    "                  AND dep.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass"
-	    "                WHERE r.ev_class OPERATOR(pg_catalog.=) v.oid"
-	    "                  AND dep.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
-	    "                  AND dep.refobjid OPERATOR(pg_catalog.=)"
-	    "                      COALESCE(pg_catalog.pg_partition_root($1), $1))"
-	    " ORDER BY v.oid",
-	    1, argtypes, args, nullptr);
+	(void)QueryLatest("SELECT v.oid, v.relowner, pg_catalog.substr(d.description, 11)" DESCRIBED_VIEWS, 1, argtypes,
+	                  args, nullptr);
 	int n = (int)SPI_processed;
 	Description *found = (Description *)MemoryContextAllocZero(caller, sizeof(Description) * Max(n, 1));
 	for (int i = 0; i < n; i++) {
@@ -226,6 +265,8 @@ Adopt(Oid rel)
 	CommandCounterIncrement();
 	return adopted;
 }
+
+} // namespace
 
 namespace {
 
@@ -285,7 +326,8 @@ CatalogRowInserted(TriggerData *td)
 	                 RowRelation(catalog, row, "totals"),
 	                 RowRelation(catalog, row, "log"),
 	                 RowRelation(catalog, row, "crossings"),
-	                 ParseOptions(options, null_options)};
+	                 ParseOptions(options, null_options),
+	                 RowRelation(catalog, row, "source")};
 	CheckCounterName(d.name);
 	Oid named[5] = {d.query, d.target, d.totals, d.log, d.crossings};
 	for (int i = 0; i < 5; i++)

@@ -27,7 +27,7 @@ fresh_db() {
 reset_db() {
 	psql -X -q -d "$db" >/dev/null 2>&1 <<SQL
 DROP TABLE IF EXISTS $(IFS=,; echo "$*") CASCADE;
-SELECT counters.drop_counter(name) FROM counters.counters;
+SELECT counters.drop_counter(name) FROM counters.counter WHERE NOT options ? 'part_of';
 SQL
 }
 # load script: CLIENTS pgbench clients (one thread each) run the script on $db for SECONDS_PER_RUN; pgbench's report.

@@ -65,6 +65,13 @@ CREATE INDEX ON posts (blog_id, rating);
 CREATE INDEX ON posts (blog_id, user_id);
 SELECT counters.create_counter('blog_latest', $$SELECT blog_id, count(*) AS n, max(created_at) AS latest,
 	min(rating) AS lowest, count(DISTINCT user_id) AS authors FROM posts WHERE is_published GROUP BY blog_id$$);
+-- a counter through a chain of parent rows (comments -> posts -> blogs, no foreign key): one exact counter per level,
+-- each declared again from its own description, the counter itself with its whole definition
+CREATE TABLE comments (id serial PRIMARY KEY, post_id int, score int NOT NULL DEFAULT 1);
+INSERT INTO comments (post_id, score) SELECT 1 + g % 500, g % 4 FROM generate_series(1, 1500) g;
+SELECT counters.create_counter('blog_comments', $$SELECT b.id AS blog_id, count(*) AS comments, sum(c.score) AS score
+	FROM comments c JOIN posts p ON c.post_id = p.id JOIN blogs b ON p.blog_id = b.id WHERE p.is_published
+	GROUP BY b.id$$);
 SELECT counters.set_bounds('user_blog', 'posts', max => 1000);
 SELECT counters.set_thresholds('user_blog', 'rating', '{100}', 'public.on_crossing'::regproc, every => 250);
 SELECT counters.set_retention('daily_log', 'day', '30 days');  -- the data is at most 22 days old: nothing expires
@@ -95,6 +102,9 @@ my $stored = q{
 SELECT * FROM user_blog ORDER BY user_id, blog_id;
 SELECT * FROM blog_authors ORDER BY blog_id;
 SELECT * FROM blog_latest ORDER BY blog_id;
+SELECT * FROM blog_comments ORDER BY blog_id;
+SELECT * FROM blog_comments_by_post_id ORDER BY post_id;
+SELECT * FROM blog_comments_by_blog_id ORDER BY blog_id_2;
 SELECT * FROM blogs ORDER BY id;
 SELECT * FROM blog_sharded_totals ORDER BY blog_id;
 SELECT * FROM blog_sharded_slots ORDER BY 1, 2, 3;
@@ -128,6 +138,11 @@ my $recount = 'SELECT * FROM ('
 		  GROUP BY 1',
 		'SELECT blog_id, n, latest, lowest, authors FROM blog_latest'),
 	pair(
+		'blog_comments',
+		'SELECT b.id, count(*), sum(c.score) FROM comments c JOIN posts p ON c.post_id = p.id
+		   JOIN blogs b ON p.blog_id = b.id WHERE p.is_published GROUP BY b.id',
+		'SELECT blog_id, comments, score FROM blog_comments'),
+	pair(
 		'blog_cache',
 		'SELECT b.id, count(p.id) FROM blogs b LEFT JOIN posts p ON p.blog_id = b.id GROUP BY b.id',
 		'SELECT id, post_count FROM blogs'),
@@ -149,9 +164,11 @@ my $capture_elsewhere = q{
 SELECT string_agg(tgrelid::regclass::text || '.' || tgname, ',' ORDER BY tgrelid::regclass::text, tgname)
   FROM pg_trigger WHERE tgfoid = 'counters.capture()'::regprocedure AND tgrelid <> 'posts'::regclass};
 # (the replica triggers enabled for the replica role only, as attach() made them: a dump keeps that)
+# (posts is also the middle of blog_comments' chain: the parent's triggers too)
 my $expected_triggers = join(',',
-	map { "counters_$_=counters.capture:" . (/^replica/ ? 'R' : 'O') }
-	  qw(begin delete insert replica replica_truncate truncate update));
+	map { "counters_$_=counters.capture:" . (/replica/ ? 'R' : 'O') }
+	  qw(begin delete insert parent_begin parent_insert parent_replica parent_replica_truncate parent_row
+	  parent_truncate replica replica_truncate truncate update));
 
 # Like is() for long outputs: on failure, shows the first line that differs instead of both outputs.
 sub same_text
@@ -250,6 +267,9 @@ UPDATE posts SET created_at = created_at - interval '1 day', rating = rating + 1
 DELETE FROM posts WHERE id % 19 = 0;
 DELETE FROM posts WHERE id IN (SELECT DISTINCT ON (blog_id) id FROM posts ORDER BY blog_id, created_at DESC, id);
 DELETE FROM posts WHERE id IN (SELECT DISTINCT ON (blog_id) id FROM posts ORDER BY blog_id, rating, id);
+INSERT INTO comments (post_id, score) SELECT 1 + g % 520, 3 FROM generate_series(1, 80) g;
+UPDATE comments SET post_id = post_id + 1 WHERE id % 6 = 0;
+UPDATE posts SET is_published = NOT is_published WHERE id % 23 = 0;
 INSERT INTO visits SELECT g, date '2026-03-01' + g % 200, g % 9 FROM generate_series(1001, 1100) g;
 DELETE FROM visits WHERE id % 11 = 0;
 });

@@ -2,7 +2,7 @@
 #
 # m_owner (not a superuser) owns a schema with counters of every feature -- exact (with thresholds every 1, bounds,
 # keep_zero, a CHECK constraint and a bool_or() column), max() and count(DISTINCT) columns with a FILTER, log (with an avg() column), sharded (with thresholds), a counter cache with set_touch, a count through
-# a parent row, a sink, window thresholds with a retention -- and plants code everywhere a counter runs it: in the
+# a parent row, a count through a chain of parent rows (items -> groups -> zones, one counter per level), a sink, window thresholds with a retention -- and plants code everywhere a counter runs it: in the
 # definition (an IMMUTABLE wrapper), in a key type's cast to json, in threshold and window callbacks, in triggers on
 # the counter tables and in a CHECK constraint of one. Each records the step, the role it runs as, and whether it runs
 # restricted (creating a temporary table fails only inside a security-restricted operation).
@@ -82,8 +82,10 @@ BEGIN
 	RETURN n >= 0;
 END $$;
 
-CREATE TABLE m.groups (id int PRIMARY KEY, region text NOT NULL);
-INSERT INTO m.groups VALUES (1, 'eu'), (2, 'us'), (3, 'eu');
+CREATE TABLE m.groups (id int PRIMARY KEY, region text NOT NULL, zone int NOT NULL DEFAULT 1);
+INSERT INTO m.groups VALUES (1, 'eu', 1), (2, 'us', 1), (3, 'eu', 2);
+CREATE TABLE m.zones (id int PRIMARY KEY, name text NOT NULL);
+INSERT INTO m.zones VALUES (1, 'north'), (2, 'south');
 CREATE TABLE m.items (id int PRIMARY KEY, v int NOT NULL, k m.kind NOT NULL, grp int NOT NULL,
                       day date NOT NULL DEFAULT current_date);
 CREATE INDEX ON m.items (grp);
@@ -94,8 +96,8 @@ INSERT INTO m.blogs (id) VALUES (1), (2), (3);
 CREATE TABLE m.clicks (id int NOT NULL, v int NOT NULL, k m.kind NOT NULL);
 -- (what went into the sink, kept by the test: a sink stores nothing to recount from)
 CREATE TABLE m.clicks_shadow (id int NOT NULL, v int NOT NULL, k m.kind NOT NULL);
-GRANT INSERT, UPDATE, DELETE ON m.items, m.groups, m.clicks, m.clicks_shadow TO m_writer;
-GRANT SELECT ON m.items, m.groups TO m_writer;
+GRANT INSERT, UPDATE, DELETE ON m.items, m.groups, m.zones, m.clicks, m.clicks_shadow TO m_writer;
+GRANT SELECT ON m.items, m.groups, m.zones TO m_writer;
 
 SELECT counters.create_counter('c_exact', 'SELECT m.bucket(v) AS b, k, count(*) AS n, sum(v) AS s, bool_or(m.bucket(v) = 0) AS z FROM m.items GROUP BY 1, 2');
 SELECT counters.set_thresholds('c_exact', 'n', NULL, 'm.on_event(text, jsonb, text, numeric, numeric, numeric, text)', every => 1);
@@ -112,12 +114,14 @@ SELECT counters.set_thresholds('c_sharded', 'n', NULL, 'm.on_event(text, jsonb, 
 SELECT counters.create_counter('c_cache', 'SELECT grp AS id, count(*) AS n FROM m.items WHERE m.bucket(v) >= 0 GROUP BY grp', target => 'm.blogs');
 SELECT counters.set_touch('c_cache', 'touched');
 SELECT counters.create_counter('c_parent', 'SELECT g.region, m.bucket(i.v) AS b, count(*) AS n FROM m.items i JOIN m.groups g ON i.grp = g.id GROUP BY 1, 2');
+-- (planted code at the leaf, in a key, and in the middle level's WHERE: each level runs it as the owner)
+SELECT counters.create_counter('c_chain', 'SELECT z.name, m.bucket(i.v) AS b, count(*) AS n FROM m.items i JOIN m.groups g ON i.grp = g.id JOIN m.zones z ON g.zone = z.id WHERE m.bucket(g.id) >= 0 GROUP BY 1, 2');
 SELECT counters.create_counter('c_sink', 'SELECT k, m.bucket(v) AS b, count(*) AS n FROM m.clicks GROUP BY 1, 2');
 SELECT counters.set_sink('m.clicks');
 SELECT counters.create_counter('c_window', 'SELECT k, day, count(*) AS n FROM m.items WHERE m.bucket(v) >= 0 GROUP BY k, day');
 SELECT counters.set_window_thresholds('c_window', 'n', '{3, 5}', 'day', '2 days', 'm.on_event(text, jsonb, text, numeric, numeric, numeric, text)');
 SELECT counters.set_retention('c_window', 'day', '30 days');
-GRANT SELECT ON m.c_exact, m.c_direct, m.c_log, m.c_sharded, m.c_parent, m.c_sink, m.c_window, m.blogs TO m_writer;
+GRANT SELECT ON m.c_exact, m.c_direct, m.c_log, m.c_sharded, m.c_parent, m.c_chain, m.c_sink, m.c_window, m.blogs TO m_writer;
 });
 
 # Triggers on the counter tables (and the CHECK constraint), again after each step: a new definition makes a new table.
@@ -128,7 +132,8 @@ DECLARE
 	t regclass;
 BEGIN
 	FOR t IN SELECT x::regclass FROM unnest(ARRAY['m.c_exact', 'm.c_log_totals', 'm.c_log_log', 'm.c_sharded_totals',
-	                                              'm.blogs', 'm.c_parent', 'm.c_window']) x
+	                                              'm.blogs', 'm.c_parent', 'm.c_window', 'm.c_chain',
+	                                              'm.c_chain_by_grp']) x
 	          WHERE to_regclass(x) IS NOT NULL LOOP
 		IF NOT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = t AND tgname = 'planted') THEN
 			EXECUTE format('CREATE TRIGGER planted AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION m.on_table()', t);
@@ -169,6 +174,9 @@ my $drift = join(
 	pair(
 		'c_parent', 'SELECT region, b, n FROM m.c_parent',
 		'SELECT g.region, i.v % 3, count(*) FROM m.items i JOIN m.groups g ON i.grp = g.id GROUP BY 1, 2'),
+	pair(
+		'c_chain', 'SELECT name, b, n FROM m.c_chain',
+		'SELECT z.name, i.v % 3, count(*) FROM m.items i JOIN m.groups g ON i.grp = g.id JOIN m.zones z ON g.zone = z.id GROUP BY 1, 2'),
 	pair(
 		'c_sink', 'SELECT k, b, n FROM m.c_sink WHERE n <> 0',
 		'SELECT k, v % 3, count(*) FROM m.clicks_shadow GROUP BY 1, 2'),
@@ -220,6 +228,7 @@ INSERT INTO m.items VALUES ($a, $a, 'a', 1), ($b, $b, 'b', 2), ($c, $c, 'a', 3);
 UPDATE m.items SET v = v + 1, k = 'b' WHERE id = $a;
 DELETE FROM m.items WHERE id = $b;
 UPDATE m.groups SET region = CASE region WHEN 'eu' THEN 'us' ELSE 'eu' END WHERE id = 2;
+UPDATE m.groups SET zone = 3 - zone WHERE id = 1;
 INSERT INTO m.clicks VALUES ($a, $a, 'a'), ($b, $b, 'b');
 INSERT INTO m.clicks_shadow VALUES ($a, $a, 'a'), ($b, $b, 'b');
 }, qw(definition trigger callback cast check));
@@ -253,7 +262,7 @@ INSERT INTO m.items VALUES ($a + 5, 7, 'b', 2);
 DELETE FROM m.items WHERE id = $c;
 }, qw(definition trigger));
 	step($who, 'compact', 'SELECT counters.compact()', qw(trigger callback cast));
-	step($who, 'rebuild', "SELECT counters.rebuild('c_exact'); SELECT counters.rebuild('c_parent')", qw(definition));
+	step($who, 'rebuild', "SELECT counters.rebuild('c_exact'); SELECT counters.rebuild('c_parent'); SELECT counters.rebuild('c_chain')", qw(definition));
 	step($who, 'rebuild concurrently', "CALL counters.rebuild_concurrently('c_sharded')", qw(definition));
 	step($who, 'verify', 'SELECT count(*) FROM counters.verify()', qw(definition));
 	step($who, 'top', "SELECT * FROM counters.top('c_exact', 'n', 3); SELECT * FROM counters.top(NULL::m.c_log, 'n', 2)",
@@ -267,6 +276,7 @@ step('writer', 'write', q{
 INSERT INTO m.items VALUES (2001, 5, 'a', 1), (2002, 6, 'b', 3);
 UPDATE m.items SET grp = 2 WHERE id = 2001;
 DELETE FROM m.items WHERE id = 2002;
+UPDATE m.groups SET zone = 3 - zone WHERE id = 3;
 INSERT INTO m.clicks VALUES (2001, 1, 'b');
 INSERT INTO m.clicks_shadow VALUES (2001, 1, 'b');
 }, qw(definition trigger callback cast));
@@ -305,6 +315,10 @@ CREATE INDEX ON t.own (grp);
 for my $sql (
 	"SELECT counters.create_counter('x_tenant', 'SELECT grp, count(*) AS n FROM m.items WHERE t.planted() GROUP BY grp')",
 	"SELECT counters.create_counter('x_tenant', 'SELECT g.region, count(*) AS n FROM t.own o JOIN m.groups g ON o.grp = g.id WHERE t.planted() GROUP BY 1')",
+	"SELECT counters.create_counter('x_tenant', 'SELECT z.name, count(*) AS n FROM t.own o JOIN m.groups g ON o.grp = g.id JOIN m.zones z ON g.zone = z.id WHERE t.planted() GROUP BY 1')",
+	"SELECT counters.create_counter('x_tenant', 'SELECT g.zone, count(*) AS n FROM t.own o JOIN m.c_chain_by_grp c ON o.grp = c.grp JOIN m.groups g ON c.grp = g.id WHERE t.planted() GROUP BY 1')",
+	"SELECT counters.alter_counter('c_chain', definition => 'SELECT z.name, count(*) AS n FROM m.items i JOIN m.groups g ON i.grp = g.id JOIN m.zones z ON g.zone = z.id WHERE t.planted() GROUP BY 1')",
+	"SELECT counters.rebuild('c_chain')",
 	"SELECT counters.create_counter('x_tenant', 'SELECT id, count(*) AS n FROM t.own WHERE t.planted() GROUP BY id', target => 'm.blogs')",
 	"SELECT counters.create_counter('x_tenant', 'SELECT id, count(*) AS n FROM t.own WHERE id IN (SELECT id FROM m.items WHERE t.planted()) GROUP BY id')",
 	"CALL counters.create_counter_concurrently('x_tenant', 'SELECT grp, count(*) AS n FROM m.items WHERE t.planted() GROUP BY grp')",
