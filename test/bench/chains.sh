@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Counters through a chain of parent rows: reactions -> replies -> threads -> forums. Two figures, in one run, each
-# against the same work without the counter: CLIENTS clients inserting single reactions with a counter through one
+# against the same work without the counter: one client, then CLIENTS clients, inserting single reactions with a
+# counter through one
 # parent row (reactions per thread: depth 1) and through three (reactions per forum: depth 3, one exact counter per
 # level); and moving a thread to another forum (a middle row) with N = 100, 10,000 and 100,000 reactions below it, in a
 # session that has written before (median of 11 moves): without the counter, with the depth-1 counter moving a reply
@@ -55,7 +56,7 @@ move() {
 	for ((r = 0; r < 12; r++)); do echo "$sql;"; done |
 		psql -X -q -d "$db" -c '\timing on' -f - | awk '/^Time:/ {if (n++) printf "%.3f\n", $2}' | median
 }
-declare -A tps moves
+declare -A tps one moves
 for v in none depth1 depth3; do
 	setup "$v"
 	for n in 100 10000 100000; do
@@ -67,6 +68,12 @@ for v in none depth1 depth3; do
 	fi
 	results=()
 	for ((r = 0; r < RUNS; r++)); do
+		out=$(pgbench -n -c 1 -j 1 -T "$SECONDS_PER_RUN" -f "$work/react.pgbench" "$db" 2>/dev/null)
+		results+=("$(report_tps <<<"$out")")
+	done
+	one[$v]=$(printf '%s\n' "${results[@]}" | median)
+	results=()
+	for ((r = 0; r < RUNS; r++)); do
 		out=$(load "$work/react.pgbench")
 		results+=("$(report_tps <<<"$out")")
 	done
@@ -75,7 +82,8 @@ for v in none depth1 depth3; do
 done
 echo "| workload | no counter | per thread, through one parent (depth 1) | per forum, through three (depth 3) |"
 echo "|---|---|---|---|"
-echo "| $CLIENTS clients inserting single reactions (tps) | ${tps[none]} (1.00) | ${tps[depth1]} ($(ratio "${tps[depth1]}" "${tps[none]}")) | ${tps[depth3]} ($(ratio "${tps[depth3]}" "${tps[none]}"); $(ratio "${tps[depth1]}" "${tps[depth3]}")x depth 1's cost) |"
+echo "| 1 client inserting single reactions (tps) | ${one[none]} (1.00) | ${one[depth1]} ($(ratio "${one[depth1]}" "${one[none]}")) | ${one[depth3]} ($(ratio "${one[depth3]}" "${one[none]}"); $(ratio "${one[depth1]}" "${one[depth3]}")x depth 1's time) |"
+echo "| $CLIENTS clients inserting single reactions (tps) | ${tps[none]} (1.00) | ${tps[depth1]} ($(ratio "${tps[depth1]}" "${tps[none]}")) | ${tps[depth3]} ($(ratio "${tps[depth3]}" "${tps[none]}"); $(ratio "${tps[depth1]}" "${tps[depth3]}")x depth 1's time) |"
 for n in 100 10000 100000; do
 	echo "| move a middle row with $n reactions below (ms, median of 11) | reply ${moves[reply:$n]}, thread ${moves[none:$n]} | reply ${moves[depth1:$n]} ($(ratio "${moves[depth1:$n]}" "${moves[reply:$n]}")x) | thread ${moves[depth3:$n]} ($(ratio "${moves[depth3:$n]}" "${moves[none:$n]}")x) |"
 done
