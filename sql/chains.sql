@@ -162,9 +162,26 @@ SELECT * FROM errors(
     $$SELECT counters.create_counter('outer', 'SELECT t.forum_id, count(*) FROM chains_test.reactions r
         JOIN chains_test.replies p ON r.reply_id = p.id LEFT JOIN chains_test.threads t ON p.thread_id = t.id
         GROUP BY t.forum_id')$$);
+-- declared without blocking writers: each level's three steps, bottom-up, then the counter's
 CALL counters.create_counter_concurrently('online_chain', $$SELECT t.forum_id, count(*) AS n FROM reactions r
-    JOIN replies p ON r.reply_id = p.id JOIN threads t ON p.thread_id = t.id GROUP BY t.forum_id$$);
-SELECT count(*) AS left_behind FROM counters.counter WHERE name LIKE 'online_chain%';
+    JOIN replies p ON r.reply_id = p.id JOIN threads t ON p.thread_id = t.id GROUP BY t.forum_id$$, 'log');
+SELECT name, mode, options->>'part_of' AS part_of, options ? 'chain' AS whole, options ? 'building' AS building
+  FROM counters.counter WHERE name LIKE 'online_chain%' ORDER BY name;
+CREATE VIEW online_recount AS SELECT t.forum_id, count(*) AS n FROM reactions r
+    JOIN replies p ON r.reply_id = p.id JOIN threads t ON p.thread_id = t.id GROUP BY t.forum_id;
+INSERT INTO checks VALUES ('online_chain', 'online_recount');
+SELECT * FROM check_all();
+INSERT INTO reactions (reply_id) SELECT g FROM generate_series(1, 20) g;
+UPDATE replies SET thread_id = 2 WHERE id % 4 = 0;
+SELECT * FROM check_all();
+-- rebuilt without blocking writers: the counter, from its levels; a level alone is refused
+CALL counters.rebuild_concurrently('online_chain');
+SELECT * FROM check_all();
+CALL counters.rebuild_concurrently('online_chain_by_thread_id');
+CALL counters.alter_counter_concurrently('online_chain', 'SELECT reply_id, count(*) AS n FROM reactions GROUP BY 1');
+SELECT counters.drop_counter('online_chain');
+DELETE FROM checks WHERE counter = 'online_chain';
+DROP VIEW online_recount;
 
 -- redefined: the levels are declared again, the counter keeps its table
 SELECT counters.alter_counter('forum_reactions', definition => $$

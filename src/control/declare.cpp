@@ -238,13 +238,9 @@ static void
 DeclareChain(const char *name, const ChainPart *parts, int nparts, const char *target, bool fill, bool exact, Oid owner,
              const KeptTable *kept)
 {
+	/* (create_counter_concurrently declares a chain's levels one after the other: CounterConcurrently) */
 	if (!fill)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\": a counter through a chain of parent rows is declared in one "
-		                       "transaction",
-		                       name),
-		                errdetail("Its levels are filled one after the other, each from the one below."),
-		                errhint("Use counters.create_counter() or counters.alter_counter().")));
+		elog(ERROR, "counters: counter \"%s\": a chain declared without its fill", name);
 	for (int i = 0; i < nparts - 1; i++) {
 		Declare(parts[i].name, parts[i].definition, nullptr, fill, true, owner, Names::Pinned, nullptr);
 		MarkPart(parts[i].name, name);
@@ -471,7 +467,33 @@ CreateCounterConcurrently(const char *name, const char *definition, const char *
 	CounterConcurrently(name, definition, mode, InvalidOid);
 }
 
-/* The steps of create_counter_concurrently, declaring as `owner` (InvalidOid: the caller). */
+/*
+ * A definition through a chain of parent rows, authorized as Declare authorizes it (the caller, for every relation it
+ * names) and decomposed as its owner: its levels and the counter (DescribeChain), the owner they all belong to.
+ */
+static int
+AuthorizedChain(const char *name, const char *definition, Oid *owner, ChainPart **parts, const char **declared)
+{
+	Oid caller = GetUserId();
+	Oid counted;
+	List *rels = DefinitionRelations(name, definition, false, &counted);
+	if (!OidIsValid(*owner))
+		*owner = OidIsValid(counted) ? RelationOwner(counted) : caller;
+	Authorization auth = AuthorizeDeclaration(name, caller, rels, *owner);
+	OwnerScope scope;
+	EnterOwner(&scope, auth, PIN_CALLER_PATH);
+	int n = DescribeChain(name, definition, *owner, parts, declared);
+	LeaveOwner(&scope);
+	return n;
+}
+
+static void CounterConcurrentlyAs(const char *name, const char *definition, const char *mode, Oid owner, Names names);
+
+/*
+ * The steps of create_counter_concurrently, declaring as `owner` (InvalidOid: the caller). A counter through a chain
+ * of parent rows: each level's steps, bottom-up (a level is exact before the one above counts its table), then the
+ * counter's.
+ */
 void
 CounterConcurrently(const char *name, const char *definition, const char *mode, Oid owner)
 {
@@ -479,13 +501,42 @@ CounterConcurrently(const char *name, const char *definition, const char *mode, 
 	if (mode == nullptr)
 		mode = "exact";
 	(void)ParseMode(name, mode);
+	if (definition != nullptr && JoinsThreeTables(name, definition)) {
+		ErrorContextCallback context;
+		context.callback = DeclareErrorContext;
+		context.arg = (void *)name;
+		context.previous = error_context_stack;
+		error_context_stack = &context;
+		ChainPart *parts;
+		const char *declared;
+		Oid chain_owner = owner;
+		int nparts = AuthorizedChain(name, definition, &chain_owner, &parts, &declared);
+		error_context_stack = context.previous;
+		if (nparts > 0) {
+			for (int i = 0; i < nparts - 1; i++) {
+				CounterConcurrentlyAs(parts[i].name, parts[i].definition, "exact", chain_owner, Names::Pinned);
+				MarkPart(parts[i].name, name);
+				CommitStep();
+			}
+			CounterConcurrentlyAs(name, parts[nparts - 1].definition, mode, chain_owner, Names::Pinned);
+			MarkChain(name, declared);
+			return;
+		}
+	}
+	CounterConcurrentlyAs(name, definition, mode, owner, Names::Caller);
+}
+
+/* The steps of create_counter_concurrently for one counter, its names resolved as `names` says. */
+static void
+CounterConcurrentlyAs(const char *name, const char *definition, const char *mode, Oid owner, Names names)
+{
 	ErrorContextCallback context;
 	context.callback = DeclareErrorContext;
 	context.arg = (void *)name;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
 	ConcurrentStep(name, "1 of 3: declaring in log mode (writers wait for the triggers)");
-	Declare(name, definition, nullptr, false, false, owner, Names::Caller, nullptr);
+	Declare(name, definition, nullptr, false, false, owner, names, nullptr);
 	AlterCounter(name, "log", -1);
 	MarkBuilding(name, ParseMode(name, mode), -1);
 	error_context_stack = context.previous;

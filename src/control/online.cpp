@@ -448,6 +448,15 @@ AlterCounterConcurrently(const char *name, const char *definition)
 	RequireMaintainer(c);
 	RequireWhole(c, "redefined");
 	RequireFeature(c, Feature::RedefineConcurrently);
+	/* (its levels would be declared under the temporary name, which the counter alone takes back at the end) */
+	if (c->options->chain != nullptr || (definition != nullptr && JoinsThreeTables(name, definition)))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": a counter through a chain of parent rows cannot be redefined "
+		                       "concurrently",
+		                       name),
+		                errhint("Use counters.alter_counter('%s', definition => ...), or drop it and declare it again "
+		                        "with counters.create_counter_concurrently().",
+		                        name)));
 	(void)MayWriteHere(c, true, "redefine");
 	/*
 	 * The new definition is counted into new tables, which take the counter's names at the end: what the user made

@@ -904,6 +904,24 @@ DescribeDefinition(const char *name, const char *definition, Oid owner, const ch
 	return AnalyzeDefinition(name, query, nullptr);
 }
 
+bool
+JoinsThreeTables(const char *name, const char *definition)
+{
+	DefinitionContext dc = {name, definition};
+	ErrorContextCallback context;
+	PushDefinitionContext(&context, &dc);
+	/* (raw parsing runs no code) */
+	List *raw = raw_parser(definition, RAW_PARSE_DEFAULT);
+	error_context_stack = context.previous;
+	if (list_length(raw) != 1 || !IsA(linitial_node(RawStmt, raw)->stmt, SelectStmt))
+		return false;
+	SelectStmt *select = (SelectStmt *)linitial_node(RawStmt, raw)->stmt;
+	if (list_length(select->fromClause) != 1 || !IsA(linitial(select->fromClause), JoinExpr))
+		return false;
+	JoinExpr *join = (JoinExpr *)linitial(select->fromClause);
+	return IsA(join->larg, JoinExpr) || IsA(join->rarg, JoinExpr);
+}
+
 int
 DescribeChain(const char *name, const char *definition, Oid owner, ChainPart **parts, const char **declared)
 {

@@ -891,6 +891,8 @@ List *CountersFeeding(const Counter *e);
 /* 0A000 if counter `e` is a level of another counter's chain (part_of): `change` (e.g. "redefined") is that one's. */
 void RequireWhole(const Counter *e, const char *change);
 List *BottomUp(List *counters, bool below);
+/* Whether a definition's text joins three tables or more (raw parsing: no code runs, nothing is resolved). */
+bool JoinsThreeTables(const char *name, const char *definition);
 /* Whether an analysed query joins three tables or more; DecomposeChain of such a query (chain.cpp). */
 bool IsChainQuery(Query *query);
 int DecomposeChain(const char *name, Query *query, ChainPart **parts, const char **declared);
