@@ -79,36 +79,41 @@ KeyLocksOf(Oid parent)
 	return held;
 }
 
-void
+/* Lock (parent, key) of `kind` in `mode`; returns whether it had to wait for another transaction. */
+bool
 LockParentTag(Oid parent, uint32 key, uint16 kind, LOCKMODE mode)
 {
 	LOCKTAG tag;
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, parent, key, kind);
+	if (LockAcquire(&tag, mode, false, true) != LOCKACQUIRE_NOT_AVAIL)
+		return false;
 	(void)LockAcquire(&tag, mode, false, false);
+	return true;
 }
 
 /*
  * Lock keys `keys` (n, sorted) of `parent`: shared for a child's statement, exclusively for a parent's write
- * (parent_side). (A lock a transaction holds is taken again from its own table, without waiting: after a subtransaction
- * rolled back, with the locks it took, the next statement takes them again.)
+ * (parent_side). Returns whether one of the locks had to wait for another transaction. (A lock a transaction holds is
+ * taken again from its own table, without waiting: after a subtransaction rolled back, with the locks it took, the
+ * next statement takes them again.)
  */
-void
+bool
 LockParentKeys(Oid parent, const int64 *keys, int n, bool parent_side)
 {
 	if (n == 0)
-		return;
+		return false;
 	KeyLocks *held = KeyLocksOf(parent);
 	int *taken = &held->keys[parent_side ? 1 : 0];
 	if (*taken + n > KEY_LOCKS_PER_TRANSACTION) {
-		LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? ExclusiveLock : ShareLock);
 		*taken = KEY_LOCKS_PER_TRANSACTION + 1;
-		return;
+		return LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? ExclusiveLock : ShareLock);
 	}
-	LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? RowExclusiveLock : RowShareLock);
+	bool waited = LockParentTag(parent, 0, PARENT_TABLE_LOCK, parent_side ? RowExclusiveLock : RowShareLock);
 	for (int i = 0; i < n; i++)
-		LockParentTag(parent, (uint32)((uint64)keys[i] ^ ((uint64)keys[i] >> 32)), PARENT_KEY_LOCK,
-		              parent_side ? ExclusiveLock : ShareLock);
+		waited |= LockParentTag(parent, (uint32)((uint64)keys[i] ^ ((uint64)keys[i] >> 32)), PARENT_KEY_LOCK,
+		                        parent_side ? ExclusiveLock : ShareLock);
 	*taken += n;
+	return waited;
 }
 
 /* Keys as the int8[] the parent-rows and child-rows statements take ($1). */
@@ -136,33 +141,12 @@ KeyedRow(uint64 i, Oid relid, HeapTupleData *tuple)
 	return key;
 }
 
-/*
- * The parent rows of counter `r`'s rows with keys `keys` (n of them, sorted, distinct), read as the counter's owner
- * with the latest snapshot, whatever the isolation level, and locked FOR SHARE: a concurrent change of a parent waits
- * for this transaction, then counts this statement's rows itself; this statement waits for one in progress, then
- * reads the parent as it committed (at REPEATABLE READ too: the count follows the parent as committed). A
- * parent inserted, or given one of these keys, by a transaction this one cannot see yet waits for this one, or is
- * waited for (LockParentKeys).
- */
+/* The parent rows of keys `array` (an int8[]) added to r->parents, read and locked as ReadParents says. */
 void
-ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
+FetchParents(Run *run, CounterRun *r, Datum array)
 {
 	const CounterDef *def = r->c->def;
-	MemoryContext old = MemoryContextSwitchTo(run->cxt);
-	HASHCTL ctl;
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(int64);
-	ctl.entrysize = sizeof(ParentEntry);
-	ctl.hcxt = run->cxt;
-	if (r->parents != nullptr)
-		hash_destroy(r->parents);
-	r->parents = hash_create("counters parents", Max(n, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	MemoryContextSwitchTo(old);
-	if (n == 0)
-		return;
-	Datum array = Int64Array(keys, n);
 	Oid argtypes[1] = {INT8ARRAYOID};
-	LockParentKeys(def->parent, keys, n, false);
 	SpiConnect();
 	/* (row-level security that would hide a parent makes this fail, rather than count its rows as orphans) */
 	OwnerScope owner;
@@ -187,6 +171,48 @@ ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
 		memcpy(e->tuple->t_data, tuple.t_data, tuple.t_len);
 	}
 	SPI_finish();
+}
+
+/*
+ * The parent rows of counter `r`'s rows with keys `keys` (n of them, sorted, distinct), read as the counter's owner
+ * with the latest snapshot, whatever the isolation level, and locked FOR SHARE: a concurrent change of a parent waits
+ * for this transaction, then counts this statement's rows itself; this statement waits for one in progress, then
+ * reads the parent as it committed (at REPEATABLE READ too: the count follows the parent as committed). A
+ * parent inserted, or given one of these keys, by a transaction this one cannot see yet waits for this one, or is
+ * waited for (LockParentKeys).
+ */
+void
+ReadParents(Run *run, CounterRun *r, int64 *keys, int n)
+{
+	MemoryContext old = MemoryContextSwitchTo(run->cxt);
+	HASHCTL ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(ParentEntry);
+	ctl.hcxt = run->cxt;
+	if (r->parents != nullptr)
+		hash_destroy(r->parents);
+	r->parents = hash_create("counters parents", Max(n, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	MemoryContextSwitchTo(old);
+	if (n == 0)
+		return;
+	/*
+	 * The rows first (locked FOR SHARE: found, they keep their keys until this transaction ends), then the keys'
+	 * locks, then the keys not found again: a parent given one of them since (committed meanwhile, or waited for) is
+	 * found now. Taken the other way round, a key's lock held while waiting for a parent row that another transaction
+	 * is changing would deadlock with that change, which takes the lock of the key it gives the row once the row is
+	 * written (ParentRow).
+	 */
+	FetchParents(run, r, Int64Array(keys, n));
+	(void)LockParentKeys(r->c->def->parent, keys, n, false);
+	int missing = 0;
+	int64 *absent = (int64 *)palloc(sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+		if (hash_search(r->parents, &keys[i], HASH_FIND, nullptr) == nullptr)
+			absent[missing++] = keys[i];
+	if (missing > 0)
+		FetchParents(run, r, Int64Array(absent, missing));
+	pfree(absent);
 }
 
 /*

@@ -82,7 +82,7 @@ BEGIN
 	WHEN 5 THEN IF EXISTS (SELECT FROM replies WHERE id = a + 100) THEN
 	                UPDATE replies SET id = a WHERE id = a + 100 AND NOT EXISTS (SELECT FROM replies WHERE id = a);
 	            ELSE UPDATE replies SET id = a + 100 WHERE id = a; END IF;
-	WHEN 6 THEN IF random() < 0.5 THEN DELETE FROM replies WHERE id = a;
+	WHEN 6 THEN IF random() < 0.3 THEN DELETE FROM replies WHERE id = a;
 	            ELSE INSERT INTO replies VALUES (a, b) ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id; END IF;
 	WHEN 7 THEN UPDATE threads SET forum_id = c WHERE id = b;
 	WHEN 8 THEN UPDATE threads SET published = NOT published WHERE id IN (b, b + 100);
@@ -91,13 +91,13 @@ BEGIN
 	WHEN 11 THEN IF EXISTS (SELECT FROM threads WHERE id = b + 100) THEN
 	                 UPDATE threads SET id = b WHERE id = b + 100 AND NOT EXISTS (SELECT FROM threads WHERE id = b);
 	             ELSE UPDATE threads SET id = b + 100 WHERE id = b; END IF;
-	WHEN 12 THEN IF random() < 0.5 THEN DELETE FROM threads WHERE id = b;
+	WHEN 12 THEN IF random() < 0.3 THEN DELETE FROM threads WHERE id = b;
 	             ELSE INSERT INTO threads VALUES (b, c, true, 1) ON CONFLICT (id) DO UPDATE SET published = NOT threads.published; END IF;
 	WHEN 13 THEN UPDATE forums SET region = CASE region WHEN 'eu' THEN 'us' ELSE 'eu' END WHERE id = c;
 	WHEN 14 THEN IF EXISTS (SELECT FROM forums WHERE id = c + 10) THEN
 	                 UPDATE forums SET id = c WHERE id = c + 10 AND NOT EXISTS (SELECT FROM forums WHERE id = c);
 	             ELSE UPDATE forums SET id = c + 10 WHERE id = c; END IF;
-	WHEN 15 THEN IF random() < 0.5 THEN DELETE FROM forums WHERE id = c;
+	WHEN 15 THEN IF random() < 0.3 THEN DELETE FROM forums WHERE id = c;
 	             ELSE INSERT INTO forums VALUES (c, 'eu') ON CONFLICT DO NOTHING; END IF;
 	WHEN 16 THEN WITH m AS (UPDATE threads SET forum_id = c WHERE id = b RETURNING id)
 	             INSERT INTO replies SELECT 200 + (random() * 50)::int, id FROM m ON CONFLICT DO NOTHING;
@@ -128,13 +128,15 @@ SELECT setseed(:seed);
 SELECT plan(58);
 SELECT diag('seed ' || :'seed');
 SELECT is(differences(), 0::bigint, 'every counter equals its definition at the start');
+CREATE TABLE sizes (n bigint);
 SELECT 'SELECT batch()',
-       format('SELECT is(differences(), 0::bigint, %L)', 'every counter equals its definition after batch ' || g)
+       format('SELECT is(differences(), 0::bigint, %L)', 'every counter equals its definition after batch ' || g),
+       'INSERT INTO sizes SELECT count(*) FROM forum_reactions'
   FROM generate_series(1, 50) g \gexec
 SELECT 'SELECT counters.compact()', format('SELECT is(differences(), 0::bigint, %L)', 'after compaction ' || g)
   FROM generate_series(1, 3) g \gexec
 SELECT is((SELECT count(*) FROM counters.verify()), 0::bigint, 'counters.verify() is empty, every level included');
-SELECT is((SELECT count(*) FROM forum_reactions) > 0, true, 'the counter is not empty');
+SELECT ok((SELECT count(*) FROM sizes WHERE n > 0) >= 40, 'the counter had rows after most batches');
 SELECT is((SELECT count(*) FROM counters.counter WHERE options->>'part_of' IS NOT NULL), 5::bigint,
           'the levels of both counters are there');
 SELECT is((SELECT count(*) FROM reactions) > 0, true, 'reactions remain');
