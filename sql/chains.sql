@@ -215,6 +215,18 @@ SELECT name, options->>'part_of' AS part_of, options ? 'chain' AS whole FROM cou
 UPDATE reactions SET score = score + 0.5 WHERE id % 3 = 0;
 SELECT * FROM check_all();
 
+-- a column of a middle table changes type (a value read where threads are joined): the same
+DROP VIEW forum_recount;
+ALTER TABLE threads ALTER COLUMN weight TYPE numeric;
+CREATE VIEW forum_recount AS
+SELECT f.id AS forum_id, r.kind, count(*) AS reactions, sum(r.score) AS score, sum(t.weight) AS weight,
+       count(p.edited_at) AS on_edited, count(*) FILTER (WHERE f.region = 'us' AND r.kind = 'like') AS eu_likes
+  FROM reactions r JOIN replies p ON r.reply_id = p.id JOIN threads t ON p.thread_id = t.id
+  JOIN forums f ON t.forum_id = f.id
+ GROUP BY f.id, r.kind;
+UPDATE threads SET weight = weight + 0.25 WHERE id % 2 = 0;
+SELECT * FROM check_all();
+
 -- a chain into counter-cache columns of the top table, by forum
 ALTER TABLE forums ADD COLUMN reaction_count bigint NOT NULL DEFAULT 0, ADD COLUMN love_score numeric NOT NULL DEFAULT 0;
 SELECT counters.create_counter('forum_cache', $$

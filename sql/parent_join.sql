@@ -178,6 +178,18 @@ DROP TABLE posts_archive, posts_by_id, all_posts;
 INSERT INTO comments (post_id) VALUES (1);
 SELECT * FROM check_all();
 
+-- A parent's column changes type: the counters that read it are declared again in the new type, and recounted.
+DROP VIEW author_comments_expected;
+ALTER TABLE posts ALTER COLUMN author TYPE bigint;
+CREATE VIEW author_comments_expected AS
+	SELECT p.author, count(*) FILTER (WHERE p.published) AS published, sum(c.score + p.blog_id) AS weighted
+	  FROM posts p JOIN comments c ON p.id = c.post_id GROUP BY p.author;
+SELECT name, mode FROM counters.counter WHERE name = 'author_comments';
+SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'author_comments_totals'::regclass AND attname = 'author';
+UPDATE posts SET author = author + 10 WHERE id % 3 = 0;
+INSERT INTO comments (post_id) SELECT id FROM posts ORDER BY id LIMIT 2;
+SELECT * FROM check_all();
+
 -- Dropping the last counter joined to a parent removes the parent's triggers.
 SELECT counters.drop_counter('blog_comments');
 SELECT counters.drop_counter('author_comments');

@@ -201,7 +201,8 @@ RetypeCounters(List *catalog, Oid relid, const char *column)
 	ListCell *lc;
 	foreach (lc, catalog) {
 		Counter *e = (Counter *)lfirst(lc);
-		if (e->source != relid || !OidIsValid(e->query) || !ViewUsesColumn(e->query, relid, attnum))
+		/* (its source's column, or its parent's: a counter through a parent row reads both) */
+		if (!OidIsValid(e->query) || !ViewUsesColumn(e->query, relid, attnum))
 			continue;
 		/* (a level of a chain: the whole counter is declared again, its levels with it) */
 		if (e->options->part_of != nullptr) {
@@ -213,7 +214,7 @@ RetypeCounters(List *catalog, Oid relid, const char *column)
 			if (saved)
 				continue;
 		}
-		if (IsSink(relid))
+		if (e->source == relid && IsSink(relid))
 			ereport(ERROR,
 			        (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 			         errmsg("counter \"%s\" counts column \"%s\" of sink %s: its type cannot change", e->name, column,
