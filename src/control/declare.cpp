@@ -567,7 +567,7 @@ DropOne(const char *name, bool keep_triggers, bool keep_tables, const char *whol
 		         errdetail("Counter \"%s\" counts through a chain of parent rows, one counter per level.", part_of),
 		         errhint("Drop counter \"%s\": its levels go with it.", part_of)));
 	/* (its levels, top-down: each after the one that counts its table) */
-	List *parts = whole == nullptr ? ChainParts(c) : NIL;
+	List *parts = whole == nullptr && c->options->chain != nullptr ? ChainParts(c) : NIL;
 	/* (a counter over this one's table: PostgreSQL would refuse for its definition view; name the counter instead) */
 	List *readers = keep_tables || !c->owns_target ? NIL : ReadCatalogOfSource(c->target);
 	if (readers != NIL) {

@@ -39,10 +39,8 @@ extern "C" {
 #include "parser/parsetree.h"
 #include "rewrite/rewriteManip.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
-#include "utils/typcache.h"
 }
 
 namespace counters {
@@ -93,18 +91,10 @@ CollectJoins(const char *name, Query *query, Node *node, List **tables, List **e
 	if (!IsA(node, JoinExpr))
 		RejectChain(name, "only joins of tables are supported");
 	JoinExpr *join = (JoinExpr *)node;
-	if (join->jointype != JOIN_INNER || join->usingClause != NIL || join->isNatural || join->quals == nullptr ||
-	    !IsA(join->quals, OpExpr))
-		RejectChain(name, "only inner joins ON one equality are supported");
-	OpExpr *eq = (OpExpr *)join->quals;
-	if (list_length(eq->args) != 2 || !IsA(linitial(eq->args), Var) || !IsA(lsecond(eq->args), Var))
-		RejectChain(name, "a join condition must compare two columns");
-	Var *a = (Var *)linitial(eq->args);
-	Var *b = (Var *)lsecond(eq->args);
-	if (a->varlevelsup != 0 || b->varlevelsup != 0 || a->varno == b->varno || a->vartype != b->vartype ||
-	    (a->vartype != INT2OID && a->vartype != INT4OID && a->vartype != INT8OID) ||
-	    eq->opno != lookup_type_cache(a->vartype, TYPECACHE_EQ_OPR)->eq_opr)
-		RejectChain(name, "a join condition must be = between integer columns of the same type, one of each table");
+	Var *a, *b;
+	const char *problem = JoinColumns(join, &a, &b);
+	if (problem != nullptr)
+		RejectChain(name, problem);
 	CollectJoins(name, query, join->larg, tables, edges);
 	CollectJoins(name, query, join->rarg, tables, edges);
 	Edge *e = (Edge *)palloc0(sizeof(Edge));
@@ -337,14 +327,14 @@ DecomposeChain(const char *name, Query *query, ChainPart **out, const char **dec
 		TargetEntry *tle = lfirst_node(TargetEntry, lc);
 		const char *column = tle->resname != nullptr ? tle->resname : "?column?";
 		if (tle->resjunk) {
-			if (tle->ressortgroupref != 0 && get_sortgroupref_clause_noerr(tle->ressortgroupref, query->groupClause))
+			if (IsGroupKey(query, tle))
 				ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
 				                errmsg("counter \"%s\": a GROUP BY expression is not in the select list", name),
 				                errhint("Every key must be a column of the counter table; select it with an alias.")));
 			continue;
 		}
 		Node *expr = (Node *)tle->expr;
-		if (tle->ressortgroupref != 0 && get_sortgroupref_clause_noerr(tle->ressortgroupref, query->groupClause)) {
+		if (IsGroupKey(query, tle)) {
 			int level = ExpressionLevel(name, levels, n, expr, psprintf("key \"%s\"", column));
 			keys[nkeys++] = Key{column, expr, level < 0 ? top : level};
 			is_key[ncolumns++] = true;
@@ -354,12 +344,12 @@ DecomposeChain(const char *name, Query *query, ChainPart **out, const char **dec
 			RejectChain(name, psprintf("column \"%s\" is neither a GROUP BY key nor a count() or sum()", column),
 			            "Compute other expressions over the counter when reading it.");
 		Aggref *agg = (Aggref *)expr;
-		bool count_star = agg->aggfnoid == F_COUNT_;
-		bool count = count_star || agg->aggfnoid == F_COUNT_ANY;
-		bool sum = agg->aggfnoid == F_SUM_INT2 || agg->aggfnoid == F_SUM_INT4 || agg->aggfnoid == F_SUM_INT8 ||
-		           agg->aggfnoid == F_SUM_NUMERIC;
-		if ((!count && !sum) || agg->aggdistinct != NIL || agg->aggorder != NIL || agg->aggkind != AGGKIND_NORMAL ||
-		    list_length(agg->args) > 1)
+		/* (the kinds a counter keeps as sums: count(*), count(x), sum(x); aggregates.cpp's table) */
+		const AggregateKind *kind = AggregateOf(agg);
+		bool count_star = kind != nullptr && kind->kind == ValueKind::CountStar;
+		bool sum = kind != nullptr && kind->kind == ValueKind::Sum;
+		if ((!count_star && !sum && (kind == nullptr || kind->kind != ValueKind::CountArg)) || agg->aggorder != NIL ||
+		    agg->aggkind != AGGKIND_NORMAL)
 			RejectChain(name,
 			            psprintf("column \"%s\": only count(*), count(x) and sum(x) are kept through a chain of "
 			                     "parent rows",
@@ -408,11 +398,11 @@ DecomposeChain(const char *name, Query *query, ChainPart **out, const char **dec
 		for (int v = 0; v < nvalues; v++)
 			taken = lappend(taken, (void *)values[v].column);
 		const char *link = nullptr;
+		const char *up_name = level < top ? get_attname(lv->relid, lv->up, false) : nullptr;
 		if (level < top) {
 			/* the column that points at the next level, first: its index is the part's key index */
-			link = FreeName(taken, get_attname(lv->relid, lv->up, false));
-			appendStringInfo(&select, "%s.%s AS %s", alias, quote_identifier(get_attname(lv->relid, lv->up, false)),
-			                 quote_identifier(link));
+			link = FreeName(taken, up_name);
+			appendStringInfo(&select, "%s.%s AS %s", alias, quote_identifier(up_name), quote_identifier(link));
 			appendStringInfo(&group, "%d", ++position);
 			for (int k = 0; k < nkeys; k++)
 				if (keys[k].level <= level) {
@@ -457,8 +447,7 @@ DecomposeChain(const char *name, Query *query, ChainPart **out, const char **dec
 		StringInfoData conditions;
 		initStringInfo(&conditions);
 		if (level < top)
-			appendStringInfo(&conditions, "%s.%s IS NOT NULL", alias,
-			                 quote_identifier(get_attname(lv->relid, lv->up, false)));
+			appendStringInfo(&conditions, "%s.%s IS NOT NULL", alias, quote_identifier(up_name));
 		ListCell *lw;
 		foreach (lw, where[level])
 			appendStringInfo(&conditions, "%s(%s)", conditions.len ? " AND " : "",
@@ -469,9 +458,9 @@ DecomposeChain(const char *name, Query *query, ChainPart **out, const char **dec
 
 		const char *part_name = name;
 		if (level < top) {
-			part_name = psprintf("%s_by_%s", name, get_attname(lv->relid, lv->up, false));
+			part_name = psprintf("%s_by_%s", name, up_name);
 			for (int i = 2; list_member(part_names, makeString((char *)part_name)); i++)
-				part_name = psprintf("%s_by_%s_%d", name, get_attname(lv->relid, lv->up, false), i);
+				part_name = psprintf("%s_by_%s_%d", name, up_name, i);
 			part_names = lappend(part_names, makeString((char *)part_name));
 			if (strlen(part_name) >= NAMEDATALEN)
 				ereport(ERROR, (errcode(ERRCODE_NAME_TOO_LONG),
@@ -489,10 +478,6 @@ DecomposeChain(const char *name, Query *query, ChainPart **out, const char **dec
 	*out = parts;
 	return n;
 }
-
-} // namespace counters
-
-namespace counters {
 
 List *
 ChainParts(const Counter *e)
@@ -562,10 +547,6 @@ BottomUp(List *counters, bool below)
 		out = AppendBottomUp(out, (const Counter *)lfirst(lc), below ? NIL : counters, 0);
 	return out;
 }
-
-} // namespace counters
-
-namespace counters {
 
 void
 RequireWhole(const Counter *e, const char *change)

@@ -109,6 +109,8 @@ PlanSourceExpr(Node *expr, Index varno)
 	return expression_planner((Expr *)copy);
 }
 
+} // namespace
+
 bool
 IsGroupKey(Query *query, TargetEntry *tle)
 {
@@ -122,6 +124,39 @@ IsGroupKey(Query *query, TargetEntry *tle)
 	}
 	return false;
 }
+
+const char *
+JoinColumns(const JoinExpr *join, Var **a, Var **b)
+{
+	if (join->jointype != JOIN_INNER || join->usingClause != NIL || join->isNatural || join->quals == nullptr ||
+	    !IsA(join->quals, OpExpr))
+		return "only inner joins ON one equality are supported";
+	const OpExpr *eq = (const OpExpr *)join->quals;
+	if (list_length(eq->args) != 2 || !IsA(linitial(eq->args), Var) || !IsA(lsecond(eq->args), Var))
+		return "the join condition must compare two columns";
+	*a = (Var *)linitial(eq->args);
+	*b = (Var *)lsecond(eq->args);
+	if ((*a)->varlevelsup != 0 || (*b)->varlevelsup != 0 || (*a)->varno == (*b)->varno ||
+	    (*a)->vartype != (*b)->vartype ||
+	    ((*a)->vartype != INT2OID && (*a)->vartype != INT4OID && (*a)->vartype != INT8OID) ||
+	    eq->opno != lookup_type_cache((*a)->vartype, TYPECACHE_EQ_OPR)->eq_opr)
+		return "the join condition must be = between integer columns of the same type, one of each table";
+	return nullptr;
+}
+
+void
+RequireUniqueParentKey(const char *name, const CounterDef *def)
+{
+	if (OidIsValid(def->parent) && !HasUniqueIndexOn(def->parent, def->parent_key))
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("counter \"%s\": column \"%s\" of its parent %s has no unique index of its own", name,
+		                       get_attname(def->parent, def->parent_key, false), QualifiedName(def->parent)),
+		                errdetail("A row would be counted once for each parent row of its key."),
+		                errhint("CREATE UNIQUE INDEX ON %s (%s);", QualifiedName(def->parent),
+		                        quote_identifier(get_attname(def->parent, def->parent_key, false)))));
+}
+
+namespace {
 
 /*
  * A key expression that is a plain column of the source (range table entry `varno`: 1 in a definition as written, 3 in
@@ -407,15 +442,10 @@ AnalyzeJoin(const char *name, Query *query, JoinExpr *join, CounterDef *def, Ran
 	if (join->jointype != JOIN_INNER || join->usingClause != NIL || join->isNatural || !IsA(join->larg, RangeTblRef) ||
 	    !IsA(join->rarg, RangeTblRef) || join->quals == nullptr || !IsA(join->quals, OpExpr))
 		RejectJoin(name, "only an inner join of two tables ON one equality is supported");
-	OpExpr *eq = (OpExpr *)join->quals;
-	if (list_length(eq->args) != 2 || !IsA(linitial(eq->args), Var) || !IsA(lsecond(eq->args), Var))
-		RejectJoin(name, "the join condition must compare two columns");
-	Var *a = (Var *)linitial(eq->args);
-	Var *b = (Var *)lsecond(eq->args);
-	if (a->varlevelsup != 0 || b->varlevelsup != 0 || a->varno == b->varno || a->vartype != b->vartype ||
-	    (a->vartype != INT2OID && a->vartype != INT4OID && a->vartype != INT8OID) ||
-	    eq->opno != lookup_type_cache(a->vartype, TYPECACHE_EQ_OPR)->eq_opr)
-		RejectJoin(name, "the join condition must be = between integer columns of the same type, one of each table");
+	Var *a, *b;
+	const char *problem = JoinColumns(join, &a, &b);
+	if (problem != nullptr)
+		RejectJoin(name, problem);
 	RangeTblEntry *rte_a = rt_fetch(a->varno, query->rtable);
 	RangeTblEntry *rte_b = rt_fetch(b->varno, query->rtable);
 	if (rte_a->rtekind != RTE_RELATION || rte_b->rtekind != RTE_RELATION || rte_a->relid == rte_b->relid)

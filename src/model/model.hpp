@@ -175,6 +175,18 @@ CounterDef *AnalyzeDefinition(const char *name, Query *query, TupleDesc column_n
 void RequireAggregateQuery(const char *name, Query *query);
 /* A unique, immediately checked, non-partial index on exactly column `attnum` of `relid` (a parent's key). */
 bool HasUniqueIndexOn(Oid relid, AttrNumber attnum);
+/* Whether target entry `tle` of `query` is one of its GROUP BY expressions. */
+bool IsGroupKey(Query *query, TargetEntry *tle);
+/*
+ * The two columns a join's ON clause compares (*a, *b): NULL when it is an inner join ON one = between integer columns
+ * of the same type of two tables, else what is wrong with it, for a message.
+ */
+const char *JoinColumns(const JoinExpr *join, Var **a, Var **b);
+/*
+ * 55000 naming the counter when the parent column it joins has no unique index (any more): compiling a counter
+ * through a parent row, whose stored join is oriented by the catalog's source whatever indexes exist.
+ */
+void RequireUniqueParentKey(const char *name, const CounterDef *def);
 
 /*
  * derived.cpp: AddAccumulators appends to a definition's select list (parse analysis's) the accumulators its derived

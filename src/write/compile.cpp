@@ -551,6 +551,8 @@ BuildEntry(SourceCounters *entry, Kind kind)
 			/* (its own code, as the catalog row says, runs for whoever writes its source) */
 			c->auth = AuthorizedByCatalog(e);
 			c->def = DefinitionOf(e);
+			/* (its join oriented by the catalog's source: its parent's key must still be unique to count once) */
+			RequireUniqueParentKey(name, c->def);
 			/* (options are validated when set; a row written by hand stops this counter only) */
 			RequireValidOptions(e);
 			c->max_slots = o->max_slots;
