@@ -69,6 +69,16 @@ _PG_init(void)
 	                         "a role with the privileges of each counter's owner may suspend it; each suspended write "
 	                         "is noted, and shown by counters.stats and verify().",
 	                         &counters::counting_suspended, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+	static const struct config_enum_entry apply_settings[] = {{"default", counters::APPLY_DEFAULT, false},
+	                                                          {"deferred", counters::APPLY_DEFERRED, false},
+	                                                          {"immediate", counters::APPLY_IMMEDIATE, false},
+	                                                          {nullptr, 0, false}};
+	DefineCustomEnumVariable("counters.apply", "When this session's writes are applied to counters.",
+	                         "default: each counter as set (counters.set_deferred); deferred: every counter at commit; "
+	                         "immediate: every counter at the end of each statement. Like SET CONSTRAINTS, usually SET "
+	                         "LOCAL in a transaction; switching to immediate applies what was deferred.",
+	                         &counters::apply_setting, counters::APPLY_DEFAULT, apply_settings, PGC_USERSET, 0, nullptr,
+	                         nullptr, nullptr);
 	counters::InitWorkers();
 	counters::InitStats();
 	counters::InitMaintenance();
@@ -292,6 +302,21 @@ COUNTERS_FUNCTION(counters_set_keep_zero)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counters.set_keep_zero(): keep is NULL")));
 	counters::SetKeepZero(RequiredTextArg(fcinfo, 0, "the counter name"), PG_GETARG_BOOL(1));
 	PG_RETURN_VOID();
+}
+
+/* counters.set_deferred(name, deferred) */
+COUNTERS_FUNCTION(counters_set_deferred)
+{
+	if (PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counters.set_deferred(): deferred is NULL")));
+	counters::SetDeferred(RequiredTextArg(fcinfo, 0, "the counter name"), PG_GETARG_BOOL(1));
+	PG_RETURN_VOID();
+}
+
+/* counters.apply_deferred(): this transaction's deferred deltas, applied now; the keys written. */
+COUNTERS_FUNCTION(counters_apply_deferred)
+{
+	PG_RETURN_INT64(counters::ApplyDeferred());
 }
 
 COUNTERS_FUNCTION(counters_set_touch)

@@ -219,6 +219,7 @@ void MarkPart(const char *name, const char *whole);
 /* Keeps the whole definition of counter `name` through a chain, as declared (option chain: declared again from it). */
 void MarkChain(const char *name, const char *declared);
 void SetKeepZero(const char *name, bool keep);
+void SetDeferred(const char *name, bool deferred);
 void Top(const char *name, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);
 /* top() in the row type `rowtype` of the relation a counter is read from: whole rows of that type. */
 void TopRows(Oid rowtype, const char *column, Datum k, bool k_null, const char *filter, FunctionCallInfo fcinfo);

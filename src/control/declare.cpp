@@ -608,6 +608,7 @@ DropOne(const char *name, bool keep_triggers, bool keep_tables, const char *whol
 void
 DropCounter(const char *name, bool keep_triggers, bool keep_tables)
 {
+	(void)ApplyDeferred(); /* (a counter dropped holds nothing for the commit) */
 	DropOne(name, keep_triggers, keep_tables, nullptr);
 }
 

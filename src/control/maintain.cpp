@@ -608,6 +608,8 @@ VerifyOne(void *arg)
 void
 Verify(const char *name, FunctionCallInfo fcinfo)
 {
+	/* (what this transaction's deferred counters hold is applied first: they are compared as they will commit) */
+	(void)ApplyDeferred();
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 	/* (bottom-up: a counter after the counters it counts over, which a named one verifies first) */
@@ -765,6 +767,8 @@ Rebuild(const char *name, const char *condition)
 	if (condition != nullptr && name == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("a rebuild condition needs a counter name")));
 	RequireReadCommitted("counters.rebuild()");
+	/* (deferred deltas first: the recount includes the writes they come from) */
+	(void)ApplyDeferred();
 	int64 total = 0;
 	/*
 	 * Bottom-up: a counter after the counters it counts over (whose writes it follows), which a named one rebuilds

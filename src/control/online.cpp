@@ -70,6 +70,7 @@ SetBuilding(const char *name, bool building, Mode mode, int max_slots)
 void
 AlterCounter(const char *name, const char *mode_text, int max_slots)
 {
+	(void)ApplyDeferred(); /* (held deltas are applied in the mode they were counted for) */
 	Counter *c = LookupCounter(name);
 	RequireMaintainer(c);
 	Mode mode = mode_text != nullptr ? ParseMode(name, mode_text) : c->mode; /* (NULL: max_slots alone) */
@@ -308,6 +309,7 @@ void
 AlterDefinition(const char *name, const char *definition, const char *mode)
 {
 	RequireReadCommitted("counters.alter_counter()");
+	(void)ApplyDeferred(); /* (held deltas are of the old definition's keys) */
 	if (definition == nullptr)
 		ereport(ERROR,
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter \"%s\": the definition is null", name)));

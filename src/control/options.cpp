@@ -283,6 +283,28 @@ SetKeepZero(const char *name, bool keep)
 	WriteOption(name, &o, "keep_zero");
 }
 
+/*
+ * counters.set_deferred: the counter's deltas wait for the commit of the transactions that write its source
+ * (write/deferred.cpp), unless counters.apply says otherwise. A counter through a chain defers its levels with it.
+ */
+void
+SetDeferred(const char *name, bool deferred)
+{
+	Counter *e = LookupCounter(name);
+	RequireMaintainer(e);
+	RequireWhole(e, "deferred alone");
+	if (deferred)
+		RequireFeature(e, Feature::Deferred);
+	List *counters = lappend(ChainParts(e), e);
+	ListCell *lc;
+	foreach (lc, counters) {
+		const Counter *part = (const Counter *)lfirst(lc);
+		CounterOptions o = LockOptions(part->name);
+		o.deferred = deferred;
+		WriteOption(part->name, &o, "deferred");
+	}
+}
+
 /* A counter declared as a level of counter `whole` through a chain of parent rows (DeclareChain). */
 void
 MarkPart(const char *name, const char *whole)

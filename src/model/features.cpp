@@ -183,6 +183,7 @@ const FeatureRule RULES[] = {
       "mode); keep the columns that take many writers per key in a counter of their own."},
      {"counter %c cannot count distinct values of a sink: %s stores no rows",
       "Whether a value is new to a key is read from the rows stored.", nullptr}},
+    {Feature::Deferred, "deferred", NEED_LOCAL, "deferred counters", none, none, none},
 };
 
 const FeatureRule *

@@ -258,6 +258,7 @@ struct CounterOptions {
 	const char *retention_keep;   /* ... and the interval kept */
 	const char *touch;            /* counters.set_touch: a timestamp column of the target (NULL: none) */
 	bool keep_zero;               /* counters.set_keep_zero */
+	bool deferred;                /* counters.set_deferred: its deltas wait for the commit (write/deferred.cpp) */
 	const char *part_of;          /* a level of this counter through a chain of parent rows (NULL: none) */
 	const char *chain;            /* a counter through a chain: its whole definition, as declared (NULL: none) */
 	int max_slots;                /* sharded mode (MAX_SLOTS_DEFAULT unless set) */
@@ -561,7 +562,8 @@ enum class Feature {
 	RedefineConcurrently,
 	Verify,
 	Extremes,
-	DistinctCount
+	DistinctCount,
+	Deferred
 };
 void RequireFeature(const Counter *e, Feature feature);
 /* Counter `e` may have `feature` (Citus aside): for a pass over every counter, which skips, with a NOTICE, those that

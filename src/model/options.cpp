@@ -9,6 +9,7 @@
  *    "retention":   {"column": "<key column>", "keep": "<interval>"},
  *    "touch":       "<column of the target>",
  *    "keep_zero":   true,
+ *    "deferred":    true,
  *    "part_of":     "<counter>",  (a level of a counter through a chain of parent rows: chain.cpp)
  *    "chain":       "<definition>",  (that counter's whole definition, as declared)
  *    "max_slots":   n,
@@ -261,6 +262,7 @@ ParseOptions(Datum options, bool isnull)
 	o->part_of = StringOf(Field(root, "part_of"));
 	o->chain = StringOf(Field(root, "chain"));
 	o->keep_zero = Field(root, "keep_zero") != nullptr;
+	o->deferred = Field(root, "deferred") != nullptr;
 
 	int max_slots = SmallIntOf(NumericOf(Field(root, "max_slots"), &o->invalid), MAX_SLOTS_MIN, MAX_SLOTS_MAX,
 	                           "max_slots", &o->invalid);
@@ -510,6 +512,15 @@ KeepZeroValue(const CounterOptions *o)
 }
 
 Datum
+DeferredValue(const CounterOptions *o)
+{
+	JsonbValue v;
+	v.type = jbvBool;
+	v.val.boolean = true;
+	return o->deferred ? ScalarJsonb(v) : (Datum)0;
+}
+
+Datum
 MaxSlotsValue(const CounterOptions *o)
 {
 	return o->max_slots_set ? IntJsonb(o->max_slots) : (Datum)0;
@@ -546,8 +557,8 @@ struct OptionKey {
 const OptionKey OPTION_KEYS[] = {
     {"bounds", false, BoundsValue},       {"thresholds", false, ThresholdsValue}, {"window", false, WindowValue},
     {"retention", false, RetentionValue}, {"touch", false, TouchValue},           {"keep_zero", false, KeepZeroValue},
-    {"max_slots", false, MaxSlotsValue},  {"part_of", false, PartOfValue},        {"chain", false, ChainValue},
-    {"building", true, BuildingValue},    {"last_rebuild", true, nullptr},
+    {"deferred", false, DeferredValue},   {"max_slots", false, MaxSlotsValue},    {"part_of", false, PartOfValue},
+    {"chain", false, ChainValue},         {"building", true, BuildingValue},      {"last_rebuild", true, nullptr},
 };
 
 const OptionKey *

@@ -236,6 +236,25 @@ COMMENT ON FUNCTION counters.set_keep_zero(text, boolean) IS
 	'keep rows of an exact counter whose values all come back to zero (false: delete them again)';
 -- ---- end of keep_zero ----
 
+-- ---- deferred ----
+-- Deferred counters: a transaction's deltas of the counter are summed until it commits and applied then, once per
+-- key, in sorted key order (so its rows are locked only at the end, in one order: no deadlock between transactions
+-- that write keys in different orders). Like DEFERRABLE INITIALLY DEFERRED: SET LOCAL counters.apply = immediate (or
+-- deferred) overrides it for a transaction, and counters.apply_deferred() applies what is held now. Readers see the
+-- counter without the transaction's held deltas until then; bounds fail the commit (23514). See docs/decisions.md.
+CREATE FUNCTION counters.set_deferred(name text, deferred boolean DEFAULT true) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_deferred'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_deferred(text, boolean) IS
+	'apply the counter''s deltas at commit instead of at the end of each statement (false: at each statement again)';
+
+CREATE FUNCTION counters.apply_deferred() RETURNS bigint
+	AS 'MODULE_PATHNAME', 'counters_apply_deferred'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.apply_deferred() IS
+	'apply the deltas this transaction''s deferred counters hold, now (returns the keys written)';
+-- ---- end of deferred ----
+
 -- ---- window thresholds ----
 -- Which thresholds of its window each prefix's window sum is at or above, as announced: a table of the counter's
 -- owner, dumped with the counter's tables.

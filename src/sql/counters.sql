@@ -504,6 +504,23 @@ CREATE FUNCTION counters.set_keep_zero(name text, keep boolean DEFAULT true) RET
 COMMENT ON FUNCTION counters.set_keep_zero(text, boolean) IS
 	'keep rows of an exact counter whose values all come back to zero (false: delete them again)';
 
+-- Deferred counters: a transaction's deltas of the counter are summed until it commits and applied then, once per
+-- key, in sorted key order (so its rows are locked only at the end, in one order: no deadlock between transactions
+-- that write keys in different orders). Like DEFERRABLE INITIALLY DEFERRED: SET LOCAL counters.apply = immediate (or
+-- deferred) overrides it for a transaction, and counters.apply_deferred() applies what is held now. Readers see the
+-- counter without the transaction's held deltas until then; bounds fail the commit (23514). See docs/decisions.md.
+CREATE FUNCTION counters.set_deferred(name text, deferred boolean DEFAULT true) RETURNS void
+	AS 'MODULE_PATHNAME', 'counters_set_deferred'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.set_deferred(text, boolean) IS
+	'apply the counter''s deltas at commit instead of at the end of each statement (false: at each statement again)';
+
+CREATE FUNCTION counters.apply_deferred() RETURNS bigint
+	AS 'MODULE_PATHNAME', 'counters_apply_deferred'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION counters.apply_deferred() IS
+	'apply the deltas this transaction''s deferred counters hold, now (returns the keys written)';
+
 -- Thresholds on a sliding-window sum: for each prefix (the key columns but `bucket_column`, a date/timestamp/timestamptz
 -- key), the sum of `column_name` over the rows whose bucket is later than now() - `width`. Crossings up and down are
 -- announced once, like thresholds' (NOTIFY "counters.<name>" at commit, with "window" in the payload, and the callback

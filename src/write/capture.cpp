@@ -372,7 +372,7 @@ ApplyDeltas(Run *run)
 	CounterRun **list = (CounterRun **)palloc(sizeof(CounterRun *) * run->ncounters);
 	for (int i = 0; i < run->ncounters; i++)
 		list[i] = &run->runs[i];
-	ApplyCounters(list, run->ncounters);
+	SettleCounters(list, run->ncounters);
 	pfree(list);
 }
 
@@ -432,6 +432,7 @@ struct Frame {
 };
 
 static Frame *current_frame = nullptr;
+static ExecutorStart_hook_type prev_executor_start = nullptr;
 static ExecutorFinish_hook_type prev_executor_finish = nullptr;
 static ProcessUtility_hook_type prev_process_utility = nullptr;
 
@@ -491,7 +492,7 @@ ApplyFrame(Frame *frame)
 	}
 	if (n > 1)
 		qsort(list, n, sizeof(CounterRun *), CompareCounterNames);
-	ApplyCounters(list, n);
+	SettleCounters(list, n);
 	MemoryContextSwitchTo(old);
 	foreach (lc, frame->runs)
 		ReportRun((Run *)lfirst(lc));
@@ -518,6 +519,18 @@ ApplyFrame(Frame *frame)
 		current_frame = frame.prev;                                                                                    \
 		ApplyFrame(&frame);                                                                                            \
 	} while (0)
+
+/* A statement that writes a counter-cache table: the deferred deltas of its counters go first (deferred.cpp). */
+static void
+CountersExecutorStart(QueryDesc *query, int eflags)
+{
+	if ((eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0)
+		ApplyBeforeTargetWrite(query);
+	if (prev_executor_start)
+		prev_executor_start(query, eflags);
+	else
+		standard_ExecutorStart(query, eflags);
+}
 
 static void
 CountersExecutorFinish(QueryDesc *query)
@@ -576,6 +589,8 @@ static void
 CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree, ProcessUtilityContext context,
                        ParamListInfo params, QueryEnvironment *env, DestReceiver *dest, QueryCompletion *qc)
 {
+	/* (deferred deltas first, where the statement may change what a counter reads or holds: deferred.cpp) */
+	ApplyBeforeUtility(pstmt->utilityStmt);
 	if (IsA(pstmt->utilityStmt, TruncateStmt)) {
 		Truncate(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
 		return;
@@ -589,6 +604,9 @@ CountersProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_o
 		prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+	/* SET counters.apply = immediate applies what was deferred, as SET CONSTRAINTS ... IMMEDIATE checks now */
+	if (IsA(pstmt->utilityStmt, VariableSetStmt))
+		ApplySwitched();
 }
 
 /* A relation that carries the capture triggers must feed a counter: otherwise they count nothing, silently. */
@@ -683,6 +701,8 @@ CountTransitionTables(Relation rel, SourceCounters *sc, Tuplestorestate *old_row
 void
 InitFrames()
 {
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = CountersExecutorStart;
 	prev_executor_finish = ExecutorFinish_hook;
 	ExecutorFinish_hook = CountersExecutorFinish;
 	prev_process_utility = ProcessUtility_hook;

@@ -568,6 +568,7 @@ BuildEntry(SourceCounters *entry, Kind kind)
 			}
 			c->touch_column = !e->owns_target ? o->touch : nullptr;
 			c->keep_zero = o->keep_zero;
+			c->deferrable = !citus::IsCitusRelation(e->source);
 			Relation trel = table_open(c->write_rel, AccessShareLock);
 			c->has_check = RelationGetDescr(trel)->constr != nullptr && RelationGetDescr(trel)->constr->num_check > 0;
 			c->has_rls = trel->rd_rel->relrowsecurity;

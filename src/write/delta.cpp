@@ -245,8 +245,11 @@ DeltaAddExtreme(CounterRun *r, DeltaEntry *e, int v, int sign, Datum value)
 	*flags |= flag;
 }
 
+namespace {
+
+/* A changed pair of entry `e`'s key: `net` rows with value `x` in distinct column `v`. */
 void
-DeltaAddPair(CounterRun *r, DeltaEntry *e, int v, int sign, Datum x)
+AddPair(CounterRun *r, DeltaEntry *e, int v, int64 net, Datum x)
 {
 	const ExtremeColumn *col = &r->c->extremes[v];
 	MemoryContext old = MemoryContextSwitchTo(r->delta_cxt);
@@ -255,10 +258,76 @@ DeltaAddPair(CounterRun *r, DeltaEntry *e, int v, int sign, Datum x)
 		r->pairs = r->pairs == nullptr ? (PairChange *)palloc(sizeof(PairChange) * r->maxpairs)
 		                               : (PairChange *)repalloc(r->pairs, sizeof(PairChange) * r->maxpairs);
 	}
-	r->pairs[r->npairs++] = PairChange{e->key, v, sign, col->byval ? x : datumCopy(x, false, col->typlen)};
+	r->pairs[r->npairs++] = PairChange{e->key, v, net, col->byval ? x : datumCopy(x, false, col->typlen)};
 	MemoryContextSwitchTo(old);
 	/* (the key has something to apply for the column until SumPairs finds its pairs cancel out) */
 	e->Numerics(r->c->def->nvalues)[v] = 1;
+}
+
+} // namespace
+
+void
+DeltaAddPair(CounterRun *r, DeltaEntry *e, int v, int sign, Datum x)
+{
+	AddPair(r, e, v, sign, x);
+}
+
+/*
+ * A statement's deltas `from` added to those held in `into` (a deferred counter's, deferred.cpp): each key's sums
+ * added, the more extreme of each extreme column's added and removed values kept (a removal that reaches the value
+ * stored when they are applied re-reads the key's rows, which by then hold every change of both), a distinct count's
+ * changed pairs appended (SumPairs sums them once they are applied). `from` is left as SumPairs leaves it; `into` takes
+ * copies of everything, in its own context. As the counter's owner (keys are hashed and compared).
+ */
+void
+DeltaMerge(CounterRun *into, CounterRun *from)
+{
+	const CompiledCounter *c = from->c;
+	RequireOwnerScope(c->auth.role());
+	const CounterDef *def = c->def;
+	int nkeys = def->nkeys, nvalues = def->nvalues;
+	SumPairs(from);
+	deltas_iterator it;
+	deltas_start_iterate(from->deltas, &it);
+	DeltaEntry *e;
+	while ((e = deltas_iterate(from->deltas, &it)) != nullptr) {
+		if (DeltaIsZero(def, e))
+			continue;
+		into->row_key.values = e->key;
+		into->row_key.nulls = e->KeyNulls(nkeys);
+		DeltaEntry *to = DeltaOfRowKey(into);
+		const Datum *numerics = e->Numerics(nvalues);
+		for (int v = 0; v < nvalues; v++) {
+			const ValueDef *vd = &def->values[v];
+			if (vd->kind == ValueKind::Distinct) {
+				uint32 n;
+				const PairChange *pairs = PairsOf(from, e, v, &n);
+				for (uint32 i = 0; i < n; i++)
+					AddPair(into, to, v, pairs[i].net, pairs[i].x);
+			} else if (vd->accum == AccumKind::Int64)
+				to->Ints(nvalues)[v] += e->Ints(nvalues)[v];
+			else if (vd->accum == AccumKind::Numeric) {
+				if (numerics[v] != (Datum)0)
+					DeltaAddNumeric(into, to, v, 1, numerics[v]);
+			} else {
+				const ExtremeColumn *x = &c->extremes[v];
+				Datum *flags = &to->Numerics(nvalues)[v];
+				for (int side = 0; side < 2; side++) {
+					Datum flag = side == 0 ? EXTREME_ADDED : EXTREME_REMOVED;
+					Datum value;
+					if (!ExtremeOf(def, e, v, flag, &value))
+						continue;
+					Datum *held = &to->Extremes(nvalues, v)[side];
+					if ((*flags & flag) != 0 && ExtremeCompare(c, v, value, *held) <= 0)
+						continue;
+					MemoryContext old = MemoryContextSwitchTo(into->delta_cxt);
+					*held = x->byval ? value : datumCopy(value, false, x->typlen);
+					MemoryContextSwitchTo(old);
+					*flags |= flag;
+				}
+			}
+		}
+	}
 }
 
 namespace {

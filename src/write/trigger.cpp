@@ -304,6 +304,8 @@ InitCapture()
 	InitDecisions();
 	RegisterXactCallback(SinkXactCallback, nullptr);
 	RegisterSubXactCallback(SinkSubXactCallback, nullptr);
+	/* (last: called first, so that the commit's apply comes before the other callbacks' checks) */
+	InitDeferred();
 }
 
 } // namespace counters

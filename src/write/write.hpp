@@ -23,6 +23,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "executor/execdesc.h"
 #include "nodes/execnodes.h"
 #include "portability/instr_time.h"
 #include "utils/tuplestore.h"
@@ -125,6 +126,7 @@ struct CompiledCounter {
 	bool has_check;           /* write_rel has CHECK constraints */
 	bool keep_zero;           /* counters.set_keep_zero: rows whose values are all zero stay */
 	bool has_rls;             /* write_rel has row-level security enabled */
+	bool deferrable;          /* its deltas may wait for the commit (deferred.cpp): not a Citus table's */
 	/*
 	 * counters.set_window_thresholds, of an exact counter with a table of its own (its window -- bucket, width,
 	 * columns and their thresholds -- is counter->options->window; its state table counter->crossings): the bucket's
@@ -515,6 +517,26 @@ Datum TakeNumeric(const CounterDef *def, DeltaEntry *e, int v, Datum zero);
 
 /* apply.cpp: apply the deltas of `n` counters in the order given, then announce their threshold crossings. */
 void ApplyCounters(CounterRun **list, int n);
+
+/*
+ * Deferred counters (deferred.cpp). counters.apply: APPLY_DEFAULT (each counter's own setting), APPLY_DEFERRED or
+ * APPLY_IMMEDIATE (every counter). Deferred: whether counter `c`'s deltas wait for the commit in this transaction, now.
+ * SettleCounters: a statement's deltas of `n` counters (name order) applied, or held until the commit for the deferred
+ * ones. DeltaMerge (delta.cpp): a statement's deltas `from` added to held ones `into`. ApplyDeferred: every held delta
+ * applied now (the keys written); ApplySwitched: those of counters no longer deferred; ApplyBeforeUtility: before a
+ * utility statement that may change what counters read or hold; ApplyBeforeTargetWrite: before a statement that
+ * writes the counter-cache table of a counter with held deltas.
+ */
+enum ApplySetting { APPLY_DEFAULT, APPLY_DEFERRED, APPLY_IMMEDIATE };
+extern int apply_setting;
+bool Deferred(const CompiledCounter *c);
+void SettleCounters(CounterRun **list, int n);
+void DeltaMerge(CounterRun *into, CounterRun *from);
+int64 ApplyDeferred();
+void ApplySwitched();
+void ApplyBeforeUtility(Node *stmt);
+void ApplyBeforeTargetWrite(QueryDesc *query);
+void InitDeferred();
 
 /*
  * decide.cpp (CheckBounds and NoteCrossings are declared above: direct.cpp decides too). Crossings noted
