@@ -275,6 +275,22 @@ SELECT count(*) AS before_commit FROM blog_reactions;
 COMMIT;
 SELECT * FROM check_all();
 
+-- a sink: its rows are counted at each statement's end and stored nowhere; deferred, they are held until the commit
+CREATE TABLE page_views (page_id int NOT NULL);
+SELECT counters.create_counter('page_hits', 'SELECT page_id, count(*) AS n FROM page_views GROUP BY page_id');
+SELECT counters.set_sink('page_views');
+SELECT counters.set_deferred('page_hits');
+BEGIN;
+INSERT INTO page_views VALUES (1), (2), (1);
+INSERT INTO page_views VALUES (2);
+SAVEPOINT s;
+INSERT INTO page_views VALUES (3);
+ROLLBACK TO s;
+SELECT count(*) AS before_commit FROM page_hits;
+COMMIT;
+SELECT * FROM page_hits ORDER BY page_id;
+SELECT count(*) AS stored FROM page_views;
+
 -- set_deferred: errors name the counter
 SELECT counters.set_deferred('no_such_counter');
 SELECT counters.set_deferred('bp', NULL);

@@ -7,7 +7,7 @@
 #       subscription is dropped (the cut-over) counts its own writes and compacts.
 # A counter-cache target (blogs.post_count) is published without its counter column in both (a column list): the
 # subscriber keeps it itself. user_blog_posts keeps a max() too: the subscriber's applied deletes read the next
-# extreme through its own index. The counters are declared and the rows written by an application role; the
+# extreme through its own index. After the initial copy the counters are deferred on both sides. The counters are declared and the rows written by an application role; the
 # subscriptions are the superuser's.
 use strict;
 use warnings;
@@ -112,6 +112,10 @@ $pub->wait_for_catchup('sa');
 ok($sub->poll_query_until('sub_a', "SELECT bool_and(n = 0) FROM ($differs) c(counter, n)"),
 	'(a) with counter tables: the initial copy arrives, counted once');
 
+# Deferred counters from here on, on both sides: the publisher's transactions and the subscriber's apply worker's
+# (topology b) hold their deltas until they commit.
+$pub->safe_psql('pubdb', 'SET ROLE app; SELECT counters.set_deferred(name) FROM counters.counter');
+$sub->safe_psql('sub_b', 'SET ROLE app; SELECT counters.set_deferred(name) FROM counters.counter');
 for my $n (2 .. 4)
 {
 	$pub->safe_psql('pubdb', 'SET ROLE app;' . writes($n));
