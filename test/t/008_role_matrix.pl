@@ -7,7 +7,7 @@
 # the counter tables and in a CHECK constraint of one. Each records the step, the role it runs as, and whether it runs
 # restricted (creating a temporary table fails only inside a security-restricted operation).
 #
-# Every operation -- writing, declaring, setting options, redefining, retyping a column, switching modes, compacting,
+# Every operation -- writing (also deferred to the commit), declaring, setting options, redefining, retyping a column, switching modes, compacting,
 # rebuilding (also concurrently), verifying, top(), checking windows, applying retention, dropping -- is started in
 # turn by the owner, by a role that is a member of the owner (m_admin), and by a superuser; writes also by a role that
 # may only write the sources (m_writer), which may do nothing else (42501); then the background worker compacts.
@@ -232,6 +232,18 @@ UPDATE m.groups SET zone = 3 - zone WHERE id = 1;
 INSERT INTO m.clicks VALUES ($a, $a, 'a'), ($b, $b, 'b');
 INSERT INTO m.clicks_shadow VALUES ($a, $a, 'a'), ($b, $b, 'b');
 }, qw(definition trigger callback cast check));
+	# (deferred: the deltas wait for apply_deferred() and the commit, which run the same code, as the owner)
+	step($who, 'write deferred', qq{
+BEGIN;
+SET LOCAL counters.apply = deferred;
+INSERT INTO m.items VALUES ($a + 7, $a, 'a', 1), ($a + 8, $b, 'b', 2);
+UPDATE m.groups SET zone = 3 - zone WHERE id = 1;
+SELECT counters.apply_deferred();
+DELETE FROM m.items WHERE id = $a + 8;
+INSERT INTO m.clicks VALUES ($a + 7, $a, 'a');
+INSERT INTO m.clicks_shadow VALUES ($a + 7, $a, 'a');
+COMMIT;
+}, qw(definition trigger callback cast check));
 	step($who, 'declare',
 		"SELECT counters.create_counter('x_$who', 'SELECT m.bucket(v) AS b, count(*) AS n FROM m.items GROUP BY 1')",
 		qw(definition));
@@ -283,7 +295,7 @@ INSERT INTO m.clicks_shadow VALUES (2001, 1, 'b');
 for my $sql (
 	"SELECT counters.compact('c_log')", "SELECT counters.rebuild('c_exact')",
 	"SELECT counters.alter_counter('c_log', 'exact')", "SELECT counters.drop_counter('c_direct')",
-	"SELECT counters.set_bounds('c_exact', 'n', min => 1)",
+	"SELECT counters.set_bounds('c_exact', 'n', min => 1)", "SELECT counters.set_deferred('c_exact')",
 	"SELECT counters.create_counter('x_writer', 'SELECT v AS b, count(*) AS n FROM m.items GROUP BY 1')")
 {
 	my ($ret, $stdout, $stderr) = $node->psql($db, $sql, extra_params => [ '-U', 'm_writer' ]);
