@@ -119,10 +119,10 @@ CompareRunNames(const void *a, const void *b)
 using Selector = bool (*)(const Held *h, const void *arg);
 
 /*
- * Apply the held deltas that `select` picks: every counter's held levels summed into the delta table of a run of its
- * source (StartRun: what re-reading the source for extremes and distinct counts evaluates), in a context of this call,
- * so that the held ones stay as they were should this subtransaction roll back; the counters in name order. Then they
- * count as applied at this level. Returns the keys written.
+ * Apply the held deltas that `select` picks: every counter's held levels summed into one delta table (of a run of its
+ * source when it keeps extremes or distinct counts: StartRun has what re-reading the source evaluates), in a context of
+ * this call, so that the held ones stay as they were should this subtransaction roll back; the counters in name order.
+ * Then they count as applied at this level. Returns the keys written.
  */
 int64
 ApplyHeld(Selector select, const void *arg)
@@ -144,21 +144,33 @@ ApplyHeld(Selector select, const void *arg)
 		CompiledCounter *c = CompiledOfHeld(h);
 		if (c == nullptr)
 			continue;
-		Run *run = nullptr;
-		ListCell *rc;
-		foreach (rc, runs)
-			if (((Run *)lfirst(rc))->source == h->source)
-				run = (Run *)lfirst(rc);
-		if (run == nullptr) {
-			run = StartRun(GetSourceCounters(h->source), cxt);
-			runs = lappend(runs, run);
-		}
 		CounterRun *sum = nullptr;
-		for (int i = 0; i < run->ncounters && sum == nullptr; i++)
-			if (run->runs[i].c == c)
-				sum = &run->runs[i];
-		if (sum == nullptr)
-			continue;
+		for (int i = 0; i < n && sum == nullptr; i++)
+			if (list[i]->c == c)
+				sum = list[i];
+		if (sum == nullptr && c->extremes == nullptr) {
+			/* (sums only: a delta table of its own is all the apply needs) */
+			sum = (CounterRun *)palloc0(sizeof(CounterRun));
+			sum->c = c;
+			sum->delta_cxt = cxt;
+			DeltaStart(sum);
+		} else if (sum == nullptr) {
+			/* (extremes and distinct counts re-read the source with the definition: a run of the source has it) */
+			Run *run = nullptr;
+			ListCell *rc;
+			foreach (rc, runs)
+				if (((Run *)lfirst(rc))->source == h->source)
+					run = (Run *)lfirst(rc);
+			if (run == nullptr) {
+				run = StartRun(GetSourceCounters(h->source), cxt);
+				runs = lappend(runs, run);
+			}
+			for (int i = 0; i < run->ncounters && sum == nullptr; i++)
+				if (run->runs[i].c == c)
+					sum = &run->runs[i];
+			if (sum == nullptr)
+				continue;
+		}
 		bool listed = false;
 		for (int i = 0; i < n && !listed; i++)
 			listed = list[i] == sum;
