@@ -13,7 +13,7 @@
 # and reverses.
 set -euo pipefail
 cd "$(dirname "$0")/../django"
-bash ../setup.sh python3-django python3-psycopg2 >/dev/null
+bash ../setup.sh python3-django python3-psycopg2 python3-pip python3-setuptools python3-wheel unzip >/dev/null
 export PYTHONPATH=$(cd ../../packages/django-counters && pwd)
 # Django's test runner creates (and drops) its own test database next to PGDATABASE.
 export PGDATABASE=${PGDATABASE:-postgres}
@@ -35,6 +35,12 @@ export PGDATABASE=counters_django
 	fail "the migrations did not declare the counters: $(q counters_django 'SELECT string_agg(name, $$ $$) FROM counters.counter')"
 ls=$(/usr/bin/python3 manage.py counters ls)
 grep -q "^INSTALLED  forum_topic_count" <<<"$ls" || fail "counters ls: $ls"
+# the unmanaged model of a counter table, as `counters models` writes it, is the one forum/models.py holds
+models=$(/usr/bin/python3 manage.py counters models forum_topics)
+for line in "class ForumTopics(models.Model):" "forum_id = models.BigIntegerField(primary_key=True)" \
+	"score_sum = models.BigIntegerField()" 'db_table = "forum_topics"'; do
+	grep -qF "$line" <<<"$models" || fail "counters models: no \"$line\" in: $models"
+done
 # forum's models changed: the definition of forum_topics (every topic), forum_replies back to exact, forum_topic_count
 # removed, forum_scores added
 cp -r . "$work/project"
@@ -68,4 +74,8 @@ done
 /usr/bin/python3 manage.py migrate blog zero -v 0
 [ "$(q counters_django "SELECT count(*) FROM counters.counter") $(q counters_django "SELECT count(*) FROM pg_class WHERE relname IN ('blog_posts', 'blog_post', 'forum_topics', 'forum_topic')")" = "0 0" ] ||
 	fail "unapplying the migrations left counters or their tables"
+# pip-installable: the wheel builds and holds the app, its operations and its command
+/usr/bin/python3 -m pip wheel -q --no-build-isolation --no-deps ../../packages/django-counters -w "$work/wheel" >/dev/null
+unzip -Z1 "$work"/wheel/django_counters-*.whl | grep -q "django_counters/management/commands/counters.py" ||
+	fail "the wheel lacks the management command"
 echo "django: ok"

@@ -14,4 +14,13 @@ createdb "$RAILS_DB"
 trap 'dropdb --if-exists "$RAILS_DB" >/dev/null 2>&1; dropdb --if-exists "${RAILS_DB}_copy" >/dev/null 2>&1 || true' EXIT
 ruby rails/counters_test.rb
 ruby rails/gem_test.rb
+# the gem builds from its gemspec, with its generator and rake tasks
+gemdir=$(mktemp -d)
+cp -r ../packages/counters-rails "$gemdir/"
+(cd "$gemdir/counters-rails" && gem build -q counters-rails.gemspec >/dev/null)
+files=$(gem spec "$gemdir"/counters-rails/counters-rails-*.gem files)
+rm -rf "$gemdir"
+for f in lib/counters/rails.rb lib/generators/counters/cache_generator.rb lib/tasks/counters.rake; do
+	grep -qF "$f" <<<"$files" || { echo "rails: FAILED: the gem lacks $f"; exit 1; }
+done
 echo "rails: ok"
