@@ -14,5 +14,5 @@ Gem::Specification.new do |spec|
   spec.require_paths = ["lib"]
   spec.required_ruby_version = ">= 2.7"
   spec.add_dependency "activerecord", ">= 6.1", "< 8.1"
-  spec.add_dependency "pg", ">= 1.1"
+  spec.add_dependency "pg", "~> 1.1"
 end

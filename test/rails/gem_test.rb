@@ -62,7 +62,7 @@ class CountersRailsTest < Minitest::Test
   # (each test starts from a database with the extension and no counter, no table of the tests)
   def setup
     connection.execute("CREATE EXTENSION IF NOT EXISTS counters")
-    connection.select_rows("SELECT counters.drop_counter(name) FROM counters.counter WHERE NOT options ? 'part_of'")
+    connection.execute("SELECT counters.drop_counter(name) FROM counters.counter WHERE NOT options ? 'part_of'")
     connection.execute("DROP TABLE IF EXISTS topics, forums CASCADE")
     connection.execute("DELETE FROM schema_migrations") if connection.table_exists?("schema_migrations")
   end
@@ -166,6 +166,21 @@ class CountersRailsTest < Minitest::Test
       Forum.reset_column_information
       refute Forum.column_names.include?("topics_count")
     end
+    CreateForum.migrate(:down)
+  end
+
+  def test_concurrently
+    CreateForum.migrate(:up)
+    write
+    sql = "SELECT forum_id, sum(score) AS score FROM topics GROUP BY forum_id"
+    error = assert_raises(Counters::Rails::Error) do
+      connection.transaction { connection.create_counter(:forum_scores, sql, algorithm: :concurrently) }
+    end
+    assert_match(/disable_ddl_transaction!/, error.message)
+    connection.create_counter(:forum_scores, sql, algorithm: :concurrently)
+    assert_equal Topic.group(:forum_id).order(:forum_id).pluck(:forum_id, Arel.sql("sum(score)")),
+                 connection.select_rows("SELECT forum_id, score FROM forum_scores ORDER BY 1")
+    connection.drop_counter(:forum_scores)
     CreateForum.migrate(:down)
   end
 

@@ -2,6 +2,11 @@
 the ORM's own aggregation (never with the counters' view of themselves). A TransactionTestCase: each step commits,
 as the application's transactions do, so the deferred counter-cache column (applied at commit) is there to compare."""
 from django.core.management import call_command
+from django.apps import apps
+from django.db.migrations.state import ProjectState
+
+from django_counters import Counter, create, drop
+from django_counters.operations import CreateCounter
 from django.db import connection, transaction
 from django.db.models import Count, Sum
 from django.test import TransactionTestCase
@@ -75,3 +80,18 @@ class DeclaredCounters(TransactionTestCase):
         call_command("counters", "rebuild", "forum_topics")
         call_command("counters", "ls")
         self.assertExact("commands")
+
+    def test_concurrently(self):
+        Topic.objects.bulk_create([Topic(forum=f, score=3) for f in self.forums for _ in range(5)])
+        counter = Counter("forum_scores", "SELECT forum_id, sum(score) AS score FROM forum_topic GROUP BY 1")
+        # (a migration with atomic = False: the procedure commits between its steps)
+        operation = CreateCounter("topic", counter, concurrently=True)
+        with connection.schema_editor(atomic=True) as editor:
+            with self.assertRaisesRegex(ValueError, "atomic = False"):
+                state = ProjectState.from_apps(apps)
+                operation.database_forwards("forum", editor, state, state)
+        with connection.cursor() as cur:
+            create(cur, counter, concurrently=True)
+            cur.execute("SELECT forum_id, score FROM forum_scores ORDER BY 1")
+            self.assertEqual(cur.fetchall(), [(f.id, 15) for f in self.forums])
+            drop(cur, "forum_scores")

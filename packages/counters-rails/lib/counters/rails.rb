@@ -36,18 +36,18 @@ module Counters
           raise Error, "counter #{name}: a counter-cache counter cannot be declared concurrently" if target
           execute("CALL counters.create_counter_concurrently(#{quote(name.to_s)}, #{quote(sql)}, #{quote(mode.to_s)})")
         elsif algorithm.nil?
-          select_value("SELECT counters.create_counter(#{quote(name.to_s)}, #{quote(sql)}, " \
+          execute("SELECT counters.create_counter(#{quote(name.to_s)}, #{quote(sql)}, " \
                        "#{target ? quote(target.to_s) : 'NULL'}, #{quote(mode.to_s)})")
         else
           raise ArgumentError, "counter #{name}: algorithm must be :concurrently or nil"
         end
-        select_value("SELECT counters.set_deferred(#{quote(name.to_s)})") if deferred
+        execute("SELECT counters.set_deferred(#{quote(name.to_s)})") if deferred
       end
 
       # Drop a counter. The definition and options are what `change` reverses it to (without them it cannot be).
       def drop_counter(name, _sql = nil, _options = nil, **_keywords)
         Counters::Rails.require_extension(self)
-        select_value("SELECT counters.drop_counter(#{quote(name.to_s)})")
+        execute("SELECT counters.drop_counter(#{quote(name.to_s)})")
       end
 
       # Change a counter: to: { sql:, mode:, deferred: } (what changes); from: the same before, for `change` to
@@ -56,13 +56,13 @@ module Counters
         to = (options || {}).merge(keywords).fetch(:to).to_h
         Counters::Rails.require_extension(self)
         if to[:sql]
-          select_value("SELECT counters.alter_counter(#{quote(name.to_s)}, mode => #{to[:mode] ? quote(to[:mode].to_s) : 'NULL'}, " \
+          execute("SELECT counters.alter_counter(#{quote(name.to_s)}, mode => #{to[:mode] ? quote(to[:mode].to_s) : 'NULL'}, " \
                        "definition => #{quote(to[:sql])})")
         elsif to[:mode]
-          select_value("SELECT counters.alter_counter(#{quote(name.to_s)}, #{quote(to[:mode].to_s)})")
+          execute("SELECT counters.alter_counter(#{quote(name.to_s)}, #{quote(to[:mode].to_s)})")
         end
         unless to[:deferred].nil?
-          select_value("SELECT counters.set_deferred(#{quote(name.to_s)}, #{to[:deferred] ? 'true' : 'false'})")
+          execute("SELECT counters.set_deferred(#{quote(name.to_s)}, #{to[:deferred] ? 'true' : 'false'})")
         end
       end
     end
