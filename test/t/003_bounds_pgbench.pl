@@ -3,7 +3,8 @@
 # between excursions mixed in. A refused booking is caught in the transaction (check_violation) and counted.
 # Afterwards: no excursion has more than 20 paid bookings (recounted from the bookings table), every excursion is
 # full (the load kept going long after it could fill them), the counter equals the recount (counters.verify empty),
-# some bookings were refused, and no other error happened (pgbench: no failed transaction, no aborted client).
+# some bookings were refused, and no other error happened (pgbench: no failed transaction, no aborted client). Then
+# the same bound with deferred counters: 30 concurrent bookers of 20 seats, checked at commit: exactly 20 commit.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -98,6 +99,27 @@ my $refused = $node->safe_psql($db, 'SELECT count(*) FROM outcomes WHERE NOT acc
 cmp_ok($refused, '>', 0, 'some bookings were refused, so the bound was tested');
 note("refused: $refused, accepted: "
 	  . $node->safe_psql($db, 'SELECT count(*) FROM outcomes WHERE accepted'));
+
+# Deferred (counters.apply = deferred): 30 bookers of the last 20 seats of excursion 4, each one transaction of its
+# own; the bound is checked when each applies its delta, at commit: exactly 20 commits go through, the other 10 fail
+# at COMMIT with check_violation (pgbench then aborts those clients: exit status 2).
+$node->pgbench(
+	'-n -c 30 -j 4 -t 1 --max-tries=1',
+	2,
+	[ qr{^number of transactions actually processed: 20/30$}m ],
+	[ qr{check_violation|would be 21 for key}m ],
+	'deferred bounds: 30 bookers of 20 seats, 20 commits',
+	{
+		'bounds_deferred.pgbench' => q{BEGIN;
+SET LOCAL counters.apply = deferred;
+INSERT INTO bookings (excursion_id, paid) VALUES (4, true);
+COMMIT;
+}
+	},
+	$db);
+is($node->safe_psql($db, 'SELECT count(*) FROM bookings WHERE excursion_id = 4 AND paid'),
+	'20', 'deferred: exactly 20 seats of excursion 4 were sold');
+is($node->safe_psql($db, "SELECT count(*) FROM counters.verify('seats')"), '0', 'deferred: the counter equals the recount');
 
 $node->stop;
 done_testing();
