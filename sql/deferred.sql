@@ -213,6 +213,24 @@ COMMIT;
 SELECT counter, key, col, old, new, threshold, direction FROM crossings;
 SELECT * FROM check_all();
 
+-- window thresholds likewise: the window sum crosses when the transaction's deltas are applied
+CREATE TABLE hits (tag text NOT NULL, day date NOT NULL DEFAULT current_date);
+SELECT counters.create_counter('tag_days', 'SELECT tag, day, count(*) AS uses FROM hits GROUP BY tag, day');
+SELECT counters.set_window_thresholds('tag_days', 'uses', '{3}', 'day', '2 days',
+                                      'note_crossing(text, jsonb, text, numeric, numeric, numeric, text)');
+SELECT counters.set_deferred('tag_days');
+DELETE FROM crossings;
+BEGIN;
+INSERT INTO hits (tag) VALUES ('pg');
+INSERT INTO hits (tag) VALUES ('pg');
+INSERT INTO hits (tag, day) VALUES ('pg', current_date - 1);
+SELECT count(*) AS announced_before_commit FROM crossings;
+COMMIT;
+SELECT counter, key, col, new, threshold, direction FROM crossings;
+CREATE VIEW hits_recount AS SELECT tag, day, count(*) AS uses FROM hits GROUP BY tag, day;
+INSERT INTO checks VALUES ('tag_days', 'hits_recount');
+SELECT * FROM check_all();
+
 -- PREPARE TRANSACTION applies first; the prepared transaction then holds nothing
 BEGIN;
 INSERT INTO posts (blog_id, rating) VALUES (3, 8);
