@@ -24,7 +24,6 @@
  * Everything lives in TopTransactionContext and is forgotten when the transaction ends.
  */
 #include "write/write.hpp"
-#include "citus/citus.hpp"
 
 extern "C" {
 #include "access/xact.h"
