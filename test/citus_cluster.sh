@@ -55,6 +55,11 @@ citus.shard_replication_factor = 1
 lc_messages = 'C'
 ${CITUS_CONF:-}
 CONF
+	# (releases that limit logical decoding's output plugins -- 15.20 does -- must allow Citus's: its non-blocking
+	# shard splits decode through it)
+	if "$bindir/postgres" --describe-config 2>/dev/null | grep '^output_plugin_libraries' >/dev/null; then
+		echo "output_plugin_libraries = 'pgoutput, test_decoding, citus'" >>"$dir/postgresql.conf"
+	fi
 	# (another test may take a free port first: then another one)
 	for attempt in 1 2 3; do
 		port=$(free_port)

@@ -161,8 +161,16 @@ Conversion()
 	                                          "create_reference_table",
 	                                          "citus_schema_distribute"};
 	for (const char *c : conversions)
-		if (strstr(query, c) != nullptr)
+		if (strstr(query, c) != nullptr) {
+			/*
+			 * create_distributed_table_concurrently() converts the table into a Citus local table first, on a
+			 * connection of Citus's own to this node: that backend's query names the inner function only.
+			 */
+			if (strcmp(c, "citus_add_local_table_to_metadata") == 0 && application_name != nullptr &&
+			    strncmp(application_name, "citus_internal", strlen("citus_internal")) == 0)
+				return "create_distributed_table_concurrently() (through citus_add_local_table_to_metadata())";
 			return c;
+		}
 	if (strstr(query, "alter table") != nullptr && strstr(query, "references") != nullptr)
 		return "a foreign key to a reference table";
 	return nullptr;

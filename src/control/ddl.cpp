@@ -434,6 +434,44 @@ InitDdl()
 	RegisterSubXactCallback(RetypedSubXactCallback, nullptr);
 }
 
+namespace {
+
+/*
+ * A Citus conversion into a Citus local table (citus_add_local_table_to_metadata) renames the table into its shard and
+ * makes a shell of the old name: the catalog would point at the shard, and every later write to the source would fail
+ * until the counter is dropped. Refused for any table a counter writes or reads, naming the conversion.
+ */
+void
+RefuseConvertedAway(Oid relid)
+{
+	const char *conversion = citus::Conversion();
+	if (conversion == nullptr)
+		return;
+	ListCell *lc;
+	foreach (lc, ReadCatalog(nullptr)) {
+		Counter *e = (Counter *)lfirst(lc);
+		const char *what = relid == e->source                         ? "source table"
+		                   : relid == e->target && !e->owns_target    ? "counter-cache table"
+		                   : relid == e->target || relid == e->totals ? "counter table"
+		                   : relid == e->log                          ? "log"
+		                   : relid == e->crossings                    ? "window state table"
+		                                                              : nullptr;
+		if (what == nullptr)
+			continue;
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\": %s%s would convert its table with Citus", e->name, conversion,
+		                       strchr(conversion, ' ') != nullptr ? "" : "()"),
+		                errdetail("Citus renames %s, the counter's %s, into a shard and makes a new table of its name: "
+		                          "the counter would keep writing to the shard, and writes to its source would fail.",
+		                          QualifiedName(relid), what),
+		                errhint("Drop the counter with counters.drop_counter('%s'), convert the table, and declare the "
+		                        "counter again; counters.distribute() distributes a counted table with its counters.",
+		                        e->name)));
+	}
+}
+
+} // namespace
+
 void
 OnDdlStart(EventTriggerData *trigger)
 {
@@ -475,6 +513,8 @@ OnDdlStart(EventTriggerData *trigger)
 		CheckAlterTable((AlterTableStmt *)tree, &leaving, &joining, &parent);
 	else if (IsA(tree, RenameStmt) && ((RenameStmt *)tree)->renameType == OBJECT_TABLE) {
 		Oid relid = LookupTable(((RenameStmt *)tree)->relation);
+		if (OidIsValid(relid))
+			RefuseConvertedAway(relid);
 		if (OidIsValid(relid))
 			WarnRenamed(ReadCatalog(nullptr), relid, ((RenameStmt *)tree)->newname, nullptr);
 	} else if (IsA(tree, AlterObjectSchemaStmt) && ((AlterObjectSchemaStmt *)tree)->objectType == OBJECT_TABLE) {

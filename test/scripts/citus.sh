@@ -20,10 +20,12 @@
 #   7. a table distributed behind the counters' back fails every write (0A000), never counts nothing;
 #   8. DDL: ADD/DROP COLUMN, RENAME (the catalog on the workers follows), CREATE INDEX, alter_distributed_table and
 #      undistribute_table refused, and the conversions into a Citus local table (a foreign key to a reference table,
-#      citus_add_local_table_to_metadata) and create_distributed_table_concurrently; DROP TABLE ... CASCADE drops the
+#      citus_add_local_table_to_metadata, also of a counter table or a counter-cache table alone) and
+#      create_distributed_table_concurrently (named as such); DROP TABLE ... CASCADE drops the
 #      counter and no other table's shard;
 #   9. rebalancing: a blocking move, a split, and a third worker added and rebalanced (logical replication) under
-#      pgbench (8 clients inserting and moving keys): no failed transaction, exact after each;
+#      pgbench (8 clients inserting and moving keys): no failed transaction, exact after each (a non-blocking split
+#      of a counter's shards does not complete: docs/citus.md, "Not done");
 #  10. drop_counter: no capture trigger left but inert TRUNCATE ones; writes and TRUNCATE go on.
 #   CITUS_KEEP=1 bash test/scripts/citus.sh    # keep the clusters' directories (and print where), logs included
 #   CITUS_CONF="log_statement = 'all'" ...     # more settings for every node
@@ -429,6 +431,10 @@ INSERT INTO conv_tickets SELECT 1 + g % 5, g, g % 2 FROM generate_series(1, 50) 
 SELECT counters.create_counter('conv_cache', $$SELECT org_id AS id, count(*) AS ticket_count FROM conv_tickets GROUP BY org_id$$,
                                target => 'conv_orgs');
 SELECT counters.create_counter('conv_n', $$SELECT plan_id, count(*) AS n FROM conv_tickets GROUP BY plan_id$$);
+CREATE TABLE conv_teams (id int PRIMARY KEY, ticket_count bigint NOT NULL DEFAULT 0);
+INSERT INTO conv_teams VALUES (0), (1);
+SELECT counters.create_counter('conv_team_cache', $$SELECT plan_id AS id, count(*) AS ticket_count FROM conv_tickets GROUP BY plan_id$$,
+                               target => 'conv_teams');
 CREATE TABLE conv_logs (id int PRIMARY KEY, k int NOT NULL);
 INSERT INTO conv_logs SELECT g, g % 3 FROM generate_series(1, 30) g;
 SELECT counters.create_counter('conv_logs_n', $$SELECT k, count(*) AS n FROM conv_logs GROUP BY k$$);
@@ -438,13 +444,20 @@ expect_error "a foreign key from a counted table to a reference table (Citus con
 expect_error "citus_add_local_table_to_metadata of a counted table" 0A000 \
 	'counter "conv_(cache|n)": citus_add_local_table_to_metadata\(\) would convert its table' "$coord" app <<<"SELECT citus_add_local_table_to_metadata('conv_tickets', cascade_via_foreign_keys => true)"
 expect_error "create_distributed_table_concurrently of a counted table" 0A000 \
-	'counter "conv_logs_n": .* would convert its table with Citus' "$coord" app <<<"SET citus.enable_unsafe_triggers = on; SELECT create_distributed_table_concurrently('conv_logs', 'k')"
+	'counter "conv_logs_n": create_distributed_table_concurrently\(\) \(through citus_add_local_table_to_metadata\(\)\) would convert its table with Citus' "$coord" app <<<"SET citus.enable_unsafe_triggers = on; SELECT create_distributed_table_concurrently('conv_logs', 'k')"
+# a counter's own table, or the table of its counter-cache columns, converted alone (Citus renames it into a shard)
+expect_error "citus_add_local_table_to_metadata of a counter-cache table alone" 0A000 \
+	'counter "conv_team_cache": citus_add_local_table_to_metadata\(\) would convert its table with Citus' "$coord" app <<<"SELECT citus_add_local_table_to_metadata('conv_teams')"
+expect_error "citus_add_local_table_to_metadata of a counter table alone" 0A000 \
+	'counter "conv_n": citus_add_local_table_to_metadata\(\) would convert its table with Citus' "$coord" app <<<"SELECT citus_add_local_table_to_metadata('conv_n')"
 sql "$coord" app <<<"INSERT INTO conv_tickets SELECT 1 + g % 5, g, g % 2 FROM generate_series(51, 80) g" >/dev/null
 same conv_n 'SELECT plan_id, count(*) FROM conv_tickets GROUP BY 1'
 sql "$coord" app <<<"INSERT INTO conv_logs SELECT g, g % 4 FROM generate_series(31, 40) g" >/dev/null
 same conv_logs_n 'SELECT k, count(*) FROM conv_logs GROUP BY 1'
 [ "$(sql "$coord" <<<"SELECT count(*) FROM conv_orgs o WHERE ticket_count <> (SELECT count(*) FROM conv_tickets t WHERE t.org_id = o.id)")" = 0 ] ||
 	fail "the counter cache conv_cache differs from its recount"
+[ "$(sql "$coord" <<<"SELECT count(*) FROM conv_teams o WHERE ticket_count <> (SELECT count(*) FROM conv_tickets t WHERE t.plan_id = o.id)")" = 0 ] ||
+	fail "the counter cache conv_team_cache differs from its recount"
 echo "ok - refused conversions leave the counters counting"
 ddl <<<"DROP TABLE lposts CASCADE" 2>/dev/null
 [ "$(sql "$coord" <<<"SELECT count(*) FROM counters.counter WHERE name IN ('lub', 'lbu')")" = 0 ] &&
