@@ -75,7 +75,9 @@ done
 [ "$(q counters_django "SELECT count(*) FROM counters.counter") $(q counters_django "SELECT count(*) FROM pg_class WHERE relname IN ('blog_posts', 'blog_post', 'forum_topics', 'forum_topic')")" = "0 0" ] ||
 	fail "unapplying the migrations left counters or their tables"
 # pip-installable: the wheel builds and holds the app, its operations and its command
-/usr/bin/python3 -m pip wheel -q --no-build-isolation --no-deps ../../packages/django-counters -w "$work/wheel" >/dev/null
+# (from a copy: building writes build/ and *.egg-info next to the sources)
+cp -r ../../packages/django-counters "$work/package"
+/usr/bin/python3 -m pip wheel -q --no-build-isolation --no-deps "$work/package" -w "$work/wheel" >/dev/null
 unzip -Z1 "$work"/wheel/django_counters-*.whl | grep -q "django_counters/management/commands/counters.py" ||
 	fail "the wheel lacks the management command"
 echo "django: ok"
