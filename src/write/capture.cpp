@@ -466,7 +466,7 @@ FrameRun(Frame *frame, SourceCounters *sc)
 	return run;
 }
 
-static int
+int
 CompareCounterNames(const void *a, const void *b)
 {
 	return strcmp((*(CounterRun *const *)a)->c->def->name, (*(CounterRun *const *)b)->c->def->name);

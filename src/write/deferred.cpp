@@ -109,12 +109,6 @@ CompiledOfHeld(const Held *h)
 	return nullptr;
 }
 
-int
-CompareRunNames(const void *a, const void *b)
-{
-	return strcmp((*(CounterRun *const *)a)->c->def->name, (*(CounterRun *const *)b)->c->def->name);
-}
-
 using Selector = bool (*)(const Held *h, const void *arg);
 
 /*
@@ -196,7 +190,7 @@ ApplyHeld(Selector select, const void *arg)
 	int64 keys = 0;
 	if (n > 0) {
 		if (n > 1)
-			qsort(list, n, sizeof(CounterRun *), CompareRunNames);
+			qsort(list, n, sizeof(CounterRun *), CompareCounterNames);
 		/* (at commit no snapshot is active: the apply's statements take the transaction's) */
 		bool snapshot = !ActiveSnapshotSet();
 		if (snapshot)

@@ -517,6 +517,8 @@ Datum TakeNumeric(const CounterDef *def, DeltaEntry *e, int v, Datum zero);
 
 /* apply.cpp: apply the deltas of `n` counters in the order given, then announce their threshold crossings. */
 void ApplyCounters(CounterRun **list, int n);
+/* qsort's comparison of CounterRun pointers by counter name: the order counters are applied in (capture.cpp). */
+int CompareCounterNames(const void *a, const void *b);
 
 /*
  * Deferred counters (deferred.cpp). counters.apply: APPLY_DEFAULT (each counter's own setting), APPLY_DEFERRED or
