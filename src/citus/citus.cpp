@@ -32,6 +32,8 @@ extern "C" {
 #include "commands/extension.h"
 #include "nodes/makefuncs.h"
 #include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -292,18 +294,27 @@ CatalogRelation()
 	/*
 	 * Names that do not resolve on this node give NULL, which the cache refuses. So does a row that no declaration
 	 * could have written: its definition view is named after the counter, and its owner (who declared it) has the
-	 * privileges of the owners of the source and the counter table.
+	 * privileges of the owners of the source and the counter table (in log and sharded mode: of the log or slots and
+	 * the totals too, which the row names under "relations" in its options, SyncReplica).
 	 */
 	return "(SELECT r.name, pg_catalog.to_regclass(r.source) AS source, pg_catalog.to_regclass(r.target) AS target, "
 	       "CASE WHEN v.relname OPERATOR(pg_catalog.=) (r.name OPERATOR(pg_catalog.||) '_definition') "
 	       "AND pg_catalog.pg_has_role(v.relowner, s.relowner, 'USAGE') "
-	       "AND pg_catalog.pg_has_role(v.relowner, t.relowner, 'USAGE') THEN v.oid::pg_catalog.regclass END AS query, "
-	       "r.owns_target, NULL::pg_catalog.regclass AS log, NULL::pg_catalog.regclass AS totals, r.mode, r.options, "
+	       "AND pg_catalog.pg_has_role(v.relowner, t.relowner, 'USAGE') "
+	       "AND (r.options OPERATOR(pg_catalog.?) 'relations') OPERATOR(pg_catalog.=) (r.mode OPERATOR(pg_catalog.<>) "
+	       "'exact') AND COALESCE(pg_catalog.pg_has_role(v.relowner, l.relowner, 'USAGE') "
+	       "AND pg_catalog.pg_has_role(v.relowner, o.relowner, 'USAGE'), r.mode OPERATOR(pg_catalog.=) 'exact') "
+	       "THEN v.oid::pg_catalog.regclass END AS query, r.owns_target, l.oid::pg_catalog.regclass AS log, "
+	       "o.oid::pg_catalog.regclass AS totals, r.mode, r.options OPERATOR(pg_catalog.-) 'relations' AS options, "
 	       "NULL::pg_catalog.regclass AS crossings "
 	       "FROM counters.counter_replica r "
 	       "LEFT JOIN pg_catalog.pg_class s ON s.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(r.source) "
 	       "LEFT JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(r.target) "
-	       "LEFT JOIN pg_catalog.pg_class v ON v.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(r.query))";
+	       "LEFT JOIN pg_catalog.pg_class v ON v.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(r.query) "
+	       "LEFT JOIN pg_catalog.pg_class l ON l.oid OPERATOR(pg_catalog.=) "
+	       "     pg_catalog.to_regclass(r.options OPERATOR(pg_catalog.#>>) '{relations,log}') "
+	       "LEFT JOIN pg_catalog.pg_class o ON o.oid OPERATOR(pg_catalog.=) "
+	       "     pg_catalog.to_regclass(r.options OPERATOR(pg_catalog.#>>) '{relations,totals}'))";
 }
 
 void
@@ -440,6 +451,83 @@ DistributeCounterTable(Oid table, Placement placement, Oid colocate_with, const 
 	SPI_finish();
 }
 
+void
+DistributeAlike(Oid table, Oid like)
+{
+	CitusRelation r;
+	if (!Lookup(like, &r) || r.kind != Kind::Distributed || r.shard || r.column == nullptr)
+		elog(ERROR, "counters: %s is not a hash-distributed table", QualifiedName(like));
+	DistributeCounterTable(table, Placement::Distributed, like, r.column);
+}
+
+List *
+LocalShards(Oid rel)
+{
+	if (!Present())
+		return NIL;
+	MemoryContext caller = CurrentMemoryContext;
+	SpiConnect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	Oid argtypes[1] = {OIDOID};
+	Datum args[1] = {ObjectIdGetDatum(rel)};
+	(void)QueryLatest(
+	    "SELECT (SELECT i[pg_catalog.cardinality(i)] "
+	    "          FROM pg_catalog.parse_ident(pg_catalog.shard_name(s.logicalrelid, s.shardid)) i) "
+	    "  FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p "
+	    "    ON p.shardid OPERATOR(pg_catalog.=) s.shardid "
+	    " WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass "
+	    "   AND p.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g) "
+	    " ORDER BY s.shardid",
+	    1, argtypes, args, nullptr);
+	List *names = NIL;
+	MemoryContext old = MemoryContextSwitchTo(caller);
+	for (uint64 i = 0; i < SPI_processed; i++)
+		names = lappend(names, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	MemoryContextSwitchTo(old);
+	UnpinSettings(level);
+	SPI_finish();
+	/* (by name in the table's schema: Citus hides shards from queries of pg_class; one moved away meanwhile: none) */
+	List *shards = NIL;
+	ListCell *lc;
+	foreach (lc, names) {
+		Oid shard = get_relname_relid((const char *)lfirst(lc), get_rel_namespace(rel));
+		if (OidIsValid(shard))
+			shards = lappend_oid(shards, shard);
+	}
+	return shards;
+}
+
+int64
+CompactOnWorkers(const char *name)
+{
+	if (!Present() || OnWorker())
+		return 0;
+	SpiConnect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	Oid argtypes[1] = {TEXTOID};
+	Datum args[1] = {CStringGetTextDatum(psprintf("SELECT counters.compact(%s)", quote_literal_cstr(name)))};
+	(void)QueryLatest("SELECT w.nodename OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) w.nodeport, w.success, "
+	                  "       w.result FROM pg_catalog.run_command_on_workers($1) w",
+	                  1, argtypes, args, nullptr, false);
+	int64 folded = 0;
+	for (uint64 i = 0; i < SPI_processed; i++) {
+		HeapTuple row = SPI_tuptable->vals[i];
+		bool isnull;
+		bool success = DatumGetBool(SPI_getbinval(row, SPI_tuptable->tupdesc, 2, &isnull));
+		char *result = SPI_getvalue(row, SPI_tuptable->tupdesc, 3);
+		if (!success)
+			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+			                errmsg("counter \"%s\": compaction on worker %s failed: %s", name,
+			                       SPI_getvalue(row, SPI_tuptable->tupdesc, 1), result ? result : "no result"),
+			                errdetail("Each worker folds the shards placed on it; the others' compactions committed."),
+			                errhint("Run SELECT counters.compact('%s') on that worker to see why.", name)));
+		folded += result != nullptr ? strtoll(result, nullptr, 10) : 0;
+	}
+	UnpinSettings(level);
+	SPI_finish();
+	return folded;
+}
+
 namespace {
 
 /*
@@ -532,6 +620,20 @@ ReplicaChanged(TriggerData *td)
 		CacheInvalidateRelcacheByRelid(relid);
 }
 
+namespace {
+
+/* `text` as a JSON string literal. */
+char *
+JsonString(const char *text)
+{
+	StringInfoData out;
+	initStringInfo(&out);
+	escape_json(&out, text);
+	return out.data;
+}
+
+} // namespace
+
 void
 SyncReplica(const char *name)
 {
@@ -569,6 +671,13 @@ SyncReplica(const char *name)
 		args[4] = BoolGetDatum(e->owns_target);
 		args[5] = CStringGetTextDatum(ModeName(e->mode));
 		args[6] = OptionsJsonb(e->options);
+		/* (log and sharded mode: the log or slots and the totals, by name, under a key the options never have) */
+		if (HasPending(e->mode))
+			args[6] = DirectFunctionCall2(
+			    jsonb_concat, args[6],
+			    DirectFunctionCall1(jsonb_in, CStringGetDatum(psprintf("{\"relations\": {\"log\": %s, \"totals\": %s}}",
+			                                                           JsonString(QualifiedName(e->log)),
+			                                                           JsonString(QualifiedName(e->totals))))));
 		if (SPI_execute_with_args("INSERT INTO counters.counter_replica VALUES ($1, $2, $3, $4, $5, $6, $7)", 7,
 		                          argtypes, args, nullptr, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "counters: updating counters.counter_replica failed");
@@ -594,10 +703,10 @@ LockOnEveryNode(Oid rel, LOCKMODE mode)
 }
 
 void
-RefuseFeature(const char *counter, Oid source, const char *what)
+RefuseFeature(const char *counter, Oid source, const char *what, bool distributed)
 {
 	CitusRelation r;
-	if (!Present() || !Lookup(source, &r))
+	if (!Present() || !Lookup(source, &r) || (distributed && r.kind == Kind::Distributed && !r.shard))
 		return;
 	ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 	                errmsg("counter \"%s\": counters does not support %s on Citus tables yet", counter, what),

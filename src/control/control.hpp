@@ -47,6 +47,11 @@ char *ZeroRowsStatement(const Counter *e);
 char *KeyColumnList(const Counter *e);
 /* Fold pending rows into the totals: (rows moved, zero rows' ctids), and with_rows, each folded key's row after. */
 char *CompactStatement(const Counter *e, bool with_rows);
+/*
+ * Fold every pending row into the totals, as one statement Citus pushes down to co-located shards (no ctid, no row
+ * locks): only with writers locked out; then DeleteAllStatement(e->log) and ZeroRowsStatement.
+ */
+char *FoldAllStatement(const Counter *e);
 char *DeleteRowsStatement(Oid rel);
 char *DeleteAllStatement(Oid rel);
 char *RetentionStatement(const Counter *e, Oid rel, const char **names);
@@ -232,7 +237,10 @@ char *KeyFilterCheckStatement(const Counter *e, const char *filter);
  * counter is read from) that relation's non-dropped columns in order, the values of the counter's columns in their
  * types.
  */
-char *TopStatement(const Counter *e, int col, const char *limit, const char *filter, TupleDesc rowtype = nullptr);
+/* distributed: a Citus counter in log or sharded mode (no subquery in its LIMIT: the pending keys are not read first)
+ */
+char *TopStatement(const Counter *e, int col, const char *limit, const char *filter, TupleDesc rowtype = nullptr,
+                   bool distributed = false);
 
 /* Thresholds on a sliding-window sum: setting them, and window_state() (options.cpp). */
 void SetWindowThresholds(const char *name, const char *column, ArrayType *thresholds, const char *bucket,
@@ -262,6 +270,8 @@ char *CrossingsStatement(Oid crossings);
  */
 int64 Compact(const char *name);
 int64 CompactInRound(const char *name);
+/* Fold all of a log or sharded counter's pending rows, its writers locked out (mode switches, rebuilds). */
+void FoldPending(const Counter *e);
 void InitMaintenance();
 int64 ApplyRetention(const char *name);
 int64 Rebuild(const char *name, const char *condition);

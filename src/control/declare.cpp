@@ -305,6 +305,8 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 	Oid colocate_with;
 	const char *distribution_column;
 	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
+	if (!fill)
+		RequireFeatureOf(name, def->source, !OidIsValid(tgt), Mode::Log, tgt, Feature::DeclareConcurrently);
 	if (!exact)
 		RequireFeatureOf(name, def->source, !OidIsValid(tgt), Mode::Log, tgt, Feature::LogShardedMode);
 	for (int v = 0; v < def->nvalues; v++)

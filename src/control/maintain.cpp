@@ -153,7 +153,7 @@ LockIfUnchanged(const Counter *e, Oid rel, LOCKMODE mode, Round *round)
 	}
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
 		return nullptr;
-	List *now = ReadCatalog(e->name);
+	List *now = ReadCatalogHere(e->name);
 	if (now == NIL)
 		return nullptr;
 	Counter *c = (Counter *)linitial(now);
@@ -241,6 +241,8 @@ FoldedCrossings(CompiledCounter *c)
 	return mine;
 }
 
+int64 FoldInto(const Counter *e, CompiledCounter *thresholds);
+
 /* Fold a log or sharded counter's pending rows into its totals; returns the number of rows folded. */
 int64
 CompactOne(const Counter *e, Round *round)
@@ -255,10 +257,33 @@ CompactOne(const Counter *e, Round *round)
 		                errhint("If create_counter_concurrently() or rebuild_concurrently() stopped, CALL "
 		                        "counters.rebuild_concurrently('%s') completes it.",
 		                        e->name)));
-	const CounterLayout *l = LayoutOf(e);
-	CompiledCounter *thresholds = WithThresholds(e);
 	/* (before the statement's snapshot: what commits after it stays pending, stats.cpp) */
 	NoteCompactionStart(e->query);
+	if (citus::KindOfTable(e->log) != citus::Kind::Distributed)
+		return FoldInto(e, WithThresholds(e));
+	/*
+	 * Citus: each node folds the log or slots shards placed on it into their co-located totals shards, one local
+	 * statement each (what a reader of a key sees is on that node); the coordinator asks every worker to, on
+	 * connections of their own (each node's compaction commits by itself; none holds another's locks).
+	 */
+	int64 folded = 0;
+	ListCell *lc;
+	foreach (lc, citus::LocalShards(e->log)) {
+		Counter *placement = (Counter *)palloc(sizeof(Counter));
+		*placement = *e;
+		placement->log = lfirst_oid(lc);
+		placement->totals = citus::WriteShard(e->name, e->totals, placement->log, e->log);
+		placement->layout = nullptr;
+		folded += FoldInto(placement, nullptr);
+	}
+	return folded + citus::CompactOnWorkers(e->name);
+}
+
+/* Fold e's pending rows (its log or slots) into its totals, noting the crossings of `thresholds`. */
+int64
+FoldInto(const Counter *e, CompiledCounter *thresholds)
+{
+	const CounterLayout *l = LayoutOf(e);
 	SpiConnect();
 	int ret =
 	    RunAsOwner(AuthorizedByCatalog(e), CompactStatement(e, thresholds != nullptr), 0, nullptr, nullptr, false);
@@ -487,9 +512,40 @@ MaintainInRound(const Counter *e)
 
 } // namespace
 
+namespace {
+
+/*
+ * compact() on a Citus worker: the log and slots shards placed here, of one counter or all (the coordinator's
+ * compact() asks every worker so); retention and windows are the coordinator's.
+ */
+int64
+CompactHere(const char *name)
+{
+	List *entries = ReadCatalogHere(name);
+	if (name != nullptr && entries == NIL)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist on this node", name),
+		                errhint("Citus workers know the counters of Citus tables (counters.counter_replica).")));
+	int64 folded = 0;
+	ListCell *lc;
+	foreach (lc, entries) {
+		Counter *e = (Counter *)lfirst(lc);
+		if (!HasPending(e->mode) || !Allowed(e, name != nullptr, false))
+			continue;
+		if (name != nullptr)
+			folded += CompactOne(e, nullptr);
+		else
+			(void)TryRoundStep(CompactOne, e, "compaction", &folded, nullptr);
+	}
+	return folded;
+}
+
+} // namespace
+
 int64
 Compact(const char *name)
 {
+	if (citus::OnWorker())
+		return CompactHere(name);
 	if (name == nullptr) {
 		int64 folded = 0;
 		ListCell *lc;
@@ -523,6 +579,23 @@ Compact(const char *name)
 		ereport(WARNING, (errcode(error->sqlerrcode),
 		                  errmsg("counter \"%s\": checking the window thresholds failed: %s", name, error->message)));
 	return folded;
+}
+
+void
+FoldPending(const Counter *e)
+{
+	if (citus::KindOfTable(e->log) != citus::Kind::Distributed) {
+		(void)CompactOne(e, nullptr);
+		return;
+	}
+	/* (writers are locked out on every node: the log or slots fold as one distributed statement, then go) */
+	SpiConnect();
+	Authorization auth = AuthorizedByCatalog(e);
+	if (RunAsOwner(auth, FoldAllStatement(e), 0, nullptr, nullptr, false) != SPI_OK_INSERT ||
+	    RunAsOwner(auth, DeleteAllStatement(e->log), 0, nullptr, nullptr, false) != SPI_OK_DELETE ||
+	    RunAsOwner(auth, ZeroRowsStatement(e), 0, nullptr, nullptr, false) != SPI_OK_DELETE)
+		elog(ERROR, "counters: folding the pending rows of counter \"%s\" failed", e->name);
+	SPI_finish();
 }
 
 int64
@@ -729,7 +802,7 @@ RebuildOne(const Counter *e, const char *condition, bool named)
 	}
 	RequireAllRowsVisible(e);
 	if (HasPending(e->mode))
-		(void)CompactOne(e, nullptr);
+		FoldPending(e);
 	if (condition != nullptr)
 		CheckCondition(e, condition);
 	SpiConnect();

@@ -416,7 +416,36 @@ CompactStatement(const Counter *e, bool with_rows)
 }
 
 char *
+FoldAllStatement(const Counter *e)
+{
+	const CounterLayout *l = LayoutOf(e);
+	StringInfoData cols, select, keys, conflict, updates;
+	initStringInfo(&cols);
+	initStringInfo(&select);
+	initStringInfo(&keys);
+	initStringInfo(&conflict);
+	initStringInfo(&updates);
+	for (int i = 0; i < l->ncolumns; i++) {
+		const char *col = quote_identifier(l->in_table.names[i]);
+		const char *pending = quote_identifier(l->in_pending.names[i]);
+		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", col);
+		if (l->is_key[i]) {
+			appendStringInfo(&select, "%sl.%s", select.len ? ", " : "", pending);
+			appendStringInfo(&keys, "%sl.%s", keys.len ? ", " : "", pending);
+			appendStringInfo(&conflict, "%s%s", conflict.len ? ", " : "",
+			                 KeyIndexElement(col, l->digested != nullptr && l->digested[i]));
+		} else {
+			appendStringInfo(&select, "%spg_catalog.sum(l.%s)", select.len ? ", " : "", pending);
+			appendStringInfo(&updates, "%s%s = t.%s OPERATOR(pg_catalog.+) EXCLUDED.%s", updates.len ? ", " : "", col,
+			                 col, col);
+		}
+	}
+	return psprintf("INSERT INTO %s AS t (%s) SELECT %s FROM %s l GROUP BY %s ON CONFLICT (%s) DO UPDATE SET %s",
+	                QualifiedName(l->table), cols.data, select.data, QualifiedName(e->log), keys.data, conflict.data,
+	                updates.data);
+}
 
+char *
 DeleteAllStatement(Oid rel)
 {
 	return psprintf("DELETE FROM %s", QualifiedName(rel));
@@ -514,7 +543,7 @@ TopRowColumns(const Counter *e, TupleDesc rowtype)
 } // namespace
 
 char *
-TopStatement(const Counter *e, int col, const char *limit, const char *filter, TupleDesc rowtype)
+TopStatement(const Counter *e, int col, const char *limit, const char *filter, TupleDesc rowtype, bool distributed)
 {
 	const CounterLayout *l = LayoutOf(e);
 	const char *cond = filter ? psprintf("(%s)", filter) : "true";
@@ -556,6 +585,17 @@ TopStatement(const Counter *e, int col, const char *limit, const char *filter, T
 	 */
 	const char *totals = QualifiedName(e->totals);
 	const char *log = QualifiedName(e->log);
+	const char *select = rowtype ? TopRowColumns(e, rowtype) : psprintf("%s, pg_catalog.sum(%s)", keys.data, value);
+	const char *order = rowtype ? psprintf("pg_catalog.sum(%s)", value) : psprintf("%d", DefinitionOf(e)->nkeys + 1);
+	/*
+	 * Citus: every key's rows summed, shard by shard (a key is in one shard: the GROUP BY holds the distribution
+	 * column), each shard's top k merged.
+	 */
+	if (distributed)
+		return psprintf("SELECT %s FROM (SELECT %s FROM %s x WHERE %s UNION ALL SELECT %s FROM %s x WHERE %s) u "
+		                "GROUP BY %s HAVING %s ORDER BY %s DESC, %s LIMIT %s",
+		                select, xcols.data, totals, cond, xcols.data, log, cond, keys.data, nonzero.data, order,
+		                keys.data, limit);
 	return psprintf("WITH pending AS MATERIALIZED (SELECT DISTINCT %s FROM %s WHERE %s), "
 	                "     candidates AS MATERIALIZED ( "
 	                "         (SELECT %s FROM %s WHERE %s ORDER BY %s DESC, %s LIMIT %s + (SELECT pg_catalog.count(*) "
@@ -567,12 +607,9 @@ TopStatement(const Counter *e, int col, const char *limit, const char *filter, T
 	                "        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s WHERE %s "
 	                "        UNION ALL SELECT %s FROM %s x JOIN candidates p ON %s WHERE %s) u "
 	                " GROUP BY %s HAVING %s ORDER BY %s DESC, %s LIMIT %s",
-	                keys.data, log, cond, keys.data, totals, cond, value, keys.data, limit,
-	                rowtype ? TopRowColumns(e, rowtype) : psprintf("%s, pg_catalog.sum(%s)", keys.data, value),
-	                xcols.data, totals, match.data, xcols.data, log, match.data, xcols.data, totals, null_match.data,
-	                any_null.data, xcols.data, log, null_match.data, any_null.data, keys.data, nonzero.data,
-	                rowtype ? psprintf("pg_catalog.sum(%s)", value) : psprintf("%d", DefinitionOf(e)->nkeys + 1),
-	                keys.data, limit);
+	                keys.data, log, cond, keys.data, totals, cond, value, keys.data, limit, select, xcols.data, totals,
+	                match.data, xcols.data, log, match.data, xcols.data, totals, null_match.data, any_null.data,
+	                xcols.data, log, null_match.data, any_null.data, keys.data, nonzero.data, order, keys.data, limit);
 }
 
 } // namespace counters

@@ -110,6 +110,9 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	/* (in this context: SPI's goes away with SPI_finish) */
 	char *nsp = get_namespace_name(get_rel_namespace(c->target));
 	char *rel = get_rel_name(c->target);
+	bool distributed = citus::KindOfTable(ValuesTable(c)) == citus::Kind::Distributed;
+	if (distributed)
+		citus::BeginDistributedChange();
 	SpiConnect();
 	if (HasPending(mode)) {
 		char *totals_name = DerivedName(rel, "_totals");
@@ -130,6 +133,9 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 			Execute(SlotKeyStatement(c, log), SPI_OK_UTILITY);
 			SetMaxSlots(name, max_slots == -1 ? MAX_SLOTS_DEFAULT : max_slots);
 		}
+		/* Citus: the log or slots distributed as the totals are, co-located (a key's rows on one node) */
+		if (distributed)
+			citus::DistributeAlike(log, totals);
 		/* Readers see totals plus pending deltas as of their snapshot: exact and transactional, never a cache. */
 		Execute(PendingViewStatement(c, nsp, rel, totals, log), SPI_OK_UTILITY);
 		Oid view = RelationIn(nsp, rel);
@@ -139,7 +145,10 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		GuardOwnTables(LookupCounter(name));
 	} else {
 		SPI_finish();
-		(void)Compact(name);
+		if (distributed)
+			FoldPending(c);
+		else
+			(void)Compact(name);
 		SetMode(name, c->totals, Mode::Exact, InvalidOid, InvalidOid);
 		SetMaxSlots(name, -1);
 		SpiConnect();

@@ -418,7 +418,8 @@ RunTop(const Counter *e, int col, Datum k, bool k_null, const char *filter, bool
 	/* In log and sharded mode a key's value is spread over several rows: the filter may name key columns only. */
 	if (HasPending(e->mode) && filter != nullptr)
 		RequireKeyFilter(e, filter);
-	int ret = SPI_execute(TopStatement(e, col, limit, filter, rows ? desc : nullptr), true, 0);
+	bool distributed = HasPending(e->mode) && citus::KindOfTable(e->totals) == citus::Kind::Distributed;
+	int ret = SPI_execute(TopStatement(e, col, limit, filter, rows ? desc : nullptr, distributed), true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "counters: top() of counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	/*

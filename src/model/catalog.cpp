@@ -61,7 +61,7 @@ NoOtherNodeToLock(Oid, LOCKMODE)
 }
 
 void
-NoFeatureRefused(const char *, Oid, const char *)
+NoFeatureRefused(const char *, Oid, const char *, bool)
 {
 }
 
@@ -191,6 +191,13 @@ List *
 ReadCatalog(const char *name)
 {
 	return ReadCatalogWhere("counters.counter", "c.name OPERATOR(pg_catalog.=) $1", TEXTOID,
+	                        name ? CStringGetTextDatum(name) : (Datum)0, name == nullptr);
+}
+
+List *
+ReadCatalogHere(const char *name)
+{
+	return ReadCatalogWhere(integration_hooks.catalog_relation(), "c.name OPERATOR(pg_catalog.=) $1", TEXTOID,
 	                        name ? CStringGetTextDatum(name) : (Datum)0, name == nullptr);
 }
 

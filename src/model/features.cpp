@@ -23,11 +23,12 @@ namespace counters {
 namespace {
 
 enum Need : unsigned {
-	NEED_LOCAL = 1,     /* not a Citus table (the integration's refuse_feature says why, with `citus_what`) */
-	NEED_OWN_TABLE = 2, /* a table of its own (not counter-cache columns of an existing table) */
-	NEED_CACHE = 4,     /* counter-cache columns of an existing table */
-	NEED_EXACT = 8,     /* exact mode */
-	NEED_STORED = 16    /* a source that keeps its rows (not a sink): there is something to recount */
+	NEED_LOCAL = 1,         /* not a Citus table (the integration's refuse_feature says why, with `citus_what`) */
+	NEED_OWN_TABLE = 2,     /* a table of its own (not counter-cache columns of an existing table) */
+	NEED_CACHE = 4,         /* counter-cache columns of an existing table */
+	NEED_EXACT = 8,         /* exact mode */
+	NEED_STORED = 16,       /* a source that keeps its rows (not a sink): there is something to recount */
+	NEED_LOCAL_OR_HASH = 32 /* not a Citus table, or a hash-distributed one (refuse_feature says why for others) */
 };
 
 /*
@@ -44,7 +45,7 @@ struct FeatureRule {
 	Feature feature;
 	const char *name; /* as docs/modes.md names it */
 	unsigned needs;
-	const char *citus_what; /* NEED_LOCAL: what the integration says is not supported */
+	const char *citus_what; /* NEED_LOCAL, NEED_LOCAL_OR_HASH: what the integration says is not supported */
 	Refusal table;          /* NEED_OWN_TABLE or NEED_CACHE unmet */
 	Refusal mode;           /* NEED_EXACT unmet */
 	Refusal stored;         /* NEED_STORED unmet */
@@ -136,11 +137,15 @@ const FeatureRule RULES[] = {
      none},
     {Feature::LogShardedMode,
      "log and sharded mode",
-     NEED_LOCAL | NEED_OWN_TABLE,
+     NEED_LOCAL_OR_HASH | NEED_OWN_TABLE,
      "log and sharded mode",
      {"counter %c: a counter kept in columns of an existing table can only be exact", nullptr, nullptr},
      none,
      none},
+    {Feature::DeclareConcurrently, "create_counter_concurrently()", NEED_LOCAL,
+     "create_counter_concurrently() (it fills the counter as of one snapshot while writers log their deltas; "
+     "create_counter() works)",
+     none, none, none},
     {Feature::Rebuild, "rebuild()", NEED_STORED, nullptr, none, none, sink_rebuilt},
     {Feature::RebuildConcurrently,
      "rebuild_concurrently()",
@@ -259,8 +264,8 @@ void
 RequireFeatureOf(const char *name, Oid source, bool owns_target, Mode mode, Oid table, Feature feature)
 {
 	const FeatureRule *rule = RuleOf(feature);
-	if (rule->needs & NEED_LOCAL)
-		integration_hooks.refuse_feature(name, source, rule->citus_what);
+	if (rule->needs & (NEED_LOCAL | NEED_LOCAL_OR_HASH))
+		integration_hooks.refuse_feature(name, source, rule->citus_what, (rule->needs & NEED_LOCAL_OR_HASH) != 0);
 	Subject c = {name, mode, table, source};
 	switch (Unmet(rule, source, owns_target, mode)) {
 	case NEED_OWN_TABLE:

@@ -480,6 +480,8 @@ Oid CounterParent(const Counter *e);
 /* ---- catalog.cpp: the rows of counters.counter and counters.maintenance, read and written ---- */
 /* Counters named `name` (NULL: all), in name order, as the latest snapshot sees them. */
 List *ReadCatalog(const char *name);
+/* ... as this node's triggers read it (a Citus worker: the replica), for what each node does for its own shards. */
+List *ReadCatalogHere(const char *name);
 /* The counters one of whose relations (target, totals, log or slots, definition view) is `rel`, in name order. */
 List *ReadCatalogOfRelation(Oid rel);
 /*
@@ -556,6 +558,7 @@ enum class Feature {
 	Retention,
 	Touch,
 	LogShardedMode,
+	DeclareConcurrently,
 	Rebuild,
 	RebuildConcurrently,
 	Redefine,
@@ -590,8 +593,11 @@ struct IntegrationHooks {
 	void (*sync_replica)(const char *name);
 	/* `rel` locked in `mode` on every node too (default: nothing). */
 	void (*lock_on_every_node)(Oid rel, LOCKMODE mode);
-	/* 0A000 if `what` is not supported for counter `counter` of `source` (default: nothing refused). */
-	void (*refuse_feature)(const char *counter, Oid source, const char *what);
+	/*
+	 * 0A000 if `what` is not supported for counter `counter` of `source` (default: nothing refused); `distributed`: it
+	 * is on a hash-distributed table, only not on other Citus tables.
+	 */
+	void (*refuse_feature)(const char *counter, Oid source, const char *what, bool distributed);
 	/* The conversion the statement being run would make of a table, dropping it, or NULL (default: NULL). */
 	const char *(*conversion)();
 };

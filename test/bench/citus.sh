@@ -2,8 +2,10 @@
 # Citus: what counters cost on a distributed table, against the same distributed table without counters, measured
 # side by side in one run on local clusters (a coordinator and two workers; the machine is shared: compare ratios).
 # A bulk INSERT ... SELECT of 100,000 rows, an UPDATE moving every row's key, a DELETE of every row (medians of RUNS
-# rounds), and single-row INSERTs by 8 clients (pgbench, SECONDS_PER_RUN each, alternating). After every step the
-# counter must equal a GROUP BY of its source. Needs Citus (docs/citus.md); not part of the tests.
+# rounds), and single-row INSERTs by 8 clients (pgbench, SECONDS_PER_RUN each, alternating); then the hot tenant: 8
+# clients inserting rows of one tenant, without a counter and with a per-tenant counter in exact, sharded and log mode
+# (compacted between rounds). After every step each counter must equal a GROUP BY of its source. Needs Citus
+# (docs/citus.md); not part of the tests.
 #
 #   bash test/bench/citus.sh              # ROWS=100000 RUNS=5 CLIENTS=8 SECONDS_PER_RUN=10
 set -euo pipefail
@@ -77,15 +79,64 @@ printf '\\set u random(1, 1000)\n\\set b random(1, 7)\nINSERT INTO TABLE (user_i
 for t in posts_none posts; do sed "s/TABLE/$t/" "$base/one.tmpl" >"$base/$t.pgbench"; done
 chmod 644 "$base"/*.pgbench
 declare -A tps
+# pgbench_tps TABLE: CLIENTS clients run $base/TABLE.pgbench for SECONDS_PER_RUN seconds; the tps noted for TABLE
+pgbench_tps() {
+	local out
+	out=$("$bindir/pgbench" -n -h 127.0.0.1 -p "$coord" -U postgres -c "$CLIENTS" -j 2 -T "$SECONDS_PER_RUN" \
+		-f "$base/$1.pgbench" postgres 2>&1)
+	grep -q 'number of failed transactions: 0 ' <<<"$out" || { echo "$out"; fail "pgbench failed"; }
+	tps[$1]+="$(grep -o 'tps = [0-9.]*' <<<"$out" | tail -1 | cut -d' ' -f3) "
+}
 for round in $(seq 1 3); do
 	for t in posts_none posts; do
-		out=$("$bindir/pgbench" -n -h 127.0.0.1 -p "$coord" -U postgres -c "$CLIENTS" -j 2 -T "$SECONDS_PER_RUN" \
-			-f "$base/$t.pgbench" postgres 2>&1)
-		grep -q 'number of failed transactions: 0 ' <<<"$out" || { echo "$out"; fail "pgbench failed"; }
-		tps[$t]+="$(grep -o 'tps = [0-9.]*' <<<"$out" | tail -1 | cut -d' ' -f3) "
+		pgbench_tps "$t"
 	done
 	check "single-row round $round"
 done
 a=$(tr ' ' '\n' <<<"${tps[posts_none]}" | grep . | median)
 b=$(tr ' ' '\n' <<<"${tps[posts]}" | grep . | median)
 printf '%-28s %9s tps %9s tps %8s\n' "$CLIENTS clients, single rows" "${a%.*}" "${b%.*}" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
+
+# --- the hot tenant: every client writes rows of tenant 1 (one key of the per-tenant counter)
+for t in hot_none hot_exact hot_sharded hot_log; do
+	sql "$coord" >/dev/null <<SQL
+CREATE TABLE $t (tenant_id int NOT NULL, id bigserial, kind int NOT NULL, amount int NOT NULL DEFAULT 1,
+                 PRIMARY KEY (tenant_id, id));
+SELECT create_distributed_table('$t', 'tenant_id');
+SQL
+done
+for m in exact sharded log; do
+	sql "$coord" >/dev/null <<SQL
+SELECT counters.create_counter('c_hot_$m', \$\$SELECT tenant_id, count(*) AS n, sum(amount) AS amount
+                                            FROM hot_$m GROUP BY tenant_id\$\$, mode => '$m');
+SQL
+done
+check_hot() {
+	local m n
+	for m in exact sharded log; do
+		n=$(sql "$coord" <<SQL
+SELECT count(*) FROM c_hot_$m s FULL JOIN (SELECT tenant_id, count(*) AS n, sum(amount) AS amount FROM hot_$m
+                                          GROUP BY 1) d USING (tenant_id)
+ WHERE s.n IS DISTINCT FROM d.n OR s.amount IS DISTINCT FROM d.amount;
+SQL
+		)
+		[ "$n" = 0 ] || fail "counter c_hot_$m differs from its recount in $n keys ($1)"
+	done
+}
+printf '\\set k random(1, 5)\nINSERT INTO TABLE (tenant_id, kind) VALUES (1, :k);\n' >"$base/hot.tmpl"
+for t in hot_none hot_exact hot_sharded hot_log; do sed "s/TABLE/$t/" "$base/hot.tmpl" >"$base/$t.pgbench"; done
+chmod 644 "$base"/*.pgbench
+for round in $(seq 1 3); do
+	for t in hot_none hot_exact hot_sharded hot_log; do
+		pgbench_tps "$t"
+	done
+	check_hot "hot tenant round $round"
+	sql "$coord" <<<"SELECT counters.compact()" >/dev/null
+	check_hot "hot tenant round $round, compacted"
+done
+a=$(tr ' ' '\n' <<<"${tps[hot_none]}" | grep . | median)
+for m in exact sharded log; do
+	b=$(tr ' ' '\n' <<<"${tps[hot_$m]}" | grep . | median)
+	printf '%-28s %9s tps %9s tps %8s\n' "$CLIENTS clients, one tenant, $m" "${a%.*}" "${b%.*}" \
+		"$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
+done

@@ -9,7 +9,8 @@
 #   1. local tables with counters keep counting on a Citus coordinator;
 #   2. refused with 0A000, leaving nothing behind: a key without the distribution column, a target that is not
 #      co-located by it, a distributed source into a local or reference table, a reference source into a distributed
-#      table, a local source into a Citus table, a Citus local table, log mode, thresholds, a parent join, a worker;
+#      table, a local source into a Citus table, a Citus local table, log mode over a reference table, thresholds,
+#      create_counter_concurrently(), a parent join, a worker;
 #   3. create_counter over a distributed table: a co-located counter table, the catalog on every node, writers
 #      connected to a worker held while it is declared;
 #   4. the write matrix: INSERT, multi-row, COPY, co-located INSERT ... SELECT, UPDATE moving keys, DELETE,
@@ -23,10 +24,14 @@
 #      citus_add_local_table_to_metadata, also of a counter table or a counter-cache table alone) and
 #      create_distributed_table_concurrently (named as such); DROP TABLE ... CASCADE drops the
 #      counter and no other table's shard;
-#   9. rebalancing: a blocking move, a split, and a third worker added and rebalanced (logical replication) under
-#      pgbench (8 clients inserting and moving keys): no failed transaction, exact after each (a non-blocking split
-#      of a counter's shards does not complete: docs/citus.md, "Not done");
-#  10. drop_counter: no capture trigger left but inert TRUNCATE ones; writes and TRUNCATE go on.
+#   9. hot keys: a log and a sharded counter (log, slots, totals co-located with the source), the write matrix,
+#      compact() on a worker (its placements only) and on the coordinator (every node's), top(), mode switches and
+#      rebuild(), 8 pgbench writers of one key with compactions meanwhile, and a forged catalog row naming another
+#      role's log, refused on the workers;
+#  10. rebalancing: a blocking move, a split, and a third worker added and rebalanced (logical replication) under
+#      pgbench (8 clients inserting and moving keys) with compactions meanwhile: no failed transaction, exact after
+#      each (a non-blocking split of a counter's shards does not complete: docs/citus.md, "Not done");
+#  11. drop_counter: no capture trigger left but inert TRUNCATE ones, no log or slots table; writes and TRUNCATE go on.
 #   CITUS_KEEP=1 bash test/scripts/citus.sh    # keep the clusters' directories (and print where), logs included
 #   CITUS_CONF="log_statement = 'all'" ...     # more settings for every node
 set -euo pipefail
@@ -144,8 +149,8 @@ SQL
 refuse "a Citus local table" 'counter "r8": counters does not count public.notes' <<'SQL'
 SELECT counters.create_counter('r8', $$SELECT kind, count(*) AS n FROM notes GROUP BY kind$$);
 SQL
-refuse "log mode" 'counter "r9": counters does not support log and sharded mode on Citus tables yet' <<'SQL'
-SELECT counters.create_counter('r9', $$SELECT user_id, count(*) AS n FROM dposts GROUP BY user_id$$, mode => 'log');
+refuse "log mode over a reference table" 'counter "r9": counters does not support log and sharded mode on Citus tables yet' <<'SQL'
+SELECT counters.create_counter('r9', $$SELECT category, count(*) AS n FROM tags GROUP BY category$$, mode => 'log');
 SQL
 refuse "a join through a parent row" 'counter "r10": counters through a parent row do not count Citus tables' <<'SQL'
 SELECT counters.create_counter('r10', $$SELECT p.user_id, count(*) AS n FROM dposts p JOIN blogs b ON p.blog_id = b.id
@@ -180,7 +185,7 @@ SQL
 refuse "rebuild_concurrently()" 'counter "dub": counters does not support rebuild_concurrently\(\)' <<'SQL'
 CALL counters.rebuild_concurrently('dub');
 SQL
-refuse "create_counter_concurrently()" 'counter "dc": counters does not support log and sharded mode on Citus tables yet' <<'SQL'
+refuse "create_counter_concurrently()" 'counter "dc": counters does not support create_counter_concurrently\(\)' <<'SQL'
 CALL counters.create_counter_concurrently('dc', $$SELECT user_id, count(*) AS n FROM dposts GROUP BY user_id$$);
 SQL
 [ "$(sql "$coord" <<<"SELECT p.colocationid = q.colocationid AND p.partmethod = 'h'
@@ -468,7 +473,100 @@ for t in articles dub user_blogs tags cats; do
 done
 echo "ok - DROP TABLE ... CASCADE drops the counters, no other table's shard"
 
-# --- 9. rebalancing: a blocking move, a split, a worker added and rebalanced under 8 writers
+# --- 9. hot keys: log and sharded mode on a distributed table (the log, slots and totals co-located with the
+# source; each node compacts its own placements, the coordinator's compact() asks every worker)
+recount_l='SELECT user_id, count(*)::numeric AS n, sum(rating)::numeric FROM articles GROUP BY 1'
+recount_s='SELECT user_id, blog_id, count(*)::numeric AS n FROM articles GROUP BY 1, 2'
+sql "$coord" app <<'SQL' >/dev/null
+SELECT counters.create_counter('art_log', $$SELECT user_id, count(*) AS n, sum(rating) AS rating FROM articles
+                                            GROUP BY user_id$$, mode => 'log');
+SELECT counters.create_counter('art_slots', $$SELECT user_id, blog_id, count(*) AS n FROM articles
+                                              GROUP BY user_id, blog_id$$, mode => 'sharded');
+SQL
+[ "$(sql "$coord" <<<"SELECT count(*) FROM pg_dist_partition p, pg_dist_partition q
+                      WHERE q.logicalrelid = 'articles'::regclass AND p.colocationid = q.colocationid
+                      AND p.logicalrelid::text IN ('art_log_log', 'art_log_totals', 'art_slots_slots', 'art_slots_totals')
+                      AND column_to_column_name(p.logicalrelid, p.partkey) = 'user_id'")" = 4 ] ||
+	fail "the log, slots and totals are not distributed by user_id, co-located with the source"
+echo "ok - log and sharded mode: log, slots and totals distributed by user_id, co-located with the source"
+step() {
+	sql "$coord" app >/dev/null
+	same dub "$recount_d"
+	same art_log "$recount_l"
+	same art_slots "$recount_s"
+}
+step <<<"INSERT INTO articles SELECT 1 + g % 30, 1 + g % 7, g, g % 5 FROM generate_series(940001, 943000) g"
+step <<<"UPDATE articles SET blog_id = blog_id % 7 + 1, rating = rating + 1 WHERE id % 5 = 0"
+step <<<"DELETE FROM articles WHERE id % 11 = 0"
+step <<<"BEGIN; INSERT INTO articles VALUES (1, 1, 944001, 3); SAVEPOINT s; INSERT INTO articles VALUES (1, 1, 944002, 3);
+ROLLBACK TO SAVEPOINT s; COMMIT"
+[ "$(sql "$coord" <<<"SELECT count(*) FROM art_log_log")" -gt 0 ] || fail "log mode wrote no log rows"
+# compaction on one worker folds only the placements there; the coordinator's folds the rest
+folded=$(sql "$w1" app <<<"SELECT counters.compact('art_log')")
+left_w1=$(sql "$coord" <<<"SELECT sum(result::int) FROM run_command_on_placements('art_log_log', 'SELECT count(*) FROM %s')
+  WHERE nodeport = $w1")
+left_all=$(sql "$coord" <<<"SELECT count(*) FROM art_log_log")
+[ "$left_w1" = 0 ] && [ "$left_all" -gt 0 ] || fail "compact() on a worker: $left_w1 rows left there, $left_all in all"
+same art_log "$recount_l"
+echo "ok - compact() on a worker folds its own placements ($folded rows), exact"
+sql "$coord" app <<<"SELECT counters.compact('art_log'); SELECT counters.compact('art_slots')" >/dev/null
+[ "$(sql "$coord" <<<"SELECT (SELECT count(*) FROM art_log_log) + (SELECT count(*) FROM art_slots_slots)")" = 0 ] ||
+	fail "compact() on the coordinator left pending rows"
+step <<<"INSERT INTO articles VALUES (2, 2, 944003, 1)"
+[ "$(sql "$coord" app <<<"SELECT string_agg(key::text || value, ' ') FROM counters.top('art_log', 'n', 3)")" = \
+  "$(sql "$coord" <<<"SELECT string_agg(jsonb_build_object('user_id', user_id)::text || n, ' ')
+     FROM (SELECT user_id, count(*) AS n FROM articles GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 3) t")" ] ||
+	fail "top() of a log counter differs from the recount's top 3"
+echo "ok - compact() on the coordinator folds every node's placements; top() equals the recount's"
+sql "$coord" app <<<"SELECT counters.alter_counter('art_slots', 'exact'); SELECT counters.alter_counter('art_slots', 'log');
+SELECT counters.alter_counter('art_slots', 'exact'); SELECT counters.alter_counter('art_slots', 'sharded')" >/dev/null
+step <<<"INSERT INTO articles VALUES (2, 3, 944004, 1)"
+sql "$coord" app <<<"SELECT counters.rebuild('art_log')" >/dev/null 2>&1
+step <<<"UPDATE articles SET blog_id = 1 WHERE id = 944004"
+echo "ok - alter_counter() between exact, log and sharded, and rebuild(), keep them exact"
+# 8 writers of one hot user, compaction running meanwhile: no failed transaction, exact
+sql "$coord" <<<"CREATE SEQUENCE hot_ids START 90000000; GRANT USAGE ON SEQUENCE hot_ids TO app" >/dev/null
+cat >"$base/hot.sql" <<'SQL'
+\set b random(1, 3)
+INSERT INTO articles VALUES (5, :b, nextval('hot_ids'), 1);
+SQL
+chmod 644 "$base/hot.sql"
+"$bindir/pgbench" -n -h 127.0.0.1 -p "$coord" -U app -c 8 -j 2 -T 8 -f "$base/hot.sql" postgres >"$base/hot.log" 2>&1 &
+bench=$!
+compactions=0
+while kill -0 "$bench" 2>/dev/null; do
+	sql "$coord" app <<<"SELECT counters.compact('art_log'); SELECT counters.compact('art_slots')" >/dev/null
+	compactions=$((compactions + 1))
+done
+wait "$bench" || { cat "$base/hot.log"; fail "pgbench on a hot key failed"; }
+grep -q 'number of failed transactions: 0 ' "$base/hot.log" || { cat "$base/hot.log"; fail "failed transactions"; }
+step </dev/null
+echo "ok - 8 writers of one key, $compactions compactions meanwhile: $(grep -m1 -o 'number of transactions actually processed: [0-9]*' "$base/hot.log"), 0 failed, exact"
+# a forged catalog row: another role's counter naming app's log as its own is refused on the workers, not written
+sql "$coord" intruder <<'SQL' >/dev/null
+CREATE TABLE itab (user_id int NOT NULL, id int NOT NULL);
+SELECT create_distributed_table('itab', 'user_id', colocate_with => 'articles');
+SELECT counters.create_counter('ilog', $$SELECT user_id, count(*) AS n, sum(id) AS rating FROM itab GROUP BY user_id$$,
+                               mode => 'log');
+SQL
+sql "$coord" intruder <<'SQL' >/dev/null
+SELECT format('INSERT INTO counters.counter_replica VALUES (%L, %L, %L, %L, %L, %L, %L)', name, source, target, query,
+              owns_target, mode, jsonb_set(options, '{relations,log}', '"public.art_log_log"')) AS forged
+  FROM counters.counter_replica WHERE name = 'ilog' \gset
+BEGIN;
+SET LOCAL citus.multi_shard_modify_mode = 'sequential';
+DELETE FROM counters.counter_replica WHERE name = 'ilog';
+:forged;
+COMMIT;
+SQL
+before=$(sql "$coord" <<<"SELECT count(*) FROM art_log_log")
+out=$(sql "$coord" intruder <<<"INSERT INTO itab VALUES (1, 1)" 2>&1) && fail "a write through a forged catalog row succeeded"
+grep -q 'counter "ilog": its definition view is missing on this node' <<<"$out" || fail "unexpected error: $out"
+[ "$(sql "$coord" <<<"SELECT count(*) FROM art_log_log")" = "$before" ] || fail "the forged row wrote app's log"
+sql "$coord" <<<"DROP TABLE itab CASCADE" >/dev/null
+echo "ok - a forged catalog row naming another role's log is refused on the workers: $(grep -m1 ERROR <<<"$out")"
+
+# --- 10. rebalancing: a blocking move, a split, a worker added and rebalanced under 8 writers
 sql "$coord" <<'SQL' >/dev/null
 SELECT citus_move_shard_placement(s.shardid, '127.0.0.1', s.nodeport, '127.0.0.1', o.nodeport, shard_transfer_mode => 'block_writes')
   FROM (SELECT shardid, nodeport FROM citus_shards WHERE table_name = 'articles'::regclass ORDER BY shardid LIMIT 1) s,
@@ -506,9 +604,15 @@ for _ in $(seq 1 300); do
 done
 # (then the old placements are dropped now, not by the maintenance daemon during the next step: its deferred drop
 # and drop_counter's DROP TRIGGER on every placement could cancel each other as a distributed deadlock)
+# (the log and slots compacted meanwhile, on every node, while their shards move by logical replication)
+(while kill -0 "$bench" 2>/dev/null; do
+	sql "$coord" app <<<"SELECT counters.compact('art_log'); SELECT counters.compact('art_slots')" >/dev/null || exit 1
+done) &
+compactor=$!
 sql "$coord" <<<"SELECT citus_rebalance_start(shard_transfer_mode => 'force_logical'); SELECT citus_rebalance_wait();
 CALL citus_cleanup_orphaned_resources()" >/dev/null
 wait "$bench" || { cat "$base/pgbench.log"; fail "pgbench failed"; }
+wait "$compactor" || fail "a compaction during the rebalance failed"
 grep -q 'number of failed transactions: 0 ' "$base/pgbench.log" || { cat "$base/pgbench.log"; fail "failed transactions"; }
 [ "$(sql "$coord" <<<"SELECT count(*) FROM citus_shards WHERE table_name = 'articles'::regclass AND nodeport = $w3")" -gt 0 ] ||
 	fail "the rebalancer moved no shard to the new worker"
@@ -518,8 +622,11 @@ same dub "$recount_d"
 step <<<"INSERT INTO articles SELECT 1 + g % 30, 1 + g % 7, g, 1 FROM generate_series(930001, 932000) g"
 echo "ok - a new worker, rebalanced by logical replication under 8 writers: $(grep -m1 -o 'number of transactions actually processed: [0-9]*' "$base/pgbench.log"), 0 failed, exact"
 
-# --- 10. drop_counter
-sql "$coord" app <<<"SELECT counters.drop_counter('dub'); SELECT counters.drop_counter('ubcache')" >/dev/null
+# --- 11. drop_counter
+sql "$coord" app <<<"SELECT counters.drop_counter('dub'); SELECT counters.drop_counter('ubcache');
+SELECT counters.drop_counter('art_log'); SELECT counters.drop_counter('art_slots')" >/dev/null
+[ "$(sql "$coord" <<<"SELECT count(*) FROM pg_class WHERE relname ~ '^art_(log|slots)'")" = 0 ] ||
+	fail "drop_counter left a log, slots or totals table"
 left=$(sql "$coord" <<<"SELECT count(*) FROM run_command_on_placements('articles', \$\$SELECT count(*) FROM pg_trigger
   WHERE tgrelid = '%s'::regclass AND tgfoid = 'counters.capture()'::regprocedure AND tgtype & 32 = 0\$\$) WHERE result <> '0'")
 [ "$left" = 0 ] || fail "drop_counter left capture triggers on $left placements"
