@@ -330,7 +330,8 @@ BeginDistributedChange()
 }
 
 Placement
-CheckDeclaration(const char *counter, const CounterDef *def, Oid target, Oid *colocate_with, const char **column)
+CheckDeclaration(const char *counter, const CounterDef *def, Oid target, Oid *colocate_with, const char **column,
+                 bool log_mode)
 {
 	*colocate_with = InvalidOid;
 	*column = nullptr;
@@ -399,6 +400,21 @@ CheckDeclaration(const char *counter, const CounterDef *def, Oid target, Oid *co
 	}
 	/* hash-distributed: the key holds the distribution column, and so does the counter table's distribution */
 	int k = DistributionKey(def, s.column);
+	if (k < 0 && log_mode && !OidIsValid(target)) {
+		/* per-shard partial rows, under an anchor of the distribution column's type (ShardAnchor) */
+		Oid type = get_atttype(def->source, get_attnum(def->source, s.column));
+		if (type != INT2OID && type != INT4OID && type != INT8OID && type != NUMERICOID && type != TEXTOID &&
+		    type != VARCHAROID)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\": a key without distribution column \"%s\" of %s needs an integer, "
+			                       "numeric or text distribution column",
+			                       counter, s.column, s.name),
+			                errdetail("Its rows are kept per shard under a value of type %s that falls in each "
+			                          "shard's hash range.",
+			                          format_type_be(type))));
+		*colocate_with = def->source;
+		return Placement::Anchored;
+	}
 	if (k < 0)
 		ereport(
 		    ERROR,
@@ -406,8 +422,8 @@ CheckDeclaration(const char *counter, const CounterDef *def, Oid target, Oid *co
 		     errmsg("counter \"%s\": the key must include distribution column \"%s\" of %s", counter, s.column, s.name),
 		     errdetail("Each shard counts its own rows into the co-located shard of the counter table; a key "
 		               "without the distribution column would need rows of other shards."),
-		     errhint("Add %s to the GROUP BY and the select list, and read coarser totals by summing the counter "
-		             "table (SELECT ..., sum(...) FROM <counter> GROUP BY ...); see docs/citus.md.",
+		     errhint("Declare it with mode => 'log' (kept as per-shard partial rows, summed on read), or add %s to "
+		             "the GROUP BY and the select list; see docs/citus.md.",
 		             quote_identifier(s.column))));
 	*column = def->keys[k].column_name;
 	if (citus_target) {
@@ -458,6 +474,60 @@ DistributeAlike(Oid table, Oid like)
 	if (!Lookup(like, &r) || r.kind != Kind::Distributed || r.shard || r.column == nullptr)
 		elog(ERROR, "counters: %s is not a hash-distributed table", QualifiedName(like));
 	DistributeCounterTable(table, Placement::Distributed, like, r.column);
+}
+
+char *
+AnchorColumnDefinition(Oid source)
+{
+	CitusRelation s;
+	if (!Lookup(source, &s) || s.column == nullptr)
+		elog(ERROR, "counters: %s is not a hash-distributed table", QualifiedName(source));
+	Oid type;
+	int32 typmod;
+	Oid collation;
+	get_atttypetypmodcoll(source, get_attnum(source, s.column), &type, &typmod, &collation);
+	return psprintf("%s %s NOT NULL DEFAULT '0'", ANCHOR_COLUMN, format_type_with_typemod(type, typmod));
+}
+
+const char *
+ShardAnchor(const char *counter, Oid shard)
+{
+	CitusRelation r;
+	if (!Present() || !Lookup(shard, &r) || !r.shard)
+		return nullptr;
+	Oid type;
+	int32 typmod;
+	Oid collation;
+	get_atttypetypmodcoll(shard, get_attnum(shard, ANCHOR_COLUMN), &type, &typmod, &collation);
+	const char *type_name = format_type_with_typemod(type, typmod);
+	MemoryContext caller = CurrentMemoryContext;
+	SpiConnect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	Oid argtypes[1] = {INT8OID};
+	Datum args[1] = {Int64GetDatum(r.shardid)};
+	char *row[1] = {nullptr};
+	/*
+	 * The first of 0, 1, 2, ... whose hash falls in the range: about as many tries as there are shards. (In batches: a
+	 * set-returning function in FROM is computed whole before its first row is read.)
+	 */
+	bool found = false;
+	for (int64 from = 0, to = 1000; !found && from < 100000000; from = to, to *= 100)
+		found = QueryRow(psprintf("SELECT x.v::pg_catalog.text FROM pg_catalog.pg_dist_shard s, "
+		                          "pg_catalog.generate_series(" INT64_FORMAT ", " INT64_FORMAT ") g, "
+		                          "LATERAL (SELECT g::pg_catalog.text::%s AS v) x "
+		                          "WHERE s.shardid OPERATOR(pg_catalog.=) $1 AND pg_catalog.worker_hash(x.v) "
+		                          "BETWEEN s.shardminvalue::pg_catalog.int4 AND s.shardmaxvalue::pg_catalog.int4 "
+		                          "ORDER BY g LIMIT 1",
+		                          from, to - 1, type_name),
+		                 1, argtypes, args, 1, row);
+	char *anchor = found ? MemoryContextStrdup(caller, row[0]) : nullptr;
+	UnpinSettings(level);
+	SPI_finish();
+	if (anchor == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("counter \"%s\": no value of type %s falls in the hash range of shard %s", counter,
+		                       type_name, QualifiedName(shard))));
+	return anchor;
 }
 
 List *

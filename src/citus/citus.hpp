@@ -16,7 +16,11 @@ namespace citus {
 /* What a table is to Citus, as far as counters is concerned. */
 enum class Kind { Local, Distributed, Reference, Other };
 /* Where create_counter puts a counter table it creates. */
-enum class Placement { Local, Distributed, Reference };
+/*
+ * Where create_counter puts a counter table it creates; Anchored: a key without the distribution column, in log mode,
+ * its totals and log distributed by ANCHOR_COLUMN (per-shard partial rows summed on read).
+ */
+enum class Placement { Local, Distributed, Reference, Anchored };
 /*
  * Fill the model's integration hooks (IntegrationHooks, model.hpp) with this file's functions: called from _PG_init,
  * as PostgreSQL's own hooks are registered.
@@ -42,7 +46,14 @@ void BeginDistributedChange();
  * `colocate_with`, or a reference table.
  */
 Placement CheckDeclaration(const char *counter, const CounterDef *def, Oid target, Oid *colocate_with,
-                           const char **column);
+                           const char **column, bool log_mode);
+/* Anchored: ANCHOR_COLUMN's definition, of the source's distribution column's type (its default: the fill's anchor). */
+char *AnchorColumnDefinition(Oid source);
+/*
+ * A value of ANCHOR_COLUMN's type (as text) that Citus hashes into the range of `shard` (a shard of a cross-shard
+ * counter's log): the anchor of that shard's partial rows.
+ */
+const char *ShardAnchor(const char *counter, Oid shard);
 void DistributeCounterTable(Oid table, Placement placement, Oid colocate_with, const char *column);
 /* Distribute `table` as `like` is (the same column, co-located): a log or slots table beside its totals. */
 void DistributeAlike(Oid table, Oid like);

@@ -59,6 +59,13 @@ char *RetentionStatement(const Counter *e, Oid rel, const char **names);
 /* Statements for declaring and switching counters (declare_statements.cpp). */
 char *CreateViewStatement(const char *schema, const char *view, const char *definition);
 char *CreateCounterTableStatement(const CounterDef *def, const char *schema, const char *table);
+/*
+ * Citus, a key without the distribution column (log mode): the totals' key with ANCHOR_COLUMN, the log's index, and
+ * the view summing a key's partial rows over every anchor.
+ */
+char *AnchoredKeyStatement(const CounterDef *def, Oid table, bool all_keys_not_null);
+char *AnchoredLogIndexStatement(const CounterDef *def, Oid log);
+char *AnchoredViewStatement(const CounterDef *def, const char *schema, const char *name, Oid totals, Oid log);
 /* A derived kind's generated column, as CREATE TABLE or ADD COLUMN writes it, over its accumulators' columns. */
 char *DerivedColumnDefinition(const DerivedDef *d, const char *const accumulators[2]);
 /*

@@ -206,6 +206,48 @@ RefuseTemporaryTarget(const char *name, Oid target, const char *schema, const ch
 		                          "match their source.")));
 }
 
+/*
+ * Citus, a key without the distribution column (SPI connected, as the owner): declared in log mode at once, its totals
+ * and log distributed by ANCHOR_COLUMN co-located with the source; each shard's trigger appends its own partial rows,
+ * under an anchor in its hash range (citus::ShardAnchor); the view sums a key's rows over every anchor; the fill
+ * goes under one anchor (any row may be under any anchor: Citus places it by its hash).
+ */
+static void
+DeclareAnchored(const char *name, const CounterDef *def, const char *schema, const char *table, Oid view,
+                const Authorization &auth, Oid owner, bool fill)
+{
+	RequireOwnerScope(owner);
+	bool all_keys_not_null = true;
+	for (int k = 0; k < def->nkeys; k++)
+		all_keys_not_null &= def->keys[k].not_null;
+	const char *totals_name = DerivedName(table, "_totals");
+	const char *log_name = DerivedName(table, "_log");
+	Execute(CreateCounterTableStatement(def, schema, totals_name), SPI_OK_UTILITY);
+	Oid totals = RelationIn(schema, totals_name);
+	Execute(psprintf("ALTER TABLE %s ADD COLUMN %s", QualifiedName(totals), citus::AnchorColumnDefinition(def->source)),
+	        SPI_OK_UTILITY);
+	Execute(AnchoredKeyStatement(def, totals, all_keys_not_null), SPI_OK_UTILITY);
+	if (!all_keys_not_null)
+		Execute(ReplicaIdentityFullStatement(totals), SPI_OK_UTILITY);
+	Execute(CreateLikeStatement(schema, log_name, totals), SPI_OK_UTILITY);
+	Oid log = RelationIn(schema, log_name);
+	Execute(ReplicaIdentityFullStatement(log), SPI_OK_UTILITY);
+	Execute(SetStorageStatement(log, StorageParameters(Storage::Log)), SPI_OK_UTILITY);
+	Execute(AnchoredLogIndexStatement(def, log), SPI_OK_UTILITY);
+	citus::DistributeCounterTable(totals, citus::Placement::Distributed, def->source, ANCHOR_COLUMN);
+	citus::DistributeCounterTable(log, citus::Placement::Distributed, def->source, ANCHOR_COLUMN);
+	Execute(AnchoredViewStatement(def, schema, table, totals, log), SPI_OK_UTILITY);
+	Oid target = RelationIn(schema, table);
+	Declaration declared = {name, view, target, true, Mode::Log, totals, log, InvalidOid, nullptr, def->source};
+	(void)GetSourceCounters(Register(&declared, auth));
+	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
+	int ret = fill ? SPI_execute(FillStatement(def, totals, view), false, 0) : SPI_OK_INSERT;
+	UnpinSettings(level);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "counters: filling counter \"%s\" failed: %s", name, SPI_result_code_string(ret));
+	GuardOwnTables(LookupCounter(name));
+}
+
 static void Declare(const char *name, const char *definition, const char *target, bool fill, bool exact, Oid owner,
                     Names names, const KeptTable *kept);
 
@@ -304,7 +346,7 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 		RequireCountable(name, def->parent);
 	Oid colocate_with;
 	const char *distribution_column;
-	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column);
+	citus::Placement placement = citus::CheckDeclaration(name, def, tgt, &colocate_with, &distribution_column, !exact);
 	if (!fill)
 		RequireFeatureOf(name, def->source, !OidIsValid(tgt), Mode::Log, tgt, Feature::DeclareConcurrently);
 	if (!exact)
@@ -355,6 +397,13 @@ Declare(const char *name, const char *definition, const char *target, bool fill,
 		elog(ERROR, "counters: creating the definition view failed: %s", SPI_result_code_string(ret));
 	Oid view = RelationIn(schema, view_name);
 
+	if (placement == citus::Placement::Anchored) {
+		DeclareAnchored(name, def, schema, table, view, auth, owner, fill);
+		SPI_finish();
+		Attach(def->source);
+		LeaveOwner(&scope);
+		return;
+	}
 	/* The fill reads the source through the definition: every row (row_security off), in fixed output settings. */
 	if (owns) {
 		bool all_keys_not_null = true;

@@ -308,6 +308,57 @@ FillTargetStatement(const CounterDef *def, Oid target, Oid view)
 }
 
 char *
+AnchoredKeyStatement(const CounterDef *def, Oid table, bool all_keys_not_null)
+{
+	return psprintf("ALTER TABLE %s ADD %s (%s, %s)", QualifiedName(table),
+	                all_keys_not_null ? "PRIMARY KEY" : "UNIQUE NULLS NOT DISTINCT", NamesIn(def, table).key_list,
+	                ANCHOR_COLUMN);
+}
+
+char *
+AnchoredLogIndexStatement(const CounterDef *def, Oid log)
+{
+	return psprintf("CREATE INDEX ON %s (%s)", QualifiedName(log), NamesIn(def, log).key_list);
+}
+
+char *
+AnchoredViewStatement(const CounterDef *def, const char *schema, const char *name, Oid totals, Oid log)
+{
+	TableNames names = NamesIn(def, totals);
+	StringInfoData select, partial, nonzero;
+	initStringInfo(&select);
+	initStringInfo(&partial);
+	initStringInfo(&nonzero);
+	for (int i = 0; i < def->ncolumns; i++) {
+		const ColumnDef *cd = &def->columns[i];
+		const char *col = (cd->is_key ? names.keys : names.values)[cd->index];
+		appendStringInfo(&partial, "%s%s", i ? ", " : "",
+		                 cd->is_key ? col : psprintf("pg_catalog.sum(%s) AS %s", col, col));
+		if (cd->is_key) {
+			appendStringInfo(&select, "%s%s", i ? ", " : "", col);
+			continue;
+		}
+		appendStringInfo(&select, "%spg_catalog.sum(%s)::%s AS %s", i ? ", " : "", col,
+		                 format_type_be(StoredType(&def->values[cd->index])), col);
+		appendStringInfo(&nonzero, "%spg_catalog.sum(%s) OPERATOR(pg_catalog.<>) 0", nonzero.len ? " OR " : "", col);
+	}
+	for (int d = 0; d < def->nderived; d++) {
+		const DerivedDef *dd = &def->derived[d];
+		const char *acc[2];
+		for (int j = 0; j < 2; j++)
+			acc[j] = psprintf("(pg_catalog.sum(%s))", names.values[dd->accumulators[j]]);
+		appendStringInfo(&select, ", %s AS %s", psprintf(dd->kind->read, acc[0], acc[1]),
+		                 quote_identifier(dd->column_name));
+	}
+	/* (each side summed shard by shard first: Citus aggregates in two steps, the shards' partials then their sum) */
+	return psprintf(
+	    "CREATE VIEW %s AS SELECT %s FROM (SELECT %s FROM %s GROUP BY %s UNION ALL SELECT %s FROM %s GROUP BY "
+	    "%s) u GROUP BY %s HAVING %s",
+	    quote_qualified_identifier(schema, name), select.data, partial.data, QualifiedName(totals), names.key_list,
+	    partial.data, QualifiedName(log), names.key_list, names.key_list, nonzero.data);
+}
+
+char *
 ReplicaIdentityFullStatement(Oid rel)
 {
 	return ReplicaIdentityStatement(rel, true);

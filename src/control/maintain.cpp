@@ -803,6 +803,33 @@ RebuildOne(const Counter *e, const char *condition, bool named)
 	RequireAllRowsVisible(e);
 	if (HasPending(e->mode))
 		FoldPending(e);
+	if (HasPending(e->mode) && LayoutOf(e)->anchored) {
+		/* per-shard partial rows: recounted whole, under the fill's anchor (writers are locked out) */
+		if (condition != nullptr)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\" keeps per-shard partial rows: it is rebuilt whole", e->name),
+			                errhint("Call counters.rebuild('%s') without a condition.", e->name)));
+		SpiConnect();
+		Authorization auth = AuthorizeMaintainer(e);
+		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
+		int64 deleted = 0, inserted = 0;
+		if (RunAsOwner(auth, DeleteAllStatement(e->totals), 0, nullptr, nullptr, false) == SPI_OK_DELETE)
+			deleted = (int64)SPI_processed;
+		if (RunAsOwner(auth, FillStatement(DefinitionOf(e), e->totals, e->query), 0, nullptr, nullptr, false) !=
+		    SPI_OK_INSERT)
+			elog(ERROR, "counters: rebuilding counter \"%s\" failed", e->name);
+		inserted = (int64)SPI_processed;
+		UnpinSettings(level);
+		SPI_finish();
+		ereport(NOTICE, (errmsg("counter \"%s\": %lld partial rows replaced by %lld rows from the definition", e->name,
+		                        (long long)deleted, (long long)inserted)));
+		const char *columns[1] = {"rebuilt_at"};
+		Oid types[1] = {TIMESTAMPTZOID};
+		Datum values[1] = {Now()};
+		NoteMaintenance(e->name, 1, columns, types, values, nullptr);
+		EndChange(&change);
+		return deleted + inserted;
+	}
 	if (condition != nullptr)
 		CheckCondition(e, condition);
 	SpiConnect();

@@ -352,11 +352,20 @@ CompactStatement(const Counter *e, bool with_rows)
 	/* insert the keys first, then the sums: reorder the column list accordingly */
 	StringInfoData insert_cols;
 	initStringInfo(&insert_cols);
-	for (int pass = 0; pass < 2; pass++)
+	/* (a cross-shard key on Citus: its rows are kept per anchor, a key of the totals' rows too) */
+	if (l->anchored) {
+		appendStringInfo(&moved, ", l.%s AS a", ANCHOR_COLUMN);
+		appendStringInfoString(&keys, ", m.a");
+		appendStringInfo(&conflict, ", %s", ANCHOR_COLUMN);
+	}
+	for (int pass = 0; pass < 2; pass++) {
 		for (int i = 0; i < l->ncolumns; i++)
 			if (l->is_key[i] == (pass == 0))
 				appendStringInfo(&insert_cols, "%s%s", insert_cols.len ? ", " : "",
 				                 quote_identifier(l->in_table.names[i]));
+		if (pass == 0 && l->anchored)
+			appendStringInfo(&insert_cols, ", %s", ANCHOR_COLUMN);
+	}
 	const char *log = QualifiedName(e->log);
 	/* Sharded mode: only the slot rows no transaction holds (busy ones wait for the next compaction). */
 	char *pending =
@@ -371,6 +380,8 @@ CompactStatement(const Counter *e, bool with_rows)
 		    "SELECT (SELECT pg_catalog.count(*) FROM moved), ARRAY(SELECT f.ctid FROM folded f WHERE f.zero)",
 		    log, pending, moved.data, QualifiedName(l->table), insert_cols.data, keys.data, sums.data, keys.data,
 		    nonzero.data, keys.data, conflict.data, updates.data, zero.data);
+	if (l->anchored)
+		elog(ERROR, "counters: counter \"%s\": thresholds of a cross-shard key", e->name);
 	/*
 	 * With the folded rows (for thresholds): the same, then one row per folded key with its new values (f1 ... fn,
 	 * definition order) and the sums folded into them (s<i> for value column i), after the two counts.
@@ -439,6 +450,12 @@ FoldAllStatement(const Counter *e)
 			appendStringInfo(&updates, "%s%s = t.%s OPERATOR(pg_catalog.+) EXCLUDED.%s", updates.len ? ", " : "", col,
 			                 col, col);
 		}
+	}
+	if (l->anchored) {
+		appendStringInfo(&cols, ", %s", ANCHOR_COLUMN);
+		appendStringInfo(&select, ", l.%s", ANCHOR_COLUMN);
+		appendStringInfo(&keys, ", l.%s", ANCHOR_COLUMN);
+		appendStringInfo(&conflict, ", %s", ANCHOR_COLUMN);
 	}
 	return psprintf("INSERT INTO %s AS t (%s) SELECT %s FROM %s l GROUP BY %s ON CONFLICT (%s) DO UPDATE SET %s",
 	                QualifiedName(l->table), cols.data, select.data, QualifiedName(e->log), keys.data, conflict.data,

@@ -140,6 +140,7 @@ LayoutOf(const Counter *e)
 		l->in_read = e->target == l->table ? l->in_table : ColumnsIn(def, e->target, false, false);
 		if (OidIsValid(e->log))
 			l->in_pending = ColumnsIn(def, e->log, e->mode == Mode::Sharded, e->mode == Mode::Sharded);
+		l->anchored = OidIsValid(e->totals) && get_attnum(l->table, ANCHOR_COLUMN) != InvalidAttrNumber;
 		if (l->in_table.digested != nullptr) {
 			l->digested = (bool *)palloc0(sizeof(bool) * n);
 			for (int i = 0; i < n; i++)

@@ -419,6 +419,8 @@ Oid ValuesTable(const Counter *e);
  * keys its values table's key index has by their digest; and the key column its retention ages out. What its options
  * say beyond that (keep_zero, the interval kept) callers read from e->options.
  */
+/* The column a cross-shard counter's totals and log are distributed by on Citus (CounterLayout.anchored). */
+#define ANCHOR_COLUMN "counters_anchor"
 struct CounterLayout {
 	Oid table;    /* ValuesTable(e) */
 	int ncolumns; /* in definition order */
@@ -430,8 +432,13 @@ struct CounterLayout {
 	RelationColumns in_pending; /* in the log (log mode) or the slots (sharded: and the slot column); names NULL in
 	                               exact mode */
 	bool *digested;             /* by column: the keys in_table has by their digest (NULL: none) */
-	int retention_column;       /* the key column options.retention names (-1: none), */
-	Oid retention_type;         /* ... and its type */
+	/*
+	 * Citus, a key without the distribution column: the totals and log have ANCHOR_COLUMN after the definition's, their
+	 * distribution column; a key's rows are per-shard partials, one per anchor (docs/citus.md, cross-shard keys)
+	 */
+	bool anchored;
+	int retention_column; /* the key column options.retention names (-1: none), */
+	Oid retention_type;   /* ... and its type */
 };
 /*
  * The layout of a counter read from the catalog: found once per Counter, from its definition (DefinitionOf) and its

@@ -548,6 +548,19 @@ BuildEntry(SourceCounters *entry, Kind kind)
 				entry->nfollowed++;
 			c->write_rel = WriteRelation(e, entry->relid, source);
 			c->totals = HasPending(e->mode) ? e->totals : InvalidOid;
+			/* (a cross-shard key's log rows, written on a shard: under that shard's anchor) */
+			const char *anchor = e->mode == Mode::Log && LayoutOf(e)->anchored && c->write_rel != e->log
+			                         ? citus::ShardAnchor(name, c->write_rel)
+			                         : nullptr;
+			Oid anchor_type = InvalidOid;
+			int32 anchor_typmod = -1;
+			if (anchor != nullptr) {
+				Oid collation;
+				c->anchor_attnum = get_attnum(c->write_rel, ANCHOR_COLUMN);
+				get_atttypetypmodcoll(c->write_rel, c->anchor_attnum, &anchor_type, &anchor_typmod, &collation);
+				c->anchor = psprintf("%s::%s", quote_literal_cstr(anchor),
+				                     format_type_with_typemod(anchor_type, anchor_typmod));
+			}
 			/* (its own code, as the catalog row says, runs for whoever writes its source) */
 			c->auth = AuthorizedByCatalog(e);
 			c->def = DefinitionOf(e);
@@ -585,6 +598,15 @@ BuildEntry(SourceCounters *entry, Kind kind)
 			OwnerScope as;
 			EnterOwner(&as, c->auth, PIN_SEARCH_PATH);
 			PreparePlans(c);
+			/* (the anchor's type is a built-in one: citus::CheckDeclaration) */
+			if (anchor != nullptr) {
+				Oid input, ioparam;
+				getTypeInputInfo(anchor_type, &input, &ioparam);
+				/* (in the entry's context, not SPI's: the datum lives as long as the compiled counter) */
+				MemoryContext spi = MemoryContextSwitchTo(cxt);
+				c->anchor_value = OidInputFunctionCall(input, (char *)anchor, ioparam, anchor_typmod);
+				MemoryContextSwitchTo(spi);
+			}
 			LeaveOwner(&as);
 			/* SPI calls leave CurrentMemoryContext at SPI's procedure context: come back to ours. */
 			MemoryContextSwitchTo(cxt);

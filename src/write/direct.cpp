@@ -310,7 +310,8 @@ OnlyCounterColumns(Relation rel, CompiledCounter *c)
 	for (int a = 0; a < desc->natts; a++)
 		if (!TupleDescAttr(desc, a)->attisdropped && TupleDescAttr(desc, a)->attgenerated == '\0')
 			n++;
-	return n == c->def->nkeys + c->def->nvalues + (c->counter->mode == Mode::Sharded ? 1 : 0);
+	return n == c->def->nkeys + c->def->nvalues + (c->counter->mode == Mode::Sharded ? 1 : 0) +
+	                (c->anchor != nullptr ? 1 : 0);
 }
 
 /*
@@ -340,6 +341,11 @@ FillKeyRow(DirectTarget *d, Datum *params, char *nulls)
 		/* (an extreme nothing was added to is NULL) */
 		next->tts_isnull[c->value_attnums[v] - 1] = nulls[def->nkeys + v] == 'n';
 		next->tts_values[c->value_attnums[v] - 1] = params[def->nkeys + v];
+	}
+	/* (a cross-shard key's log row: under the shard's anchor) */
+	if (c->anchor != nullptr) {
+		next->tts_isnull[c->anchor_attnum - 1] = false;
+		next->tts_values[c->anchor_attnum - 1] = c->anchor_value;
 	}
 }
 

@@ -69,6 +69,14 @@ struct CompiledCounter {
 	 */
 	Oid write_rel;
 	Oid totals;
+	/*
+	 * Citus, a key without the distribution column (log mode): the log row's anchor, a value of the distribution
+	 * column's type whose hash is in the fired shard's range (citus::ShardAnchor), as a literal (NULL: none), a
+	 * datum, and the log's column (ANCHOR_COLUMN) it goes in
+	 */
+	const char *anchor;
+	Datum anchor_value;
+	AttrNumber anchor_attnum;
 	int max_slots;          /* sharded mode: write_rel holds up to max_slots rows per key, */
 	AttrNumber slot_attnum; /* numbered in this column */
 	/* owner of write_rel: deltas are applied, definitions evaluated, with its privileges (AuthorizedByCatalog) */

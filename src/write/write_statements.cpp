@@ -64,8 +64,12 @@ LogInsertStatement(const CompiledCounter *c, const char *rel, int nparams, bool 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s (", rel);
 	AppendColumns(&sql, c, true, true);
+	if (c->anchor != nullptr)
+		appendStringInfo(&sql, ", %s", ANCHOR_COLUMN);
 	appendStringInfoString(&sql, bulk ? ") SELECT " : ") VALUES (");
 	AppendParams(&sql, nparams, bulk);
+	if (c->anchor != nullptr)
+		appendStringInfo(&sql, ", %s", c->anchor);
 	if (!bulk)
 		appendStringInfoChar(&sql, ')');
 	return sql.data;

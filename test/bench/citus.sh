@@ -4,8 +4,9 @@
 # A bulk INSERT ... SELECT of 100,000 rows, an UPDATE moving every row's key, a DELETE of every row (medians of RUNS
 # rounds), and single-row INSERTs by 8 clients (pgbench, SECONDS_PER_RUN each, alternating); then the hot tenant: 8
 # clients inserting rows of one tenant, without a counter and with a per-tenant counter in exact, sharded and log mode
-# (compacted between rounds). After every step each counter must equal a GROUP BY of its source. Needs Citus
-# (docs/citus.md); not part of the tests.
+# (compacted between rounds); then a counter across tenants (events per day, a key without the distribution column:
+# per-shard partial rows in log mode), 8 clients inserting rows of 1,000 tenants. After every step each counter must
+# equal a GROUP BY of its source. Needs Citus (docs/citus.md); not part of the tests.
 #
 #   bash test/bench/citus.sh              # ROWS=100000 RUNS=5 CLIENTS=8 SECONDS_PER_RUN=10
 set -euo pipefail
@@ -56,6 +57,14 @@ ms() {
 	echo $(((e - s) / 1000000))
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# line LABEL UNIT BASELINE COUNTER: medians of the two space-separated series, and their ratio
+line() {
+	local a b
+	a=$(tr ' ' '\n' <<<"$3" | grep . | median)
+	b=$(tr ' ' '\n' <<<"$4" | grep . | median)
+	[ "$2" = ms ] || { a=${a%.*}; b=${b%.*}; }
+	printf '%-30s %10s %-3s %10s %-3s %8s\n' "$1" "$a" "$2" "$b" "$2" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
+}
 insert="INSERT INTO TABLE (user_id, blog_id, rating) SELECT 1 + g % 1000, 1 + g % 7, g % 5 FROM generate_series(1, $ROWS) g"
 update="UPDATE TABLE SET blog_id = blog_id % 7 + 1"
 delete="DELETE FROM TABLE"
@@ -69,11 +78,9 @@ for round in $(seq 1 "$RUNS"); do
 	done
 done
 echo "citus bench: $ROWS rows, medians of $RUNS rounds; counter ub (user_id, blog_id: count, sum) exact after each step"
-printf '%-28s %12s %12s %8s\n' statement "no counter" "counter" ratio
+printf '%-30s %14s %14s %8s\n' statement "no counter" "counter" ratio
 for step in insert update delete; do
-	a=$(tr ' ' '\n' <<<"${took[$step-posts_none]}" | grep . | median)
-	b=$(tr ' ' '\n' <<<"${took[$step-posts]}" | grep . | median)
-	printf '%-28s %10s ms %10s ms %8s\n' "$step $ROWS rows" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
+	line "$step $ROWS rows" ms "${took[$step-posts_none]}" "${took[$step-posts]}"
 done
 printf '\\set u random(1, 1000)\n\\set b random(1, 7)\nINSERT INTO TABLE (user_id, blog_id, rating) VALUES (:u, :b, 1);\n' >"$base/one.tmpl"
 for t in posts_none posts; do sed "s/TABLE/$t/" "$base/one.tmpl" >"$base/$t.pgbench"; done
@@ -93,9 +100,7 @@ for round in $(seq 1 3); do
 	done
 	check "single-row round $round"
 done
-a=$(tr ' ' '\n' <<<"${tps[posts_none]}" | grep . | median)
-b=$(tr ' ' '\n' <<<"${tps[posts]}" | grep . | median)
-printf '%-28s %9s tps %9s tps %8s\n' "$CLIENTS clients, single rows" "${a%.*}" "${b%.*}" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
+line "$CLIENTS clients, single rows" tps "${tps[posts_none]}" "${tps[posts]}"
 
 # --- the hot tenant: every client writes rows of tenant 1 (one key of the per-tenant counter)
 for t in hot_none hot_exact hot_sharded hot_log; do
@@ -134,9 +139,45 @@ for round in $(seq 1 3); do
 	sql "$coord" <<<"SELECT counters.compact()" >/dev/null
 	check_hot "hot tenant round $round, compacted"
 done
-a=$(tr ' ' '\n' <<<"${tps[hot_none]}" | grep . | median)
 for m in exact sharded log; do
-	b=$(tr ' ' '\n' <<<"${tps[hot_$m]}" | grep . | median)
-	printf '%-28s %9s tps %9s tps %8s\n' "$CLIENTS clients, one tenant, $m" "${a%.*}" "${b%.*}" \
-		"$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
+	line "$CLIENTS clients, one tenant, $m" tps "${tps[hot_none]}" "${tps[hot_$m]}"
 done
+
+# --- across tenants: events per day, the key without the distribution column (per-shard partial rows, log mode)
+for t in days_none days_log; do
+	sql "$coord" >/dev/null <<SQL
+CREATE TABLE $t (tenant_id int NOT NULL, id bigserial, day date NOT NULL, PRIMARY KEY (tenant_id, id));
+SELECT create_distributed_table('$t', 'tenant_id');
+SQL
+done
+sql "$coord" >/dev/null <<'SQL'
+SELECT counters.create_counter('c_days', $$SELECT day, count(*) AS n FROM days_log GROUP BY day$$, mode => 'log');
+SQL
+check_days() {
+	local n
+	n=$(sql "$coord" <<'SQL'
+SELECT count(*) FROM c_days s FULL JOIN (SELECT day, count(*) AS n FROM days_log GROUP BY 1) d USING (day)
+ WHERE s.n IS DISTINCT FROM d.n;
+SQL
+	)
+	[ "$n" = 0 ] || fail "counter c_days differs from its recount in $n keys ($1)"
+}
+printf '\\set u random(1, 1000)\n\\set d random(0, 29)\nINSERT INTO TABLE (tenant_id, day) VALUES (:u, date '"'"'2026-01-01'"'"' + :d);\n' >"$base/days.tmpl"
+for t in days_none days_log; do sed "s/TABLE/$t/" "$base/days.tmpl" >"$base/$t.pgbench"; done
+chmod 644 "$base"/*.pgbench
+for round in $(seq 1 3); do
+	for t in days_none days_log; do
+		pgbench_tps "$t"
+	done
+	check_days "per-day round $round"
+	sql "$coord" <<<"SELECT counters.compact('c_days')" >/dev/null
+	check_days "per-day round $round, compacted"
+done
+line "$CLIENTS clients, per day (log)" tps "${tps[days_none]}" "${tps[days_log]}"
+ins="INSERT INTO TABLE (tenant_id, day) SELECT 1 + g % 1000, date '2026-01-01' + g % 30 FROM generate_series(1, $ROWS) g"
+declare -A bulk
+for round in $(seq 1 "$RUNS"); do
+	for t in days_none days_log; do bulk[$t]+="$(ms "$t" "$ins") "; done
+	check_days "per-day bulk round $round"
+done
+line "per day: insert $ROWS rows" ms "${bulk[days_none]}" "${bulk[days_log]}"

@@ -26,8 +26,10 @@
 #      counter and no other table's shard;
 #   9. hot keys: a log and a sharded counter (log, slots, totals co-located with the source), the write matrix,
 #      compact() on a worker (its placements only) and on the coordinator (every node's), top(), mode switches and
-#      rebuild(), 8 pgbench writers of one key with compactions meanwhile, and a forged catalog row naming another
-#      role's log, refused on the workers;
+#      rebuild(), 8 pgbench writers of one key with compactions meanwhile; a key without the distribution column in
+#      log mode (per-shard partial rows under each shard's anchor, summed on read; sharded mode refused): writes,
+#      COPY, compactions, top(), verify(), rebuild(), 8 writers over many users; and a forged catalog row naming
+#      another role's log, refused on the workers;
 #  10. rebalancing: a blocking move, a split, and a third worker added and rebalanced (logical replication) under
 #      pgbench (8 clients inserting and moving keys) with compactions meanwhile: no failed transaction, exact after
 #      each (a non-blocking split of a counter's shards does not complete: docs/citus.md, "Not done");
@@ -542,6 +544,81 @@ wait "$bench" || { cat "$base/hot.log"; fail "pgbench on a hot key failed"; }
 grep -q 'number of failed transactions: 0 ' "$base/hot.log" || { cat "$base/hot.log"; fail "failed transactions"; }
 step </dev/null
 echo "ok - 8 writers of one key, $compactions compactions meanwhile: $(grep -m1 -o 'number of transactions actually processed: [0-9]*' "$base/hot.log"), 0 failed, exact"
+# a key without the distribution column (posts per blog across users): per-shard partial rows, in log mode
+recount_b='SELECT blog_id, count(*)::numeric AS n, sum(rating)::numeric FROM articles GROUP BY 1'
+refuse "sharded mode for a key without the distribution column" 'counter "art_blogs" keeps per-shard partial rows: it stays in log mode' <<'SQL'
+SELECT counters.create_counter('art_blogs', $$SELECT blog_id, count(*) AS n FROM articles GROUP BY blog_id$$, mode => 'sharded');
+SQL
+sql "$coord" app <<'SQL' >/dev/null
+SELECT counters.create_counter('art_blogs', $$SELECT blog_id, count(*) AS n, sum(rating) AS rating FROM articles
+                                              GROUP BY blog_id$$, mode => 'log');
+SQL
+[ "$(sql "$coord" <<<"SELECT count(*) FROM pg_dist_partition p, pg_dist_partition q
+                      WHERE q.logicalrelid = 'articles'::regclass AND p.colocationid = q.colocationid
+                      AND p.logicalrelid::text IN ('art_blogs_log', 'art_blogs_totals')
+                      AND column_to_column_name(p.logicalrelid, p.partkey) = 'counters_anchor'")" = 2 ] ||
+	fail "the cross-shard counter's log and totals are not distributed by counters_anchor, co-located"
+step() {
+	sql "$coord" app >/dev/null
+	same dub "$recount_d"
+	same art_log "$recount_l"
+	same art_slots "$recount_s"
+	same art_blogs "$recount_b"
+}
+step <<<"INSERT INTO articles SELECT 1 + g % 30, 1 + g % 7, g, g % 5 FROM generate_series(945001, 947000) g"
+step <<<"UPDATE articles SET blog_id = blog_id % 7 + 1 WHERE id % 4 = 0"
+step <<<"DELETE FROM articles WHERE id % 13 = 0"
+seq 948001 948100 | awk '{ print ($1 % 25) + 1 "," ($1 % 6) + 1 "," $1 ",2" }' >"$base/rows2.csv"
+chmod 644 "$base/rows2.csv"
+step <<<"\\copy articles FROM '$base/rows2.csv' WITH (FORMAT csv)"
+[ "$(sql "$coord" <<<"SELECT count(DISTINCT counters_anchor) FROM art_blogs_log")" -gt 1 ] ||
+	fail "the shards' partial rows are not under anchors of their own"
+sql "$w2" app <<<"SELECT counters.compact('art_blogs')" >/dev/null
+step </dev/null
+sql "$coord" app <<<"SELECT counters.compact('art_blogs')" >/dev/null
+[ "$(sql "$coord" <<<"SELECT count(*) FROM art_blogs_log")" = 0 ] || fail "compact() left rows of a cross-shard counter"
+step </dev/null
+[ "$(sql "$coord" app <<<"SELECT string_agg(key::text || value, ' ') FROM counters.top('art_blogs', 'n', 3)")" = \
+  "$(sql "$coord" <<<"SELECT string_agg(jsonb_build_object('blog_id', blog_id)::text || n, ' ')
+     FROM (SELECT blog_id, count(*) AS n FROM articles GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 3) t")" ] ||
+	fail "top() of a cross-shard counter differs from the recount's top 3"
+[ "$(sql "$coord" app <<<"SELECT count(*) FROM counters.verify('art_blogs')")" = 0 ] || fail "verify() of a cross-shard counter found differences"
+sql "$coord" app <<<"SELECT counters.rebuild('art_blogs')" >/dev/null 2>&1
+step <<<"INSERT INTO articles VALUES (3, 2, 948201, 4)"
+echo "ok - a key without the distribution column: per-shard partial rows under each shard's anchor, exact through writes, COPY, compactions, top(), verify(), rebuild()"
+cat >"$base/blogs.sql" <<'SQL'
+\set u random(1, 30)
+\set b random(1, 7)
+INSERT INTO articles VALUES (:u, :b, nextval('hot_ids'), 1);
+SQL
+chmod 644 "$base/blogs.sql"
+"$bindir/pgbench" -n -h 127.0.0.1 -p "$coord" -U app -c 8 -j 2 -T 6 -f "$base/blogs.sql" postgres >"$base/blogs.log" 2>&1 &
+bench=$!
+while kill -0 "$bench" 2>/dev/null; do sql "$coord" app <<<"SELECT counters.compact('art_blogs')" >/dev/null; done
+wait "$bench" || { cat "$base/blogs.log"; fail "pgbench over many users failed"; }
+grep -q 'number of failed transactions: 0 ' "$base/blogs.log" || { cat "$base/blogs.log"; fail "failed transactions"; }
+# (liveness, not speed: the writers must not have waited for one another or for the compactions)
+[ "$(grep -o 'number of transactions actually processed: [0-9]*' "$base/blogs.log" | grep -o '[0-9]*$')" -gt 80 ] ||
+	{ cat "$base/blogs.log"; fail "the writers of a cross-shard key barely progressed"; }
+step </dev/null
+echo "ok - 8 writers over 30 users, a cross-shard key, compactions meanwhile: $(grep -m1 -o 'number of transactions actually processed: [0-9]*' "$base/blogs.log"), 0 failed, exact"
+# (a text distribution column: anchors are strings)
+sql "$coord" app <<'SQL' >/dev/null
+CREATE TABLE tagged (owner text NOT NULL, id int NOT NULL, tag text NOT NULL, PRIMARY KEY (owner, id));
+SELECT create_distributed_table('tagged', 'owner');
+INSERT INTO tagged SELECT 'o' || g % 40, g, 't' || g % 6 FROM generate_series(1, 500) g;
+SELECT counters.create_counter('tag_uses', $$SELECT tag, count(*) AS n FROM tagged GROUP BY tag$$, mode => 'log');
+INSERT INTO tagged SELECT 'o' || g % 40, g, 't' || g % 9 FROM generate_series(501, 900) g;
+INSERT INTO tagged VALUES ('someone', 1, 't1');
+UPDATE tagged SET tag = 't0' WHERE id % 10 = 0;
+DELETE FROM tagged WHERE id % 17 = 0;
+SQL
+same tag_uses 'SELECT tag, count(*) FROM tagged GROUP BY 1'
+[ "$(sql "$coord" <<<"SELECT count(DISTINCT counters_anchor) FROM tag_uses_log")" -gt 1 ] ||
+	fail "a text distribution column's shards wrote under one anchor"
+sql "$coord" app <<<"SELECT counters.compact('tag_uses')" >/dev/null
+same tag_uses 'SELECT tag, count(*) FROM tagged GROUP BY 1'
+echo "ok - a key without a text distribution column: partial rows under string anchors, exact"
 # a forged catalog row: another role's counter naming app's log as its own is refused on the workers, not written
 sql "$coord" intruder <<'SQL' >/dev/null
 CREATE TABLE itab (user_id int NOT NULL, id int NOT NULL);
@@ -624,8 +701,9 @@ echo "ok - a new worker, rebalanced by logical replication under 8 writers: $(gr
 
 # --- 11. drop_counter
 sql "$coord" app <<<"SELECT counters.drop_counter('dub'); SELECT counters.drop_counter('ubcache');
-SELECT counters.drop_counter('art_log'); SELECT counters.drop_counter('art_slots')" >/dev/null
-[ "$(sql "$coord" <<<"SELECT count(*) FROM pg_class WHERE relname ~ '^art_(log|slots)'")" = 0 ] ||
+SELECT counters.drop_counter('art_log'); SELECT counters.drop_counter('art_slots');
+SELECT counters.drop_counter('art_blogs'); SELECT counters.drop_counter('tag_uses')" >/dev/null
+[ "$(sql "$coord" <<<"SELECT count(*) FROM pg_class WHERE relname ~ '^art_(log|slots|blogs)'")" = 0 ] ||
 	fail "drop_counter left a log, slots or totals table"
 left=$(sql "$coord" <<<"SELECT count(*) FROM run_command_on_placements('articles', \$\$SELECT count(*) FROM pg_trigger
   WHERE tgrelid = '%s'::regclass AND tgfoid = 'counters.capture()'::regprocedure AND tgtype & 32 = 0\$\$) WHERE result <> '0'")
