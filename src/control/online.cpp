@@ -84,14 +84,6 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 		return;
 	}
 	RequireFeature(c, Feature::LogShardedMode);
-	if (HasPending(c->mode) && LayoutOf(c)->anchored)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("counter \"%s\" keeps per-shard partial rows: it stays in log mode", name),
-		                errdetail("Its key does not hold the distribution column of %s: each shard counts its own rows "
-		                          "under its own anchor, summed on read.",
-		                          QualifiedName(c->source)),
-		                errhint("For exact or sharded mode, declare it again with the distribution column in its key; "
-		                        "see docs/citus.md.")));
 	/* (a standby's counters, or a subscriber's that follow their publisher, are written there only) */
 	(void)MayWriteHere(c, true, "switch the mode of");
 	/* (folding the log or slots after locking writers out must see every delta committed before the lock) */
@@ -115,6 +107,15 @@ AlterCounter(const char *name, const char *mode_text, int max_slots)
 	 * read before the locks may be older than the relations the checks look at).
 	 */
 	RequireModeAllowed(c, mode, ValuesTable(c), c->target);
+	/* (read under the change's locks too: a switch that committed meanwhile dropped the relations it would read) */
+	if (HasPending(c->mode) && LayoutOf(c)->anchored)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\" keeps per-shard partial rows: it stays in log mode", name),
+		                errdetail("Its key does not hold the distribution column of %s: each shard counts its own rows "
+		                          "under its own anchor, summed on read.",
+		                          QualifiedName(c->source)),
+		                errhint("For exact or sharded mode, declare it again with the distribution column in its key; "
+		                        "see docs/citus.md.")));
 	/* (in this context: SPI's goes away with SPI_finish) */
 	char *nsp = get_namespace_name(get_rel_namespace(c->target));
 	char *rel = get_rel_name(c->target);

@@ -30,9 +30,10 @@
 #      log mode (per-shard partial rows under each shard's anchor, summed on read; sharded mode refused): writes,
 #      COPY, compactions, top(), verify(), rebuild(), 8 writers over many users; and a forged catalog row naming
 #      another role's log, refused on the workers;
-#  10. rebalancing: a blocking move, a split, and a third worker added and rebalanced (logical replication) under
-#      pgbench (8 clients inserting and moving keys) with compactions meanwhile: no failed transaction, exact after
-#      each (a non-blocking split of a counter's shards does not complete: docs/citus.md, "Not done");
+#  10. rebalancing: a blocking move and split; then under pgbench (8 clients inserting and moving keys) with compactions
+#      meanwhile, a blocking split, a third worker added and rebalanced, and a worker drained (logical replication):
+#      no failed transaction, exact after each (a non-blocking split of a counter's shards does not complete:
+#      docs/citus.md, "Not done");
 #  11. drop_counter: no capture trigger left but inert TRUNCATE ones, no log or slots table; writes and TRUNCATE go on.
 #   CITUS_KEEP=1 bash test/scripts/citus.sh    # keep the clusters' directories (and print where), logs included
 #   CITUS_CONF="log_statement = 'all'" ...     # more settings for every node
@@ -643,7 +644,7 @@ grep -q 'counter "ilog": its definition view is missing on this node' <<<"$out" 
 sql "$coord" <<<"DROP TABLE itab CASCADE" >/dev/null
 echo "ok - a forged catalog row naming another role's log is refused on the workers: $(grep -m1 ERROR <<<"$out")"
 
-# --- 10. rebalancing: a blocking move, a split, a worker added and rebalanced under 8 writers
+# --- 10. rebalancing: a blocking move and split; a split, a new worker's rebalance and a drain under 8 writers
 sql "$coord" <<'SQL' >/dev/null
 SELECT citus_move_shard_placement(s.shardid, '127.0.0.1', s.nodeport, '127.0.0.1', o.nodeport, shard_transfer_mode => 'block_writes')
   FROM (SELECT shardid, nodeport FROM citus_shards WHERE table_name = 'articles'::regclass ORDER BY shardid LIMIT 1) s,
@@ -670,34 +671,48 @@ cat >"$base/move.sql" <<'SQL'
 UPDATE articles SET blog_id = blog_id % 7 + 1 WHERE user_id = :u AND id % 17 = 1;
 SQL
 chmod 644 "$base"/*.sql
+# under_writers WHAT SQL: SQL run (as the superuser) while 8 pgbench clients insert and move keys and the log, slots and
+# partial rows are compacted on every node: no failed transaction, no failed compaction, every counter exact after
+under_writers() {
+	"$bindir/pgbench" -n -h 127.0.0.1 -p "$coord" -U app -c 8 -j 2 -T 20 -f "$base/insert.sql" -f "$base/move.sql" \
+		postgres >"$base/pgbench.log" 2>&1 &
+	local bench=$! compactor
+	# (SQL starts once the 8 writers are connected)
+	for _ in $(seq 1 300); do
+		[ "$(sql "$coord" <<<"SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND application_name = 'pgbench'")" -ge 8 ] && break
+		sql "$coord" <<<"SELECT pg_sleep(0.1)" >/dev/null
+	done
+	(while kill -0 "$bench" 2>/dev/null; do
+		sql "$coord" app <<<"SELECT counters.compact('art_log'); SELECT counters.compact('art_slots');
+SELECT counters.compact('art_blogs')" >/dev/null || exit 1
+	done) &
+	compactor=$!
+	# (the old placements are dropped at once, not by the maintenance daemon during a later step: its deferred drop
+	# and drop_counter's DROP TRIGGER on every placement could cancel each other as a distributed deadlock)
+	sql "$coord" <<<"$2; CALL citus_cleanup_orphaned_resources()" >/dev/null
+	wait "$bench" || { cat "$base/pgbench.log"; fail "pgbench failed"; }
+	wait "$compactor" || fail "a compaction during $1 failed"
+	grep -q 'number of failed transactions: 0 ' "$base/pgbench.log" || { cat "$base/pgbench.log"; fail "failed transactions"; }
+	step </dev/null
+	echo "ok - $1 under 8 writers, compactions meanwhile: $(grep -m1 -o 'number of transactions actually processed: [0-9]*' "$base/pgbench.log"), 0 failed, exact"
+}
+under_writers "a blocking split" "SELECT citus_split_shard_by_split_points(s.shardid,
+    ARRAY[((s.shardminvalue::bigint + s.shardmaxvalue::bigint) / 2)::text], ARRAY[n.nodeid, n.nodeid], 'block_writes')
+  FROM (SELECT * FROM pg_dist_shard WHERE logicalrelid = 'articles'::regclass ORDER BY shardid DESC LIMIT 1) s,
+       (SELECT p.nodeid FROM pg_dist_placement l JOIN pg_dist_node p USING (groupid)
+         WHERE l.shardid = (SELECT max(shardid) FROM pg_dist_shard WHERE logicalrelid = 'articles'::regclass)) n"
 sql "$coord" <<<"SELECT citus_add_node('127.0.0.1', $w3)" >/dev/null
-"$bindir/pgbench" -n -h 127.0.0.1 -p "$coord" -U app -c 8 -j 2 -T 20 -f "$base/insert.sql" -f "$base/move.sql" postgres \
-	>"$base/pgbench.log" 2>&1 &
-bench=$!
-# (the rebalance starts once the 8 writers are connected)
-for _ in $(seq 1 300); do
-	[ "$(sql "$coord" <<<"SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND application_name = 'pgbench'")" -ge 8 ] && break
-	sql "$coord" <<<"SELECT pg_sleep(0.1)" >/dev/null
-done
-# (then the old placements are dropped now, not by the maintenance daemon during the next step: its deferred drop
-# and drop_counter's DROP TRIGGER on every placement could cancel each other as a distributed deadlock)
-# (the log and slots compacted meanwhile, on every node, while their shards move by logical replication)
-(while kill -0 "$bench" 2>/dev/null; do
-	sql "$coord" app <<<"SELECT counters.compact('art_log'); SELECT counters.compact('art_slots')" >/dev/null || exit 1
-done) &
-compactor=$!
-sql "$coord" <<<"SELECT citus_rebalance_start(shard_transfer_mode => 'force_logical'); SELECT citus_rebalance_wait();
-CALL citus_cleanup_orphaned_resources()" >/dev/null
-wait "$bench" || { cat "$base/pgbench.log"; fail "pgbench failed"; }
-wait "$compactor" || fail "a compaction during the rebalance failed"
-grep -q 'number of failed transactions: 0 ' "$base/pgbench.log" || { cat "$base/pgbench.log"; fail "failed transactions"; }
+under_writers "a new worker rebalanced by logical replication" \
+	"SELECT citus_rebalance_start(shard_transfer_mode => 'force_logical'); SELECT citus_rebalance_wait()"
 [ "$(sql "$coord" <<<"SELECT count(*) FROM citus_shards WHERE table_name = 'articles'::regclass AND nodeport = $w3")" -gt 0 ] ||
 	fail "the rebalancer moved no shard to the new worker"
 [ "$(sql "$w3" <<<"SELECT count(*) FROM counters.counter_replica WHERE name = 'dub'")" = 1 ] ||
 	fail "the new worker has no catalog"
-same dub "$recount_d"
+under_writers "a worker drained by logical replication" \
+	"SELECT citus_drain_node('127.0.0.1', $w2, shard_transfer_mode => 'force_logical')"
+[ "$(sql "$coord" <<<"SELECT count(*) FROM citus_shards WHERE table_name = 'articles'::regclass AND nodeport = $w2")" = 0 ] ||
+	fail "the drained worker keeps shards of articles"
 step <<<"INSERT INTO articles SELECT 1 + g % 30, 1 + g % 7, g, 1 FROM generate_series(930001, 932000) g"
-echo "ok - a new worker, rebalanced by logical replication under 8 writers: $(grep -m1 -o 'number of transactions actually processed: [0-9]*' "$base/pgbench.log"), 0 failed, exact"
 
 # --- 11. drop_counter
 sql "$coord" app <<<"SELECT counters.drop_counter('dub'); SELECT counters.drop_counter('ubcache');
