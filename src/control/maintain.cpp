@@ -786,50 +786,15 @@ TryInSubtransaction(void (*body)(void *), void *arg)
 
 namespace {
 
+/*
+ * rebuild() of a counter whose keys it holds one row each of (writers locked out): pending rows folded, then the keys
+ * that differ from the definition (`condition`: those it selects) written again; returns the rows changed.
+ */
 int64
-RebuildOne(const Counter *e, const char *condition, bool named)
+RecountRows(const Counter *e, const char *condition)
 {
-	/* Writers of the source (and parent) wait until the rebuild commits; readers go on. */
-	Change change;
-	e = BeginChange(&change, e->name, ShareLock, ExclusiveLock);
-	if (!HasFeature(e, Feature::Rebuild)) {
-		if (named)
-			RequireFeature(e, Feature::Rebuild);
-		ereport(NOTICE,
-		        (errmsg("counter \"%s\" is not rebuilt: its source %s is a sink", e->name, QualifiedName(e->source))));
-		EndChange(&change);
-		return 0;
-	}
-	RequireAllRowsVisible(e);
 	if (HasPending(e->mode))
 		FoldPending(e);
-	if (HasPending(e->mode) && LayoutOf(e)->anchored) {
-		/* per-shard partial rows: recounted whole, under the fill's anchor (writers are locked out) */
-		if (condition != nullptr)
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			                errmsg("counter \"%s\" keeps per-shard partial rows: it is rebuilt whole", e->name),
-			                errhint("Call counters.rebuild('%s') without a condition.", e->name)));
-		SpiConnect();
-		Authorization auth = AuthorizeMaintainer(e);
-		int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
-		int64 deleted = 0, inserted = 0;
-		if (RunAsOwner(auth, DeleteAllStatement(e->totals), 0, nullptr, nullptr, false) == SPI_OK_DELETE)
-			deleted = (int64)SPI_processed;
-		if (RunAsOwner(auth, FillStatement(DefinitionOf(e), e->totals, e->query), 0, nullptr, nullptr, false) !=
-		    SPI_OK_INSERT)
-			elog(ERROR, "counters: rebuilding counter \"%s\" failed", e->name);
-		inserted = (int64)SPI_processed;
-		UnpinSettings(level);
-		SPI_finish();
-		ereport(NOTICE, (errmsg("counter \"%s\": %lld partial rows replaced by %lld rows from the definition", e->name,
-		                        (long long)deleted, (long long)inserted)));
-		const char *columns[1] = {"rebuilt_at"};
-		Oid types[1] = {TIMESTAMPTZOID};
-		Datum values[1] = {Now()};
-		NoteMaintenance(e->name, 1, columns, types, values, nullptr);
-		EndChange(&change);
-		return deleted + inserted;
-	}
 	if (condition != nullptr)
 		CheckCondition(e, condition);
 	SpiConnect();
@@ -851,12 +816,64 @@ RebuildOne(const Counter *e, const char *condition, bool named)
 	                        differ == 1 ? "key differs" : "keys differ")));
 	ereport(NOTICE, (errmsg("counter \"%s\": %lld rows inserted, %lld updated, %lld deleted", e->name,
 	                        (long long)inserted, (long long)updated, (long long)deleted)));
+	return inserted + updated + deleted;
+}
+
+/*
+ * rebuild() of a Citus counter kept as per-shard partial rows (writers locked out): its log and totals emptied and
+ * filled again from the definition, under the fill's anchor; whole only. Returns the rows deleted and inserted.
+ */
+int64
+RefillPartials(const Counter *e, const char *condition)
+{
+	if (condition != nullptr)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("counter \"%s\" keeps per-shard partial rows: it is rebuilt whole", e->name),
+		                errhint("Call counters.rebuild('%s') without a condition.", e->name)));
+	SpiConnect();
+	Authorization auth = AuthorizeMaintainer(e);
+	int level = PinSettings(PIN_SEARCH_PATH | PIN_OUTPUT | PIN_ROW_SECURITY);
+	int64 deleted = 0;
+	Oid emptied[2] = {e->log, e->totals};
+	for (Oid rel : emptied) {
+		if (RunAsOwner(auth, DeleteAllStatement(rel), 0, nullptr, nullptr, false) != SPI_OK_DELETE)
+			elog(ERROR, "counters: rebuilding counter \"%s\" failed", e->name);
+		deleted += (int64)SPI_processed;
+	}
+	if (RunAsOwner(auth, FillStatement(DefinitionOf(e), e->totals, e->query), 0, nullptr, nullptr, false) !=
+	    SPI_OK_INSERT)
+		elog(ERROR, "counters: rebuilding counter \"%s\" failed", e->name);
+	int64 inserted = (int64)SPI_processed;
+	UnpinSettings(level);
+	SPI_finish();
+	ereport(NOTICE, (errmsg("counter \"%s\": %lld partial rows replaced by %lld rows from the definition", e->name,
+	                        (long long)deleted, (long long)inserted)));
+	return deleted + inserted;
+}
+
+int64
+RebuildOne(const Counter *e, const char *condition, bool named)
+{
+	/* Writers of the source (and parent) wait until the rebuild commits; readers go on. */
+	Change change;
+	e = BeginChange(&change, e->name, ShareLock, ExclusiveLock);
+	if (!HasFeature(e, Feature::Rebuild)) {
+		if (named)
+			RequireFeature(e, Feature::Rebuild);
+		ereport(NOTICE,
+		        (errmsg("counter \"%s\" is not rebuilt: its source %s is a sink", e->name, QualifiedName(e->source))));
+		EndChange(&change);
+		return 0;
+	}
+	RequireAllRowsVisible(e);
+	int64 changed =
+	    HasPending(e->mode) && LayoutOf(e)->anchored ? RefillPartials(e, condition) : RecountRows(e, condition);
 	const char *columns[1] = {"rebuilt_at"};
 	Oid types[1] = {TIMESTAMPTZOID};
 	Datum values[1] = {Now()};
 	NoteMaintenance(e->name, 1, columns, types, values, nullptr);
 	EndChange(&change);
-	return inserted + updated + deleted;
+	return changed;
 }
 
 } // namespace

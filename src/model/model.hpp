@@ -413,14 +413,14 @@ RelationColumns ColumnsIn(const CounterDef *def, Oid rel, bool keyed, bool slots
  * table, or an existing table that keeps counter-cache columns). The one place that says which.
  */
 Oid ValuesTable(const Counter *e);
+/* The column a cross-shard counter's totals and log are distributed by on Citus (CounterLayout.anchored). */
+#define ANCHOR_COLUMN "counters_anchor"
 /*
  * A counter's layout: its columns, in definition order, in each of its relations, found by position in the tables it
  * made (ColumnsIn) and named by the definition's aliases in an existing table that keeps counter-cache columns; the
  * keys its values table's key index has by their digest; and the key column its retention ages out. What its options
  * say beyond that (keep_zero, the interval kept) callers read from e->options.
  */
-/* The column a cross-shard counter's totals and log are distributed by on Citus (CounterLayout.anchored). */
-#define ANCHOR_COLUMN "counters_anchor"
 struct CounterLayout {
 	Oid table;    /* ValuesTable(e) */
 	int ncolumns; /* in definition order */
