@@ -113,9 +113,15 @@ run_one() {
 		cd "$tree" && nice -n 10 bash test/suites.sh
 	) >"$dir/suites.log" 2>&1
 	echo "matrix: $minor: $(tail -1 "$dir/suites.log")"
-	# What failed, where CI shows it: each failed TAP test's last lines, and the start of each regression diff.
+	# What failed, where CI shows it: each failed TAP test's last lines, each failed script's last lines, and the
+	# start of each regression diff.
 	if grep -q "$(printf '\tfail\t')" "$results"; then
 		sed -n '/^--- .*regress_log_.* (last lines)$/,/^TAP logs:/p' "$dir/suites.log"
+		local script
+		for script in $(sed -n 's|^--- \(test/scripts/[a-z_]*\.sh\) FAILED$|\1|p' "$dir/suites.log"); do
+			echo "--- $script (last lines of its output)"
+			sed -n "\\|^--- $script\$|,\\|^--- $script FAILED\$|p" "$dir/suites.log" | tail -n 60
+		done
 		local diffs
 		for diffs in "$tree/regression.diffs" "$tree/output_iso/regression.diffs"; do
 			[ ! -s "$diffs" ] || { echo "--- $diffs (first lines)"; head -n 80 "$diffs"; }

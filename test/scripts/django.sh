@@ -21,7 +21,7 @@ fail() { echo "django: FAILED: $*"; exit 1; }
 q() { psql -X -At -d "$1" -c "$2"; }
 /usr/bin/python3 manage.py makemigrations forum --check --dry-run >/dev/null ||
 	fail "forum's models differ from its migrations (makemigrations forum)"
-/usr/bin/python3 manage.py test --noinput -v 2 2>&1 | tail -15
+/usr/bin/python3 manage.py test --noinput -v 2 2>&1 | tail -40
 COUNTERS_NO_MIGRATIONS=1 /usr/bin/python3 manage.py test --noinput forum 2>&1 | tail -4
 work=$(mktemp -d)
 dropdb --if-exists counters_django >/dev/null 2>&1
@@ -78,6 +78,9 @@ done
 # (from a copy: building writes build/ and *.egg-info next to the sources)
 cp -r ../../packages/django-counters "$work/package"
 /usr/bin/python3 -m pip wheel -q --no-build-isolation --no-deps "$work/package" -w "$work/wheel" >/dev/null
-unzip -Z1 "$work"/wheel/django_counters-*.whl | grep -q "django_counters/management/commands/counters.py" ||
-	fail "the wheel lacks the management command"
+# (the listing read whole first: grep -q in a pipe may exit before unzip has written it all, and unzip's SIGPIPE
+# fails the pipeline under pipefail)
+listing=$(unzip -Z1 "$work"/wheel/django_counters-*.whl)
+grep -q "django_counters/management/commands/counters.py" <<<"$listing" ||
+	fail "the wheel lacks the management command: $listing"
 echo "django: ok"
