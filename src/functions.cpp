@@ -17,6 +17,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
@@ -362,6 +363,13 @@ COUNTERS_FUNCTION(counters_rebuild)
 COUNTERS_FUNCTION(counters_compact)
 {
 	PG_RETURN_INT64(counters::Compact(TextArg(fcinfo, 0)));
+}
+
+/* counters.compact_placements(name): on a Citus worker, fold this node's placements; the report, as jsonb. */
+COUNTERS_FUNCTION(counters_compact_placements)
+{
+	char *report = counters::CompactPlacements(TextArg(fcinfo, 0));
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(report)));
 }
 
 /* counters.apply_retention(name): delete expired buckets. */

@@ -53,6 +53,8 @@ max_wal_senders = 10
 citus.shard_count = 4
 citus.shard_replication_factor = 1
 lc_messages = 'C'
+citus.log_distributed_deadlock_detection = on
+log_lock_waits = on
 ${CITUS_CONF:-}
 CONF
 	# (releases that limit logical decoding's output plugins -- 15.20 does -- must allow Citus's: its non-blocking

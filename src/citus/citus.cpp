@@ -567,19 +567,20 @@ LocalShards(Oid rel)
 	return shards;
 }
 
-int64
+List *
 CompactOnWorkers(const char *name)
 {
 	if (!Present() || OnWorker())
-		return 0;
+		return NIL;
+	MemoryContext caller = CurrentMemoryContext;
 	SpiConnect();
 	int level = PinSettings(PIN_SEARCH_PATH);
 	Oid argtypes[1] = {TEXTOID};
-	Datum args[1] = {CStringGetTextDatum(psprintf("SELECT counters.compact(%s)", quote_literal_cstr(name)))};
+	Datum args[1] = {CStringGetTextDatum(psprintf("SELECT counters.compact_placements(%s)", quote_literal_cstr(name)))};
 	(void)QueryLatest("SELECT w.nodename OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) w.nodeport, w.success, "
 	                  "       w.result FROM pg_catalog.run_command_on_workers($1) w",
 	                  1, argtypes, args, nullptr, false);
-	int64 folded = 0;
+	List *reports = NIL;
 	for (uint64 i = 0; i < SPI_processed; i++) {
 		HeapTuple row = SPI_tuptable->vals[i];
 		bool isnull;
@@ -591,11 +592,15 @@ CompactOnWorkers(const char *name)
 			                       SPI_getvalue(row, SPI_tuptable->tupdesc, 1), result ? result : "no result"),
 			                errdetail("Each worker folds the shards placed on it; the others' compactions committed."),
 			                errhint("Run SELECT counters.compact('%s') on that worker to see why.", name)));
-		folded += result != nullptr ? strtoll(result, nullptr, 10) : 0;
+		if (result == nullptr)
+			continue;
+		MemoryContext old = MemoryContextSwitchTo(caller);
+		reports = lappend(reports, pstrdup(result));
+		MemoryContextSwitchTo(old);
 	}
 	UnpinSettings(level);
 	SPI_finish();
-	return folded;
+	return reports;
 }
 
 namespace {
@@ -772,12 +777,14 @@ LockOnEveryNode(Oid rel, LOCKMODE mode)
 	SPI_finish();
 }
 
-void
+bool
 RefuseFeature(const char *counter, Oid source, const char *what, bool distributed)
 {
 	CitusRelation r;
-	if (!Present() || !Lookup(source, &r) || (distributed && r.kind == Kind::Distributed && !r.shard))
-		return;
+	if (!Present() || !Lookup(source, &r))
+		return false;
+	if (distributed && r.kind == Kind::Distributed && !r.shard)
+		return true;
 	ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 	                errmsg("counter \"%s\": counters does not support %s on Citus tables yet", counter, what),
 	                errdetail("Source table %s %s; its counters count in the shards, in exact mode.", r.name, r.how),

@@ -60,10 +60,11 @@ void DistributeAlike(Oid table, Oid like);
 /* The shards of Citus table `rel` placed on this node. */
 List *LocalShards(Oid rel);
 /*
- * On the coordinator: counters.compact(name) on every worker, over connections of its own (each worker folds its own
- * placements); returns the rows they folded. Elsewhere (or without Citus): 0.
+ * On the coordinator: counters.compact_placements(name) on every worker, over connections of its own (each worker
+ * folds its own placements, and commits); returns their reports (text: the rows folded and the crossings found,
+ * CompactionReport). Elsewhere (or without Citus): NIL.
  */
-int64 CompactOnWorkers(const char *name);
+List *CompactOnWorkers(const char *name);
 /*
  * counters.enable_citus(): create counters.counter_replica, a reference table (the catalog's owner, once; the first
  * declaration over a Citus table does it when the caller is that owner).
@@ -81,8 +82,11 @@ void SyncReplica(const char *name);
  * well as those writing through the coordinator.
  */
 void LockOnEveryNode(Oid rel, LOCKMODE mode);
-/* Refuse (0A000) `what` for a counter of a Citus table (`distributed`: but a hash-distributed one). */
-void RefuseFeature(const char *counter, Oid source, const char *what, bool distributed);
+/*
+ * Refuse (0A000) `what` for a counter of a Citus table (`distributed`: but a hash-distributed one); true when `source`
+ * is a hash-distributed table (and `distributed`).
+ */
+bool RefuseFeature(const char *counter, Oid source, const char *what, bool distributed);
 /*
  * The relation that receives counter `counter`'s deltas when its trigger fired on `fired` (a shard, or `source`
  * itself): `rel`, or on a shard its co-located shard on this node. Errors if they are not co-located or the shard is

@@ -276,6 +276,9 @@ char *CrossingsStatement(Oid crossings);
  * setting, from _PG_init.
  */
 int64 Compact(const char *name);
+/* counters.compact_placements(name), on a Citus worker: Compact's fold of this node's placements, reported
+ * (CompactionReport) rather than announced. */
+char *CompactPlacements(const char *name);
 int64 CompactInRound(const char *name);
 /* Fold all of a log or sharded counter's pending rows, its writers locked out (mode switches, rebuilds). */
 void FoldPending(const Counter *e);

@@ -241,11 +241,15 @@ FoldedCrossings(CompiledCounter *c)
 	return mine;
 }
 
-int64 FoldInto(const Counter *e, CompiledCounter *thresholds);
+int64 FoldInto(const Counter *e, CompiledCounter *thresholds, List **found);
 
-/* Fold a log or sharded counter's pending rows into its totals; returns the number of rows folded. */
+/*
+ * Fold a log or sharded counter's pending rows into its totals; returns the number of rows folded. `found`: the
+ * crossings of its thresholds are added there rather than announced (a Citus worker's, which the coordinator
+ * announces).
+ */
 int64
-CompactOne(const Counter *e, Round *round)
+CompactCollecting(const Counter *e, Round *round, List **found)
 {
 	/* (from here on, the counter as read under the lock: its options too) */
 	e = LockIfUnchanged(e, e->log, ShareUpdateExclusiveLock, round);
@@ -259,14 +263,17 @@ CompactOne(const Counter *e, Round *round)
 		                        e->name)));
 	/* (before the statement's snapshot: what commits after it stays pending, stats.cpp) */
 	NoteCompactionStart(e->query);
+	CompiledCounter *thresholds = WithThresholds(e);
 	if (citus::KindOfTable(e->log) != citus::Kind::Distributed)
-		return FoldInto(e, WithThresholds(e));
+		return FoldInto(e, thresholds, found);
 	/*
 	 * Citus: each node folds the log or slots shards placed on it into their co-located totals shards, one local
-	 * statement each (what a reader of a key sees is on that node); the coordinator asks every worker to, on
-	 * connections of their own (each node's compaction commits by itself; none holds another's locks).
+	 * statement each (what a reader of a key sees is on that node; a key's row is on one shard, so its crossings are
+	 * found there); the coordinator asks every worker to, on connections of their own (each node's compaction commits
+	 * by itself; none holds another's locks), and announces the crossings they report.
 	 */
 	int64 folded = 0;
+	List *crossings = NIL;
 	ListCell *lc;
 	foreach (lc, citus::LocalShards(e->log)) {
 		Counter *placement = (Counter *)palloc(sizeof(Counter));
@@ -274,16 +281,36 @@ CompactOne(const Counter *e, Round *round)
 		placement->log = lfirst_oid(lc);
 		placement->totals = citus::WriteShard(e->name, e->totals, placement->log, e->log);
 		placement->layout = nullptr;
-		folded += FoldInto(placement, nullptr);
+		folded += FoldInto(placement, thresholds, &crossings);
 	}
-	return folded + citus::CompactOnWorkers(e->name);
+	if (found != nullptr) {
+		*found = list_concat(*found, crossings);
+		return folded;
+	}
+	foreach (lc, citus::CompactOnWorkers(e->name)) {
+		int64 n = 0;
+		crossings = list_concat(crossings, ReportedCompaction(e->name, thresholds, (const char *)lfirst(lc), &n));
+		folded += n;
+	}
+	AnnounceCrossings(crossings);
+	return folded;
 }
 
-/* Fold e's pending rows (its log or slots) into its totals, noting the crossings of `thresholds`. */
 int64
-FoldInto(const Counter *e, CompiledCounter *thresholds)
+CompactOne(const Counter *e, Round *round)
+{
+	return CompactCollecting(e, round, nullptr);
+}
+
+/*
+ * Fold e's pending rows (its log or slots) into its totals, noting the crossings of `thresholds`: announced, or added
+ * to `found` (not NULL).
+ */
+int64
+FoldInto(const Counter *e, CompiledCounter *thresholds, List **found)
 {
 	const CounterLayout *l = LayoutOf(e);
+	MemoryContext caller = CurrentMemoryContext;
 	SpiConnect();
 	int ret =
 	    RunAsOwner(AuthorizedByCatalog(e), CompactStatement(e, thresholds != nullptr), 0, nullptr, nullptr, false);
@@ -300,7 +327,13 @@ FoldInto(const Counter *e, CompiledCounter *thresholds)
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "counters: compacting counter \"%s\" failed: %s", e->name, SPI_result_code_string(ret));
 	}
-	AnnounceCrossings(crossings);
+	if (found != nullptr) {
+		/* (the list grown in the caller's context, not SPI's, which SPI_finish frees) */
+		MemoryContext old = MemoryContextSwitchTo(caller);
+		*found = list_concat(*found, crossings);
+		MemoryContextSwitchTo(old);
+	} else
+		AnnounceCrossings(crossings);
 	SPI_finish();
 	return folded;
 }
@@ -531,6 +564,17 @@ CompactHere(const char *name)
 		Counter *e = (Counter *)lfirst(lc);
 		if (!HasPending(e->mode) || !Allowed(e, name != nullptr, false))
 			continue;
+		/* (the crossings a compaction here finds are the coordinator's to announce: it compacts such counters) */
+		if (e->options->nthresholds > 0 && name == nullptr)
+			continue;
+		if (e->options->nthresholds > 0)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("counter \"%s\" has thresholds, which the coordinator announces", name),
+			                errdetail("A compaction finds the thresholds its folded rows cross; a worker's "
+			                          "notifications would never reach the coordinator's listeners."),
+			                errhint("Run SELECT counters.compact('%s') on the coordinator: it folds every worker's "
+			                        "placements and announces their crossings.",
+			                        name)));
 		if (name != nullptr)
 			folded += CompactOne(e, nullptr);
 		else
@@ -540,6 +584,24 @@ CompactHere(const char *name)
 }
 
 } // namespace
+
+char *
+CompactPlacements(const char *name)
+{
+	if (!citus::OnWorker())
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("counters.compact_placements() runs on a Citus worker"),
+		         errhint("The coordinator's counters.compact('%s') calls it on every worker.", name)));
+	List *entries = ReadCatalogHere(name);
+	if (entries == NIL)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("counter \"%s\" does not exist on this node", name),
+		                errhint("Citus workers know the counters of Citus tables (counters.counter_replica).")));
+	Counter *e = (Counter *)linitial(entries);
+	(void)Allowed(e, true, false);
+	List *found = NIL;
+	int64 folded = HasPending(e->mode) ? CompactCollecting(e, nullptr, &found) : 0;
+	return CompactionReport(folded, found);
+}
 
 int64
 Compact(const char *name)

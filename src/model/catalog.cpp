@@ -60,9 +60,10 @@ NoOtherNodeToLock(Oid, LOCKMODE)
 {
 }
 
-void
+bool
 NoFeatureRefused(const char *, Oid, const char *, bool)
 {
+	return false;
 }
 
 const char *
@@ -504,12 +505,12 @@ Forget(const char *name)
 void
 RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except, const char *hint)
 {
+	const char *name = e->name;
+	RequireModeKeeps(name, e->source, e->options, mode, table);
 	if (mode == Mode::Exact)
 		return;
-	const char *name = e->name;
 	RequireWhole(e, psprintf("switched to %s mode", ModeName(mode)));
 	RequireFeatureOf(name, e->source, e->owns_target, mode, e->target, Feature::LogShardedMode);
-	RequireModeKeeps(name, e->options, mode, table);
 	RequireKindsKept(name, DefinitionOf(e), mode);
 	/*
 	 * Leaving exact mode renames the counter table to <name>_totals and puts a view of totals plus pending deltas
@@ -544,8 +545,7 @@ SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log)
 		ereport(ERROR,
 		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		         errmsg("counter \"%s\": log and sharded mode have totals and a log, exact mode neither", name)));
-	if (mode != Mode::Exact)
-		RequireModeAllowed(e, mode, totals, target);
+	RequireModeAllowed(e, mode, totals, target);
 	Oid argtypes[5] = {TEXTOID, OIDOID, TEXTOID, OIDOID, OIDOID};
 	char nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	Datum values[5] = {CStringGetTextDatum(name), ObjectIdGetDatum(target), CStringGetTextDatum(ModeName(mode)),

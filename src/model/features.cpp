@@ -23,12 +23,17 @@ namespace counters {
 namespace {
 
 enum Need : unsigned {
-	NEED_LOCAL = 1,         /* not a Citus table (the integration's refuse_feature says why, with `citus_what`) */
-	NEED_OWN_TABLE = 2,     /* a table of its own (not counter-cache columns of an existing table) */
-	NEED_CACHE = 4,         /* counter-cache columns of an existing table */
-	NEED_EXACT = 8,         /* exact mode */
-	NEED_STORED = 16,       /* a source that keeps its rows (not a sink): there is something to recount */
-	NEED_LOCAL_OR_HASH = 32 /* not a Citus table, or a hash-distributed one (refuse_feature says why for others) */
+	NEED_LOCAL = 1,          /* not a Citus table (the integration's refuse_feature says why, with `citus_what`) */
+	NEED_OWN_TABLE = 2,      /* a table of its own (not counter-cache columns of an existing table) */
+	NEED_CACHE = 4,          /* counter-cache columns of an existing table */
+	NEED_EXACT = 8,          /* exact mode */
+	NEED_STORED = 16,        /* a source that keeps its rows (not a sink): there is something to recount */
+	NEED_LOCAL_OR_HASH = 32, /* not a Citus table, or a hash-distributed one (refuse_feature says why for others) */
+	/*
+	 * not a Citus table, or a hash-distributed one in log or sharded mode whose key holds the distribution column (what
+	 * compaction finds on each node, the coordinator announces: `citus_exact` and `citus_partial` say why not)
+	 */
+	NEED_LOCAL_OR_PENDING = 64
 };
 
 /*
@@ -49,15 +54,27 @@ struct FeatureRule {
 	Refusal table;          /* NEED_OWN_TABLE or NEED_CACHE unmet */
 	Refusal mode;           /* NEED_EXACT unmet */
 	Refusal stored;         /* NEED_STORED unmet */
-	/* NEED_EXACT: the counter holds the feature (its options say so), and the refusal to leave exact mode then */
+	/*
+	 * The counter holds the feature (its options say so); NEED_EXACT: the refusal to leave exact mode then;
+	 * NEED_LOCAL_OR_PENDING: the refusals of exact mode on a hash-distributed table (declared in it, or switched to
+	 * it) and of a key kept as per-shard partial rows
+	 */
 	bool (*held)(const CounterOptions *options);
 	Refusal leaving;
+	Refusal citus_exact;
+	Refusal citus_partial;
 };
 
 bool
 HasBounds(const CounterOptions *o)
 {
 	return o->nbounds > 0;
+}
+
+bool
+HasThresholds(const CounterOptions *o)
+{
+	return o->nthresholds > 0;
 }
 
 bool
@@ -95,7 +112,23 @@ const FeatureRule RULES[] = {
      HasBounds,
      {"counter %c has bounds, which only exact mode can check at write time", nullptr,
       "Remove them first with counters.set_bounds(name, column_name)."}},
-    {Feature::Thresholds, "thresholds", NEED_LOCAL, "thresholds", none, none, none},
+    {Feature::Thresholds,
+     "thresholds",
+     NEED_LOCAL_OR_PENDING,
+     "thresholds",
+     none,
+     none,
+     none,
+     HasThresholds,
+     none,
+     {"counter %c of Citus table %s: only log and sharded mode announce thresholds there",
+      "In exact mode a crossing happens on the worker that wrote the key, whose NOTIFY the coordinator's listeners "
+      "never hear; in log and sharded mode each node's compaction finds the crossings and the coordinator's "
+      "compaction announces them.",
+      "Keep the counter in log or sharded mode (SELECT counters.alter_counter(%q, 'log');), or remove its thresholds "
+      "first with counters.set_thresholds(name, column_name, '{}')."},
+     {"counter %c keeps per-shard partial rows: it cannot have thresholds",
+      "A key's value is the sum of its rows on every shard: no compaction sees it cross a threshold.", nullptr}},
     {Feature::WindowThresholds,
      "window thresholds",
      NEED_LOCAL | NEED_OWN_TABLE | NEED_EXACT,
@@ -207,6 +240,7 @@ struct Subject {
 	Mode mode;
 	Oid table;
 	Oid source;
+	bool partial; /* a key kept as per-shard partial rows (Citus) */
 };
 
 /* A template of the table above, filled in for subject `c`. */
@@ -258,16 +292,19 @@ Unmet(const FeatureRule *rule, Oid source, bool owns_target, Mode mode)
 	return 0;
 }
 
-} // namespace
-
 void
-RequireFeatureOf(const char *name, Oid source, bool owns_target, Mode mode, Oid table, Feature feature)
+RequireFeatureIn(const Subject &c, bool owns_target, Feature feature)
 {
 	const FeatureRule *rule = RuleOf(feature);
-	if (rule->needs & (NEED_LOCAL | NEED_LOCAL_OR_HASH))
-		integration_hooks.refuse_feature(name, source, rule->citus_what, (rule->needs & NEED_LOCAL_OR_HASH) != 0);
-	Subject c = {name, mode, table, source};
-	switch (Unmet(rule, source, owns_target, mode)) {
+	unsigned some_citus = NEED_LOCAL_OR_HASH | NEED_LOCAL_OR_PENDING;
+	bool distributed =
+	    (rule->needs & (NEED_LOCAL | some_citus)) &&
+	    integration_hooks.refuse_feature(c.name, c.source, rule->citus_what, (rule->needs & some_citus) != 0);
+	if ((rule->needs & NEED_LOCAL_OR_PENDING) && distributed && c.partial)
+		Refuse(&rule->citus_partial, c);
+	if ((rule->needs & NEED_LOCAL_OR_PENDING) && distributed && c.mode == Mode::Exact)
+		Refuse(&rule->citus_exact, c);
+	switch (Unmet(rule, c.source, owns_target, c.mode)) {
 	case NEED_OWN_TABLE:
 	case NEED_CACHE:
 		Refuse(&rule->table, c);
@@ -283,10 +320,20 @@ RequireFeatureOf(const char *name, Oid source, bool owns_target, Mode mode, Oid 
 	}
 }
 
+} // namespace
+
+void
+RequireFeatureOf(const char *name, Oid source, bool owns_target, Mode mode, Oid table, Feature feature)
+{
+	RequireFeatureIn({name, mode, table, source, false}, owns_target, feature);
+}
+
 void
 RequireFeature(const Counter *e, Feature feature)
 {
-	RequireFeatureOf(e->name, e->source, e->owns_target, e->mode, e->target, feature);
+	/* (the layout is found only for a rule that asks) */
+	bool partial = (RuleOf(feature)->needs & NEED_LOCAL_OR_PENDING) && HasPending(e->mode) && LayoutOf(e)->anchored;
+	RequireFeatureIn({e->name, e->mode, e->target, e->source, partial}, e->owns_target, feature);
 }
 
 bool
@@ -297,14 +344,19 @@ HasFeature(const Counter *e, Feature feature)
 }
 
 void
-RequireModeKeeps(const char *name, const CounterOptions *options, Mode mode, Oid table)
+RequireModeKeeps(const char *name, Oid source, const CounterOptions *options, Mode mode, Oid table)
 {
-	if (mode == Mode::Exact)
-		return;
-	Subject c = {name, mode, table, InvalidOid};
-	for (const FeatureRule &rule : RULES)
-		if ((rule.needs & NEED_EXACT) && rule.held != nullptr && rule.held(options))
+	Subject c = {name, mode, table, source, false};
+	for (const FeatureRule &rule : RULES) {
+		if (rule.held == nullptr || !rule.held(options))
+			continue;
+		if ((rule.needs & NEED_EXACT) && mode != Mode::Exact)
 			Refuse(&rule.leaving, c);
+		/* (entering exact mode on a hash-distributed table: refuse_feature passes it, and says so) */
+		if ((rule.needs & NEED_LOCAL_OR_PENDING) && mode == Mode::Exact &&
+		    integration_hooks.refuse_feature(name, source, rule.citus_what, true))
+			Refuse(&rule.citus_exact, c);
+	}
 }
 
 } // namespace counters

@@ -522,9 +522,10 @@ void Unregister(const Counter *e);
 Counter *Forget(const char *name);
 void SetMode(const char *name, Oid target, Mode mode, Oid totals, Oid log);
 /*
- * 0A000 (or 2BP01) unless counter `e` may leave exact mode for `mode`: the capability table (its kind; what only exact
- * mode keeps: bounds, window thresholds, keep_zero), views other than `except` reading its table `table` (with
- * `hint` as the hint, when given: what else the caller may do).
+ * 0A000 (or 2BP01) unless counter `e` may be switched to `mode`: the capability table (its kind; what only exact mode
+ * keeps: bounds, window thresholds, keep_zero; what exact mode cannot keep on its table: thresholds on a
+ * hash-distributed one), views other than `except` reading its table `table` (with `hint` as the hint, when given:
+ * what else the caller may do).
  */
 void RequireModeAllowed(const Counter *e, Mode mode, Oid table, Oid except, const char *hint = nullptr);
 void SetOption(const char *name, const char *key, Datum value, bool isnull);
@@ -580,8 +581,11 @@ void RequireFeature(const Counter *e, Feature feature);
  * may not. */
 bool HasFeature(const Counter *e, Feature feature);
 void RequireFeatureOf(const char *name, Oid source, bool owns_target, Mode mode, Oid table, Feature feature);
-/* A counter with `options` may be switched to `mode`: the features it holds that need exact mode refuse it, each. */
-void RequireModeKeeps(const char *name, const CounterOptions *options, Mode mode, Oid table);
+/*
+ * A counter of `source` with `options` may be switched to `mode`: the features it holds that need exact mode refuse
+ * leaving it, each; those exact mode cannot keep on `source` (thresholds on a hash-distributed table) refuse entering.
+ */
+void RequireModeKeeps(const char *name, Oid source, const CounterOptions *options, Mode mode, Oid table);
 
 /*
  * The model's integration hooks: what it asks of an extension that keeps a counter's tables on other nodes (Citus),
@@ -602,9 +606,9 @@ struct IntegrationHooks {
 	void (*lock_on_every_node)(Oid rel, LOCKMODE mode);
 	/*
 	 * 0A000 if `what` is not supported for counter `counter` of `source` (default: nothing refused); `distributed`: it
-	 * is on a hash-distributed table, only not on other Citus tables.
+	 * is on a hash-distributed table, only not on other Citus tables. True when `source` is one (and passed).
 	 */
-	void (*refuse_feature)(const char *counter, Oid source, const char *what, bool distributed);
+	bool (*refuse_feature)(const char *counter, Oid source, const char *what, bool distributed);
 	/* The conversion the statement being run would make of a table, dropping it, or NULL (default: NULL). */
 	const char *(*conversion)();
 };

@@ -420,3 +420,12 @@ COMMENT ON EVENT TRIGGER counters_sql_drop IS
 	'counters: a counter whose source, table or view was dropped goes with it';
 
 DROP FUNCTION counters._keep_privileges(text, regprocedure);
+
+-- On a Citus worker: fold this node's log or slots shards of one counter into their co-located totals shards; returns
+-- the rows folded and the crossings of its thresholds ({"folded": n, "crossings": [...]}), which the coordinator's
+-- compact(name), its caller on every worker, announces.
+CREATE FUNCTION counters.compact_placements(name text) RETURNS jsonb
+	AS 'MODULE_PATHNAME', 'counters_compact_placements'
+	LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION counters.compact_placements(text) IS
+	'on a Citus worker: fold this node''s placements of a counter; the coordinator''s compact() calls it and announces the crossings';

@@ -425,6 +425,15 @@ CREATE FUNCTION counters.compact(name text DEFAULT NULL) RETURNS bigint
 COMMENT ON FUNCTION counters.compact(text) IS
 	'fold the log or idle slots of one or all counters into their totals, then apply retentions; returns rows folded';
 
+-- On a Citus worker: fold this node's log or slots shards of one counter into their co-located totals shards; returns
+-- the rows folded and the crossings of its thresholds ({"folded": n, "crossings": [...]}), which the coordinator's
+-- compact(name), its caller on every worker, announces.
+CREATE FUNCTION counters.compact_placements(name text) RETURNS jsonb
+	AS 'MODULE_PATHNAME', 'counters_compact_placements'
+	LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION counters.compact_placements(text) IS
+	'on a Citus worker: fold this node''s placements of a counter; the coordinator''s compact() calls it and announces the crossings';
+
 -- The k largest keys of a counter by one value column, exactly, as of the caller's snapshot (read with the caller's
 -- rights). In log or sharded mode it reads the top k + m keys of the totals (add an index on the column to make that
 -- an index scan) plus the m keys that have pending deltas. `filter` is an SQL condition on the counter's columns,

@@ -23,6 +23,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -52,6 +53,8 @@ struct Crossing {
 	/* repeating thresholds: the step and the number of its multiples crossed ((Datum)0 for a listed threshold) */
 	Datum every;
 	Datum crossed;
+	/* the key as jsonb, as the node that found the crossing rendered it ((Datum)0: render keys[], CrossingKey) */
+	Datum key;
 };
 
 /* The crossings of the statement being applied (allocated in CurTransactionContext). */
@@ -101,6 +104,8 @@ BuildObject(Oid owner, Oid function, Oid result_type, int n, const char *const *
 Datum
 CrossingKey(const Crossing *x)
 {
+	if (x->key != (Datum)0)
+		return x->key;
 	const CounterDef *def = x->c->def;
 	Oid *types = (Oid *)palloc(sizeof(Oid) * def->nkeys);
 	for (int k = 0; k < def->nkeys; k++)
@@ -331,6 +336,7 @@ NewCrossing(CompiledCounter *c, int v, Datum *keys, const char *key_nulls, Datum
 	x->new_value = new_value;
 	x->every = (Datum)0;
 	x->crossed = (Datum)0;
+	x->key = (Datum)0;
 	crossings = lappend(crossings, x);
 	return x;
 }
@@ -428,6 +434,139 @@ AnnounceCrossings(List *list)
 		NotifyCrossing(x->c->def->name, x->c->def->values[x->v].column_name);
 		CallCallback(x);
 	}
+}
+
+char *
+CompactionReport(int64 folded, List *list)
+{
+	StringInfoData out;
+	initStringInfo(&out);
+	appendStringInfo(&out, "{\"folded\": " INT64_FORMAT ", \"crossings\": [", folded);
+	ListCell *lc;
+	foreach (lc, list) {
+		Crossing *x = (Crossing *)lfirst(lc);
+		/* (the key rendered as the owner: a key type's cast to json and output function are the owner's code) */
+		OwnerScope owner;
+		EnterOwner(&owner, x->c->auth, PIN_SEARCH_PATH | PIN_OUTPUT);
+		Datum key = CrossingKey(x);
+		LeaveOwner(&owner);
+		appendStringInfoString(&out, foreach_current_index(lc) > 0 ? ", [" : "[");
+		escape_json(&out, x->c->def->values[x->v].column_name);
+		appendStringInfo(&out, ", %s", JsonbToCString(nullptr, &DatumGetJsonbP(key)->root, 0));
+		Datum numbers[] = {x->old_value, x->new_value, x->threshold, x->every, x->crossed};
+		for (int i = 0; i < 5; i++) {
+			if (i == 3)
+				appendStringInfoString(&out, x->up ? ", \"up\"" : ", \"down\"");
+			if (numbers[i] == (Datum)0)
+				appendStringInfoString(&out, ", null");
+			else
+				appendStringInfo(&out, ", \"%s\"", DatumGetCString(DirectFunctionCall1(numeric_out, numbers[i])));
+		}
+		appendStringInfoChar(&out, ']');
+	}
+	appendStringInfoString(&out, "]}");
+	return out.data;
+}
+
+namespace {
+
+List *
+ReportedCrossings(CompiledCounter *c, const char *report)
+{
+	/*
+	 * Another node's report, validated as data: each element names a value column of `c`, a key object with exactly
+	 * the counter's key columns, numbers and a direction; anything else is an error, not an event.
+	 */
+	const CounterDef *def = c->def;
+	Datum *names = (Datum *)palloc(sizeof(Datum) * def->nkeys);
+	for (int k = 0; k < def->nkeys; k++)
+		names[k] = CStringGetTextDatum(c->key_columns[k]);
+	SpiConnect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	Oid argtypes[2] = {TEXTOID, TEXTARRAYOID};
+	Datum args[2] = {CStringGetTextDatum(report),
+	                 PointerGetDatum(construct_array(names, def->nkeys, TEXTOID, -1, false, TYPALIGN_INT))};
+	int ret = SPI_execute_with_args(
+	    "SELECT x OPERATOR(pg_catalog.->>) 0, x OPERATOR(pg_catalog.->) 1, "
+	    "       (x OPERATOR(pg_catalog.->>) 2)::pg_catalog.numeric, (x OPERATOR(pg_catalog.->>) "
+	    "3)::pg_catalog.numeric, "
+	    "       (x OPERATOR(pg_catalog.->>) 4)::pg_catalog.numeric, x OPERATOR(pg_catalog.->>) 5, "
+	    "       (x OPERATOR(pg_catalog.->>) 6)::pg_catalog.numeric, (x OPERATOR(pg_catalog.->>) "
+	    "7)::pg_catalog.numeric, "
+	    "       pg_catalog.jsonb_typeof(x OPERATOR(pg_catalog.->) 1) OPERATOR(pg_catalog.=) 'object' AND "
+	    "       (SELECT pg_catalog.array_agg(k ORDER BY k) FROM pg_catalog.jsonb_object_keys(CASE "
+	    "          pg_catalog.jsonb_typeof(x OPERATOR(pg_catalog.->) 1) WHEN 'object' THEN x OPERATOR(pg_catalog.->) 1 "
+	    "          END) k) OPERATOR(pg_catalog.=) (SELECT pg_catalog.array_agg(k ORDER BY k) FROM "
+	    "pg_catalog.unnest($2) k) "
+	    "  FROM pg_catalog.jsonb_array_elements($1::pg_catalog.jsonb OPERATOR(pg_catalog.->) 'crossings') x",
+	    2, argtypes, args, nullptr, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the crossings reported for counter \"%s\" failed", def->name);
+	MemoryContext old = MemoryContextSwitchTo(CurTransactionContext);
+	List *enclosing = StartCrossings();
+	TupleDesc desc = SPI_tuptable->tupdesc;
+	for (uint64 r = 0; r < SPI_processed; r++) {
+		enum { FIELDS = 9 };
+		bool nulls[FIELDS];
+		Datum f[FIELDS];
+		for (int i = 0; i < FIELDS; i++)
+			f[i] = SPI_getbinval(SPI_tuptable->vals[r], desc, i + 1, &nulls[i]);
+		int v = -1;
+		for (int i = 0; !nulls[0] && i < def->nvalues; i++)
+			if (strcmp(def->values[i].column_name, TextDatumGetCString(f[0])) == 0)
+				v = i;
+		const char *direction = nulls[5] ? "" : TextDatumGetCString(f[5]);
+		bool key_ok = !nulls[8] && DatumGetBool(f[8]);
+		if (v < 0 || !key_ok || nulls[2] || nulls[3] || nulls[4] || nulls[6] != nulls[7] ||
+		    (strcmp(direction, "up") != 0 && strcmp(direction, "down") != 0))
+			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+			                errmsg("counter \"%s\": a node reported a crossing that is not one of its value columns",
+			                       def->name),
+			                errdetail("Reported: %s", report)));
+		Crossing *x = (Crossing *)palloc(sizeof(Crossing));
+		x->c = c;
+		x->v = v;
+		x->keys = nullptr;
+		x->key_nulls = nullptr;
+		x->key = datumCopy(f[1], false, -1);
+		x->old_value = datumCopy(f[2], false, -1);
+		x->new_value = datumCopy(f[3], false, -1);
+		x->threshold = datumCopy(f[4], false, -1);
+		x->up = strcmp(direction, "up") == 0;
+		x->every = nulls[6] ? (Datum)0 : datumCopy(f[6], false, -1);
+		x->crossed = nulls[7] ? (Datum)0 : datumCopy(f[7], false, -1);
+		crossings = lappend(crossings, x);
+	}
+	List *mine = TakeCrossings(enclosing);
+	MemoryContextSwitchTo(old);
+	UnpinSettings(level);
+	SPI_finish();
+	return mine;
+}
+
+} // namespace
+
+List *
+ReportedCompaction(const char *counter, CompiledCounter *c, const char *report, int64 *folded)
+{
+	SpiConnect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	Oid argtype = TEXTOID;
+	Datum arg = CStringGetTextDatum(report);
+	if (SPI_execute_with_args("SELECT ($1::pg_catalog.jsonb OPERATOR(pg_catalog.->>) 'folded')::pg_catalog.int8", 1,
+	                          &argtype, &arg, nullptr, true, 0) != SPI_OK_SELECT ||
+	    SPI_processed != 1)
+		elog(ERROR, "counters: reading a compaction report of counter \"%s\" failed", counter);
+	bool isnull;
+	Datum n = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+		                errmsg("counter \"%s\": a node's compaction report says nothing of the rows folded", counter),
+		                errdetail("Reported: %s", report)));
+	*folded = DatumGetInt64(n);
+	UnpinSettings(level);
+	SPI_finish();
+	return c != nullptr ? ReportedCrossings(c, report) : NIL;
 }
 
 void

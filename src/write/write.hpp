@@ -558,6 +558,16 @@ List *StartCrossings();
 List *TakeCrossings(List *enclosing);
 void AnnounceCrossings(List *crossings);
 /*
+ * Crossings found on one node and announced on another (Citus: a worker's compaction finds them, the coordinator's
+ * announces them). CompactionReport renders the rows a compaction folded and its crossings as JSON ({"folded": n,
+ * "crossings": [[column, key, old, new, threshold, direction, every, crossed], ...]}; the keys rendered as the owner);
+ * ReportedCompaction reads such a report of counter `counter` back: the rows folded, and (`c` not NULL: the counter
+ * compiled with its thresholds) the crossings, for AnnounceCrossings, validated as data (ERRCODE_DATA_CORRUPTED
+ * unless each one names a value column of `c` and a key of its key columns).
+ */
+char *CompactionReport(int64 folded, List *crossings);
+List *ReportedCompaction(const char *counter, CompiledCounter *c, const char *report, int64 *folded);
+/*
  * The one announcer of crossings -- listed, repeating and window thresholds: NOTIFY "counters.<counter>" naming the
  * counter and `column` (NotifyCrossing), then the column's callback (InvalidOid: none; missing: set, but gone, which
  * is an error), as the owner: PrepareCallback checks it (kind: "threshold" or "window", for messages) and says

@@ -182,7 +182,7 @@ sql "$coord" app <<'SQL' >/dev/null
 SELECT counters.create_counter('dub', $$SELECT user_id, blog_id, count(*) AS n, sum(rating) AS rating
                                           FROM dposts GROUP BY user_id, blog_id$$);
 SQL
-refuse "thresholds" 'counter "dub": counters does not support thresholds on Citus tables yet' <<'SQL'
+refuse "thresholds in exact mode" 'counter "dub" of Citus table (public\.)?dposts: only log and sharded mode announce thresholds there' <<'SQL'
 SELECT counters.set_thresholds('dub', 'n', '{10}');
 SQL
 refuse "rebuild_concurrently()" 'counter "dub": counters does not support rebuild_concurrently\(\)' <<'SQL'
@@ -527,6 +527,43 @@ step <<<"INSERT INTO articles VALUES (2, 3, 944004, 1)"
 sql "$coord" app <<<"SELECT counters.rebuild('art_log')" >/dev/null 2>&1
 step <<<"UPDATE articles SET blog_id = 1 WHERE id = 944004"
 echo "ok - alter_counter() between exact, log and sharded, and rebuild(), keep them exact"
+# thresholds of a log counter: each node's compaction finds the crossings of its placements, the coordinator's
+# announces them (NOTIFY there, the callback there as the owner), each crossing once, also under concurrent writers
+sql "$coord" app <<'SQL' >/dev/null
+SELECT counters.compact('art_log');
+CREATE TABLE seen (counter text, key jsonb, col text, old numeric, new numeric, threshold numeric, direction text,
+                   every numeric, crossed numeric);
+CREATE FUNCTION seen_crossing(counter text, key jsonb, col text, old numeric, new numeric, threshold numeric,
+                              direction text, every numeric, crossed numeric) RETURNS void
+	LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.seen VALUES (counter, key, col, old, new, threshold, direction, every, crossed); END $$;
+SQL
+n0=$(sql "$coord" app <<<"SELECT n FROM art_log WHERE user_id = 5")
+sql "$coord" app <<<"SELECT counters.set_thresholds('art_log', 'n', ARRAY[$n0 + 3], 'seen_crossing(text, jsonb, text, numeric, numeric, numeric, text, numeric, numeric)', every => 100)" >/dev/null
+sql "$coord" app <<<"INSERT INTO articles SELECT 5, 1, g, 1 FROM generate_series(944101, 944105) g" >/dev/null
+[ "$(sql "$coord" app <<<"SELECT count(*) FROM seen")" = 0 ] || fail "a crossing was announced before compaction"
+expect_error "compact() on a worker of a counter with thresholds" 0A000 'counter "art_log" has thresholds, which the coordinator announces' "$w1" app <<'SQL'
+SELECT counters.compact('art_log');
+SQL
+refuse "exact mode for a Citus counter with thresholds" 'counter "art_log" of Citus table (public\.)?articles: only log and sharded mode announce thresholds there' <<'SQL'
+SELECT counters.alter_counter('art_log', 'exact');
+SQL
+listened=$(sql "$coord" app <<<"LISTEN \"counters.art_log\"; SELECT counters.compact('art_log')" 2>&1)
+grep -qF 'notification "counters.art_log" with payload "{"counter": "art_log", "column": "n"}"' <<<"$listened" ||
+	fail "the coordinator's compaction did not notify its listeners: $listened"
+[ "$(sql "$coord" app <<<"SELECT key::text || ' ' || old || ' ' || new || ' ' || threshold || ' ' || direction FROM seen WHERE every IS NULL")" = \
+  "{\"user_id\": 5} $n0 $((n0 + 5)) $((n0 + 3)) up" ] || fail "the listed crossing: $(sql "$coord" app <<<"TABLE seen")"
+echo "ok - thresholds of a log counter: found by the workers' compaction, announced once by the coordinator's (NOTIFY, callback as the owner); compact() on a worker and exact mode refused"
+# compact_placements() is the worker's half of the coordinator's compact(): a role that may not maintain the counter
+# is refused on the worker, before anything is folded; on the coordinator it is no entry at all
+sql "$coord" app <<<"INSERT INTO articles SELECT g % 30, 1, g, 1 FROM generate_series(944106, 944135) g" >/dev/null
+before=$(sql "$coord" <<<"SELECT count(*) FROM art_log_log")
+expect_error "compact_placements() by a role that may not maintain the counter" 42501 'counter "art_log": must be owner of' "$w1" intruder <<'SQL'
+SELECT counters.compact_placements('art_log');
+SQL
+expect_error "compact_placements() by the same role on the coordinator" 0A000 'compact_placements\(\) runs on a Citus worker' "$coord" intruder <<'SQL'
+SELECT counters.compact_placements('art_log');
+SQL
+[ "$(sql "$coord" <<<"SELECT count(*) FROM art_log_log")" = "$before" ] || fail "a refused compact_placements() folded rows"
 # 8 writers of one hot user, compaction running meanwhile: no failed transaction, exact
 sql "$coord" <<<"CREATE SEQUENCE hot_ids START 90000000; GRANT USAGE ON SEQUENCE hot_ids TO app" >/dev/null
 cat >"$base/hot.sql" <<'SQL'
@@ -543,8 +580,15 @@ while kill -0 "$bench" 2>/dev/null; do
 done
 wait "$bench" || { cat "$base/hot.log"; fail "pgbench on a hot key failed"; }
 grep -q 'number of failed transactions: 0 ' "$base/hot.log" || { cat "$base/hot.log"; fail "failed transactions"; }
+sql "$coord" app <<<"SELECT counters.compact('art_log')" >/dev/null
 step </dev/null
-echo "ok - 8 writers of one key, $compactions compactions meanwhile: $(grep -m1 -o 'number of transactions actually processed: [0-9]*' "$base/hot.log"), 0 failed, exact"
+# every multiple of 100 that user 5's count passed, announced once: the crossed counts add up to those between n0 and now
+n1=$(sql "$coord" app <<<"SELECT n FROM art_log WHERE user_id = 5")
+crossed=$(sql "$coord" app <<<"SELECT COALESCE(sum(crossed), 0) FROM seen WHERE every = 100 AND key = '{\"user_id\": 5}' AND direction = 'up'")
+[ "$crossed" = $((n1 / 100 - n0 / 100)) ] ||
+	fail "from $n0 to $n1, $((n1 / 100 - n0 / 100)) multiples of 100 were passed; the crossings announced say $crossed"
+sql "$coord" app <<<"SELECT counters.set_thresholds('art_log', 'n', '{}')" >/dev/null
+echo "ok - 8 writers of one key, $compactions compactions meanwhile: $(grep -m1 -o 'number of transactions actually processed: [0-9]*' "$base/hot.log"), 0 failed, exact; $crossed multiples of 100 crossed from $n0 to $n1, each announced once"
 # a key without the distribution column (posts per blog across users): per-shard partial rows, in log mode
 recount_b='SELECT blog_id, count(*)::numeric AS n, sum(rating)::numeric FROM articles GROUP BY 1'
 refuse "sharded mode for a key without the distribution column" 'counter "art_blogs" keeps per-shard partial rows: it stays in log mode' <<'SQL'
@@ -554,13 +598,27 @@ sql "$coord" app <<'SQL' >/dev/null
 SELECT counters.create_counter('art_blogs', $$SELECT blog_id, count(*) AS n, sum(rating) AS rating FROM articles
                                               GROUP BY blog_id$$, mode => 'log');
 SQL
+refuse "thresholds of a key kept as per-shard partial rows" 'counter "art_blogs" keeps per-shard partial rows: it cannot have thresholds' <<'SQL'
+SELECT counters.set_thresholds('art_blogs', 'n', '{10}');
+SQL
 [ "$(sql "$coord" <<<"SELECT count(*) FROM pg_dist_partition p, pg_dist_partition q
                       WHERE q.logicalrelid = 'articles'::regclass AND p.colocationid = q.colocationid
                       AND p.logicalrelid::text IN ('art_blogs_log', 'art_blogs_totals')
                       AND column_to_column_name(p.logicalrelid, p.partkey) = 'counters_anchor'")" = 2 ] ||
 	fail "the cross-shard counter's log and totals are not distributed by counters_anchor, co-located"
+# (after the shard moves below, Citus has canceled a statement of the next seconds as a distributed deadlock of its own
+# transaction -- an INSERT ... SELECT once, a TRUNCATE once, not understood yet (docs/citus.md, "Not done"): such a
+# statement is run again, once, and said so; the recounts after it show that the canceled one changed nothing)
+sql_again() {
+	local input out
+	input=$(cat)
+	if out=$(sql "$@" <<<"$input" 2>&1); then return 0; fi
+	grep -q "distributed deadlock" <<<"$out" || { echo "$out"; return 1; }
+	echo "note - canceled by Citus as a distributed deadlock, run again: $(head -c 100 <<<"$input")"
+	sql "$@" <<<"$input" >/dev/null
+}
 step() {
-	sql "$coord" app >/dev/null
+	sql_again "$coord" app
 	same dub "$recount_d"
 	same art_log "$recount_l"
 	same art_slots "$recount_s"
@@ -723,7 +781,8 @@ SELECT counters.drop_counter('art_blogs'); SELECT counters.drop_counter('tag_use
 left=$(sql "$coord" <<<"SELECT count(*) FROM run_command_on_placements('articles', \$\$SELECT count(*) FROM pg_trigger
   WHERE tgrelid = '%s'::regclass AND tgfoid = 'counters.capture()'::regprocedure AND tgtype & 32 = 0\$\$) WHERE result <> '0'")
 [ "$left" = 0 ] || fail "drop_counter left capture triggers on $left placements"
-sql "$coord" app <<<"INSERT INTO articles VALUES (1, 1, 1, 1); TRUNCATE articles" >/dev/null
+sql "$coord" app <<<"INSERT INTO articles VALUES (1, 1, 1, 1)" >/dev/null
+sql_again "$coord" app <<<"TRUNCATE articles"
 [ "$(sql "$w1" <<<"SELECT count(*) FROM counters.counter_replica WHERE name = 'dub'")" = 0 ] || fail "the workers keep the dropped counter"
 echo "ok - drop_counter: no capture trigger left on any placement but inert TRUNCATE ones; writes and TRUNCATE go on"
 echo "citus: all checks passed"
