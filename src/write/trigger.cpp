@@ -192,15 +192,21 @@ Capture(TriggerData *td, Role role)
 		UnpinSettings(level);
 		return;
 	}
-	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
 	/*
 	 * Citus: a shard's TRUNCATE trigger does nothing (the shell's, on the coordinator, empties the counter tables as a
-	 * whole), nor one left behind on a shard or shell once the table's counters are dropped (Citus does not propagate
-	 * dropping it); a shard without counters was distributed behind the counters' back.
+	 * whole) -- decided from Citus's metadata alone, before the catalog is read: Citus sends a shard's TRUNCATE while
+	 * another connection of the same transaction holds the table's shell locked, and a read of counters.counter_replica
+	 * there was seen waiting on that transaction (docs/citus.md). Nor does one left behind on a shell once the table's
+	 * counters are dropped (Citus does not propagate dropping it); a shard without counters was distributed behind the
+	 * counters' back.
 	 */
-	if (TRIGGER_FIRED_BY_TRUNCATE(ev) && citus::Present() &&
-	    (OidIsValid(citus::TableOfShard(RelationGetRelid(rel))) ||
-	     (sc->ncounters == 0 && citus::IsCitusRelation(RelationGetRelid(rel))))) {
+	bool truncate_citus = TRIGGER_FIRED_BY_TRUNCATE(ev) && citus::Present();
+	if (truncate_citus && OidIsValid(citus::TableOfShard(RelationGetRelid(rel)))) {
+		UnpinSettings(level);
+		return;
+	}
+	SourceCounters *sc = GetSourceCounters(RelationGetRelid(rel));
+	if (truncate_citus && sc->ncounters == 0 && citus::IsCitusRelation(RelationGetRelid(rel))) {
 		UnpinSettings(level);
 		return;
 	}
