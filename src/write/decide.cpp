@@ -436,6 +436,21 @@ AnnounceCrossings(List *list)
 	}
 }
 
+namespace {
+
+/* `value` (numeric) as a JSON string, or null ((Datum)0). */
+void
+AppendNumeric(StringInfo out, const char *field, Datum value)
+{
+	appendStringInfo(out, ", \"%s\": ", field);
+	if (value == (Datum)0)
+		appendStringInfoString(out, "null");
+	else
+		escape_json(out, DatumGetCString(DirectFunctionCall1(numeric_out, value)));
+}
+
+} // namespace
+
 char *
 CompactionReport(int64 folded, List *list)
 {
@@ -450,58 +465,66 @@ CompactionReport(int64 folded, List *list)
 		EnterOwner(&owner, x->c->auth, PIN_SEARCH_PATH | PIN_OUTPUT);
 		Datum key = CrossingKey(x);
 		LeaveOwner(&owner);
-		appendStringInfoString(&out, foreach_current_index(lc) > 0 ? ", [" : "[");
+		appendStringInfoString(&out, foreach_current_index(lc) > 0 ? ", {\"column\": " : "{\"column\": ");
 		escape_json(&out, x->c->def->values[x->v].column_name);
-		appendStringInfo(&out, ", %s", JsonbToCString(nullptr, &DatumGetJsonbP(key)->root, 0));
-		Datum numbers[] = {x->old_value, x->new_value, x->threshold, x->every, x->crossed};
-		for (int i = 0; i < 5; i++) {
-			if (i == 3)
-				appendStringInfoString(&out, x->up ? ", \"up\"" : ", \"down\"");
-			if (numbers[i] == (Datum)0)
-				appendStringInfoString(&out, ", null");
-			else
-				appendStringInfo(&out, ", \"%s\"", DatumGetCString(DirectFunctionCall1(numeric_out, numbers[i])));
-		}
-		appendStringInfoChar(&out, ']');
+		appendStringInfo(&out, ", \"key\": %s", JsonbToCString(nullptr, &DatumGetJsonbP(key)->root, 0));
+		AppendNumeric(&out, "old", x->old_value);
+		AppendNumeric(&out, "new", x->new_value);
+		AppendNumeric(&out, "threshold", x->threshold);
+		appendStringInfo(&out, ", \"direction\": \"%s\"", x->up ? "up" : "down");
+		AppendNumeric(&out, "every", x->every);
+		AppendNumeric(&out, "crossed", x->crossed);
+		appendStringInfoChar(&out, '}');
 	}
 	appendStringInfoString(&out, "]}");
 	return out.data;
 }
 
-namespace {
-
 List *
-ReportedCrossings(CompiledCounter *c, const char *report)
+ReportedCompaction(const char *counter, CompiledCounter *c, const char *report, int64 *folded)
 {
 	/*
-	 * Another node's report, validated as data: each element names a value column of `c`, a key object with exactly
-	 * the counter's key columns, numbers and a direction; anything else is an error, not an event.
+	 * Another node's report, read as data: the rows folded; and (c: the counter with its thresholds) each crossing
+	 * must name a value column of `c`, a key object with exactly the counter's key columns, numbers and a direction --
+	 * anything else is an error, not an event.
 	 */
+	SpiConnect();
+	int level = PinSettings(PIN_SEARCH_PATH);
+	Oid argtypes[2] = {TEXTOID, TEXTARRAYOID};
+	Datum args[2] = {CStringGetTextDatum(report), (Datum)0};
+	if (SPI_execute_with_args("SELECT ($1::pg_catalog.jsonb OPERATOR(pg_catalog.->>) 'folded')::pg_catalog.int8", 1,
+	                          argtypes, args, nullptr, true, 0) != SPI_OK_SELECT ||
+	    SPI_processed != 1)
+		elog(ERROR, "counters: reading a compaction report of counter \"%s\" failed", counter);
+	bool isnull;
+	Datum n = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+		                errmsg("counter \"%s\": a node's compaction report says nothing of the rows folded", counter),
+		                errdetail("Reported: %s", report)));
+	*folded = DatumGetInt64(n);
+	if (c == nullptr) {
+		UnpinSettings(level);
+		SPI_finish();
+		return NIL;
+	}
 	const CounterDef *def = c->def;
 	Datum *names = (Datum *)palloc(sizeof(Datum) * def->nkeys);
 	for (int k = 0; k < def->nkeys; k++)
 		names[k] = CStringGetTextDatum(c->key_columns[k]);
-	SpiConnect();
-	int level = PinSettings(PIN_SEARCH_PATH);
-	Oid argtypes[2] = {TEXTOID, TEXTARRAYOID};
-	Datum args[2] = {CStringGetTextDatum(report),
-	                 PointerGetDatum(construct_array(names, def->nkeys, TEXTOID, -1, false, TYPALIGN_INT))};
-	int ret = SPI_execute_with_args(
-	    "SELECT x OPERATOR(pg_catalog.->>) 0, x OPERATOR(pg_catalog.->) 1, "
-	    "       (x OPERATOR(pg_catalog.->>) 2)::pg_catalog.numeric, (x OPERATOR(pg_catalog.->>) "
-	    "3)::pg_catalog.numeric, "
-	    "       (x OPERATOR(pg_catalog.->>) 4)::pg_catalog.numeric, x OPERATOR(pg_catalog.->>) 5, "
-	    "       (x OPERATOR(pg_catalog.->>) 6)::pg_catalog.numeric, (x OPERATOR(pg_catalog.->>) "
-	    "7)::pg_catalog.numeric, "
-	    "       pg_catalog.jsonb_typeof(x OPERATOR(pg_catalog.->) 1) OPERATOR(pg_catalog.=) 'object' AND "
-	    "       (SELECT pg_catalog.array_agg(k ORDER BY k) FROM pg_catalog.jsonb_object_keys(CASE "
-	    "          pg_catalog.jsonb_typeof(x OPERATOR(pg_catalog.->) 1) WHEN 'object' THEN x OPERATOR(pg_catalog.->) 1 "
-	    "          END) k) OPERATOR(pg_catalog.=) (SELECT pg_catalog.array_agg(k ORDER BY k) FROM "
-	    "pg_catalog.unnest($2) k) "
-	    "  FROM pg_catalog.jsonb_array_elements($1::pg_catalog.jsonb OPERATOR(pg_catalog.->) 'crossings') x",
-	    2, argtypes, args, nullptr, true, 0);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "counters: reading the crossings reported for counter \"%s\" failed", def->name);
+	args[1] = PointerGetDatum(construct_array(names, def->nkeys, TEXTOID, -1, false, TYPALIGN_INT));
+	if (SPI_execute_with_args(
+	        "SELECT r.column, r.key, r.old, r.new, r.threshold, r.direction, r.every, r.crossed, "
+	        "       pg_catalog.jsonb_typeof(r.key) OPERATOR(pg_catalog.=) 'object' AND "
+	        "       (SELECT pg_catalog.array_agg(k ORDER BY k) FROM pg_catalog.jsonb_object_keys("
+	        "          CASE pg_catalog.jsonb_typeof(r.key) WHEN 'object' THEN r.key END) k) "
+	        "       OPERATOR(pg_catalog.=) (SELECT pg_catalog.array_agg(k ORDER BY k) FROM pg_catalog.unnest($2) k) "
+	        "  FROM pg_catalog.jsonb_to_recordset($1::pg_catalog.jsonb OPERATOR(pg_catalog.->) 'crossings') "
+	        "       AS r(\"column\" pg_catalog.text, key pg_catalog.jsonb, old pg_catalog.numeric, "
+	        "            new pg_catalog.numeric, threshold pg_catalog.numeric, direction pg_catalog.text, "
+	        "            every pg_catalog.numeric, crossed pg_catalog.numeric)",
+	        2, argtypes, args, nullptr, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "counters: reading the crossings reported for counter \"%s\" failed", counter);
 	MemoryContext old = MemoryContextSwitchTo(CurTransactionContext);
 	List *enclosing = StartCrossings();
 	TupleDesc desc = SPI_tuptable->tupdesc;
@@ -516,13 +539,12 @@ ReportedCrossings(CompiledCounter *c, const char *report)
 			if (strcmp(def->values[i].column_name, TextDatumGetCString(f[0])) == 0)
 				v = i;
 		const char *direction = nulls[5] ? "" : TextDatumGetCString(f[5]);
-		bool key_ok = !nulls[8] && DatumGetBool(f[8]);
-		if (v < 0 || !key_ok || nulls[2] || nulls[3] || nulls[4] || nulls[6] != nulls[7] ||
+		if (v < 0 || nulls[8] || !DatumGetBool(f[8]) || nulls[2] || nulls[3] || nulls[4] || nulls[6] != nulls[7] ||
 		    (strcmp(direction, "up") != 0 && strcmp(direction, "down") != 0))
-			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
-			                errmsg("counter \"%s\": a node reported a crossing that is not one of its value columns",
-			                       def->name),
-			                errdetail("Reported: %s", report)));
+			ereport(ERROR,
+			        (errcode(ERRCODE_DATA_CORRUPTED),
+			         errmsg("counter \"%s\": a node reported a crossing that is not one of its value columns", counter),
+			         errdetail("Reported: %s", report)));
 		Crossing *x = (Crossing *)palloc(sizeof(Crossing));
 		x->c = c;
 		x->v = v;
@@ -542,31 +564,6 @@ ReportedCrossings(CompiledCounter *c, const char *report)
 	UnpinSettings(level);
 	SPI_finish();
 	return mine;
-}
-
-} // namespace
-
-List *
-ReportedCompaction(const char *counter, CompiledCounter *c, const char *report, int64 *folded)
-{
-	SpiConnect();
-	int level = PinSettings(PIN_SEARCH_PATH);
-	Oid argtype = TEXTOID;
-	Datum arg = CStringGetTextDatum(report);
-	if (SPI_execute_with_args("SELECT ($1::pg_catalog.jsonb OPERATOR(pg_catalog.->>) 'folded')::pg_catalog.int8", 1,
-	                          &argtype, &arg, nullptr, true, 0) != SPI_OK_SELECT ||
-	    SPI_processed != 1)
-		elog(ERROR, "counters: reading a compaction report of counter \"%s\" failed", counter);
-	bool isnull;
-	Datum n = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (isnull)
-		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
-		                errmsg("counter \"%s\": a node's compaction report says nothing of the rows folded", counter),
-		                errdetail("Reported: %s", report)));
-	*folded = DatumGetInt64(n);
-	UnpinSettings(level);
-	SPI_finish();
-	return c != nullptr ? ReportedCrossings(c, report) : NIL;
 }
 
 void

@@ -560,7 +560,8 @@ void AnnounceCrossings(List *crossings);
 /*
  * Crossings found on one node and announced on another (Citus: a worker's compaction finds them, the coordinator's
  * announces them). CompactionReport renders the rows a compaction folded and its crossings as JSON ({"folded": n,
- * "crossings": [[column, key, old, new, threshold, direction, every, crossed], ...]}; the keys rendered as the owner);
+ * "crossings": [{"column", "key", "old", "new", "threshold", "direction", "every", "crossed"}, ...]}; the keys rendered
+ * as the owner);
  * ReportedCompaction reads such a report of counter `counter` back: the rows folded, and (`c` not NULL: the counter
  * compiled with its thresholds) the crossings, for AnnounceCrossings, validated as data (ERRCODE_DATA_CORRUPTED
  * unless each one names a value column of `c` and a key of its key columns).
